@@ -1,0 +1,79 @@
+"""The language boundary: R ``survey``/``sampling`` through rpy2, and an R package (rpkg/).
+
+rpy2 is imported lazily, so ``import surveysynth`` works without R. Every R call goes through
+:func:`r_session`, which serializes calls (R is single-threaded) with one process-wide lock and
+sets rpy2's conversion rules for the calling thread (rpy2 keeps them in a contextvar, so a
+worker thread would otherwise see none).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_LOCK = threading.RLock()
+_INSTALL_HINT = (
+    "R features need R and rpy2. On Debian/Ubuntu: apt-get install r-base-core r-base-dev "
+    "r-cran-survey r-cran-sampling r-cran-mitools r-cran-reticulate, then "
+    "pip install 'rpy2>=3.5.17,<3.6' (or: pip install 'surveysynth[r]')."
+)
+
+
+class RNotAvailableError(ImportError):
+    """R or rpy2 (or a needed R package) is missing."""
+
+
+class RError(RuntimeError):
+    """An error raised by R; the message is R's own."""
+
+
+def _import_rpy2():
+    try:
+        import rpy2.robjects as ro
+        from rpy2.robjects.conversion import localconverter
+    except Exception as exc:  # rpy2 missing, or R missing under it
+        raise RNotAvailableError(f"{_INSTALL_HINT} (import failed: {exc})") from exc
+    return ro, localconverter
+
+
+_PACKAGES: dict[str, Any] = {}
+
+
+@contextmanager
+def r_session(*packages: str) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Lock R, set rpy2's default converter for this thread, load R packages.
+
+    Yields ``(robjects, {name: package})``. R errors inside become :class:`RError` with R's
+    message.
+    """
+    ro, localconverter = _import_rpy2()
+    from rpy2.rinterface_lib.embedded import RRuntimeError
+    from rpy2.robjects.packages import PackageNotInstalledError, importr
+
+    with _LOCK, localconverter(ro.default_converter):
+        pk = {}
+        for name in packages:
+            if name not in _PACKAGES:
+                try:
+                    _PACKAGES[name] = importr(name)
+                except PackageNotInstalledError as exc:
+                    raise RNotAvailableError(
+                        f"R package {name!r} is not installed. {_INSTALL_HINT}"
+                    ) from exc
+            pk[name] = _PACKAGES[name]
+        try:
+            yield ro, pk
+        except RRuntimeError as exc:
+            raise RError(str(exc).strip()) from exc
+
+
+def r_available() -> bool:
+    """True when rpy2 imports and R runs."""
+    try:
+        with r_session() as (ro, _):
+            ro.r("1")
+        return True
+    except RNotAvailableError:
+        return False

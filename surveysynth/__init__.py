@@ -1,0 +1,32 @@
+"""surveysynth: survey designs, design-based estimation that matches R ``survey``, and private
+synthetic releases of confidential survey microdata.
+
+Light to import: Stan, R and samplics load only when a feature that needs them is used.
+"""
+
+from __future__ import annotations
+
+from ._lazy import lazy_getattr
+from .design import SurveyDesign
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ReplicateDesign": ".replicate",
+    "combine": ".combine",
+    "SyntheticRelease": ".release",
+    "load_release": ".release",
+    "tabulate": ".tables",
+    "inclusion_probabilities": ".sampling",
+    "pps_systematic": ".sampling",
+}
+__all__ = ["SurveyDesign", "__version__", "synth", "privacy", "datasets", *sorted(_EXPORTS)]
+_lazy = lazy_getattr(__name__, _EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in ("synth", "privacy", "datasets", "utility", "simulate"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    return _lazy(name)

@@ -1,0 +1,445 @@
+"""SurveyDesign: survey data plus the design that produced them, immutable and validated.
+
+The constructor follows R ``survey``'s ``svydesign`` rule for rule (read from
+``survey:::svydesign.default`` and ``survey:::as.fpc``, version 4.1):
+
+* ``ids`` give one column per sampling stage; ``None`` or ``"~1"`` means each row is its own
+  PSU. Later-stage clusters are nested in earlier ones automatically (R: ``interaction``).
+* ``strata`` give one column per stage (R: a formula ``~a+b`` means stage-1 strata ``a`` and
+  stage-2 strata ``b``, not their crossing). Later-stage strata are nested in the previous
+  stage's clusters, as R does.
+* ``nest=True`` makes PSU ids unique within strata; with ``nest=False`` PSU ids that appear in
+  more than one stratum are an error (R's ``check.strata``).
+* ``fpc`` gives one column per stage: population sizes (all values >= 1, some > 1) or sampling
+  fractions (all <= 1); it must be constant within each stratum.
+* Without ``weights`` or ``probs`` the weights come from the fpc (product over stages of N/n),
+  or are 1 with a warning, as in R.
+* Variance is multistage only when an fpc is given; otherwise the ultimate-cluster
+  (with-replacement first stage) approximation is used, as in R.
+
+Differences from R, on purpose: bad input fails when the design is built, with a message that
+names the column, the first offending rows and the fix (R often fails later or only warns:
+``fpc`` varying within a stratum and non-positive weights are errors here). Lonely PSUs are
+checked when a variance is computed, as in R, because a domain may not reach the stratum.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._validate import (
+    check_no_na,
+    first_rows,
+    numeric_column,
+    parse_vars,
+    require_columns,
+)
+from .estimate import Estimators
+from .variance.taylor import LONELY_OPTIONS, Stage, design_df, taylor_variance
+
+ColumnSpec = str | Sequence[str] | None
+
+
+def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Integer codes of the distinct combinations of ``columns`` (order of first appearance)."""
+    if len(columns) == 1:
+        return pd.factorize(frame[columns[0]], sort=False)[0].astype(np.int64)
+    return _combine([pd.factorize(frame[c], sort=False)[0] for c in columns])
+
+
+def _combine(codes: list[np.ndarray]) -> np.ndarray:
+    """Codes of the crossing of several code vectors (R's ``interaction``, unused levels dropped)."""
+    out = np.asarray(codes[0], dtype=np.int64)
+    for c in codes[1:]:
+        c = np.asarray(c, dtype=np.int64)
+        out = pd.factorize(out * (int(c.max()) + 1) + c, sort=False)[0].astype(np.int64)
+    return pd.factorize(out, sort=False)[0].astype(np.int64)
+
+
+def _first_of(codes: np.ndarray, values: np.ndarray, n_codes: int) -> np.ndarray:
+    """Value of ``values`` at the first row of each code."""
+    first = np.full(n_codes, -1, dtype=np.int64)
+    order = np.arange(codes.shape[0] - 1, -1, -1)
+    first[codes[order]] = order
+    return values[first]
+
+
+class SurveyDesign(Estimators):
+    """A survey sample and its design: strata, multistage clusters, weights and fpc.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The sample, one row per responding unit. It is copied (never mutated).
+    ids : column name, list of names (one per stage), or formula ``"~psu+ssu"``; ``None`` or
+        ``"~1"`` for no clustering.
+    strata : column name, list (one per stage), formula, or ``None``.
+    weights, probs : sampling weights or selection probabilities (a column name, a formula
+        of one or more columns multiplied over stages, or an array); give at most one.
+    fpc : finite population correction per stage: population sizes or sampling fractions.
+    nest : make PSU ids unique within strata (R's ``nest=TRUE``).
+    lonely_psu : what a stratum with one PSU contributes to the variance: ``"fail"``
+        (error, R's default), ``"remove"``, ``"certainty"``, ``"adjust"`` or ``"average"``,
+        with R's ``options(survey.lonely.psu=)`` meaning.
+    adjust_domain_lonely : R's ``options(survey.adjust.domain.lonely=)``: apply ``"adjust"``
+        and ``"average"`` also to strata where a domain reaches a single PSU.
+
+    Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
+    DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
+    """
+
+    def __init__(
+        self,
+        data: pd.DataFrame,
+        ids: ColumnSpec = None,
+        strata: ColumnSpec = None,
+        weights: ColumnSpec | np.ndarray = None,
+        probs: ColumnSpec | np.ndarray = None,
+        fpc: ColumnSpec = None,
+        nest: bool = False,
+        lonely_psu: str = "fail",
+        adjust_domain_lonely: bool = False,
+    ) -> None:
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"data must be a pandas DataFrame, got {type(data).__name__}.")
+        if data.shape[0] == 0:
+            raise ValueError("data has no rows: a design needs at least two PSUs.")
+        if lonely_psu not in LONELY_OPTIONS:
+            raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
+        if not data.columns.is_unique:
+            dup = data.columns[data.columns.duplicated()].tolist()
+            raise ValueError(f"data has duplicated column names {dup[:5]}: rename them first.")
+        frame = data.copy(deep=False) if pd.options.mode.copy_on_write is not False else data.copy()
+        self._frame = frame
+        self.nest = bool(nest)
+        self.lonely_psu = lonely_psu
+        self.adjust_domain_lonely = bool(adjust_domain_lonely)
+        n = frame.shape[0]
+
+        ids_vars = parse_vars(ids, "ids") or []
+        strata_vars = parse_vars(strata, "strata")
+        fpc_vars = parse_vars(fpc, "fpc")
+        for arg, cols in (("ids", ids_vars), ("strata", strata_vars), ("fpc", fpc_vars)):
+            if cols:
+                require_columns(frame, cols, arg)
+                check_no_na(frame, cols, arg)
+        self.ids_vars = ids_vars
+        self.strata_vars = strata_vars or None
+        self.fpc_vars = fpc_vars or None
+        self.has_strata = bool(strata_vars)
+
+        # -- clusters per stage (R: ids[,i] <- interaction(ids[,1:i])) -------------------
+        raw_ids = [_codes(frame, [c]) for c in ids_vars] or [np.arange(n, dtype=np.int64)]
+        S = len(raw_ids)
+        ids_codes = [_combine(raw_ids[: s + 1]) for s in range(S)]
+        raw_strata = (
+            [_codes(frame, [c]) for c in strata_vars] if strata_vars else [np.zeros(n, np.int64)]
+        )
+        NS = len(raw_strata)
+        if self.nest and self.has_strata:
+            ids_codes = [
+                _combine(raw_strata[: min(s + 1, NS)] + [ids_codes[s]]) for s in range(S)
+            ]
+        if not self.nest and self.has_strata:
+            self._check_nested(ids_codes[0], raw_strata[0], ids_vars, strata_vars[0])
+        if np.unique(ids_codes[0]).shape[0] == 1 and not (self.nest and self.has_strata):
+            raise ValueError(
+                "Design has only one primary sampling unit: variance cannot be estimated. "
+                "Fix: check the ids= column (or use ids=None for one PSU per row)."
+            )
+        strata_codes = [raw_strata[0]] + [
+            _combine([raw_strata[min(s, NS - 1)], ids_codes[s - 1]]) for s in range(1, S)
+        ]
+        # -- sample sizes per stage: distinct clusters within the stage's strata -----------
+        sampsize = []
+        for s in range(S):
+            pairs = _combine([strata_codes[s], ids_codes[s]])
+            first_str = _first_of(pairs, strata_codes[s], int(pairs.max()) + 1)
+            sampsize.append(np.bincount(first_str, minlength=int(strata_codes[s].max()) + 1))
+        # -- fpc -----------------------------------------------------------------------
+        popsize = self._popsize(frame, fpc_vars, S, strata_codes, sampsize) if fpc_vars else None
+        self.has_fpc = popsize is not None
+        # -- weights ---------------------------------------------------------------------
+        self._w = self._weights(frame, weights, probs, popsize, sampsize, strata_codes)
+        self._w.setflags(write=False)
+        # -- stages for the variance engine ------------------------------------------------
+        stages = []
+        multiplier_prev = None
+        for s in range(S):
+            clu = ids_codes[s]
+            K = int(clu.max()) + 1
+            str_of_clu = _first_of(clu, strata_codes[s], K)
+            if s > 0 and _combine([clu, strata_codes[s]]).max() + 1 != K:
+                raise ValueError(
+                    f"ids stage {s + 1} ({ids_vars[s]!r}): some clusters lie in more than one "
+                    f"stage-{s + 1} stratum. Fix: make stage-{s + 1} strata constant within "
+                    "each cluster."
+                )
+            H = int(strata_codes[s].max()) + 1
+            n_h = sampsize[s].astype(float)
+            if popsize is not None:
+                N_h = _first_of(strata_codes[s], popsize[:, s], H)
+                # R: f <- ifelse(fpc == Inf, 1, (fpc - nPSU)/fpc)
+                with np.errstate(invalid="ignore"):
+                    fpc_factor = np.where(np.isinf(N_h), 1.0, (N_h - n_h) / N_h)
+                ratio = n_h / N_h
+            else:
+                fpc_factor = np.ones(H)
+                ratio = np.zeros(H)
+            if s == 0:
+                group = np.zeros(H, dtype=np.int64)
+                multiplier = np.ones(H)
+            else:
+                group = _first_of(strata_codes[s], ids_codes[s - 1], H)
+                parent_str = stages[s - 1].stratum_of_cluster[group]
+                multiplier = multiplier_prev[parent_str] * prev_ratio[parent_str]
+            labels = self._stratum_labels(frame, strata_vars, strata_codes[s], s, H, ids_vars)
+            stages.append(
+                Stage(
+                    cluster=clu,
+                    stratum_of_cluster=str_of_clu,
+                    group_of_stratum=group,
+                    n_psu=sampsize[s],
+                    fpc_factor=fpc_factor,
+                    multiplier=multiplier,
+                    labels=labels,
+                )
+            )
+            multiplier_prev, prev_ratio = multiplier, ratio
+        self._stages = stages
+        self._popsize = popsize
+        self._in = np.ones(n, dtype=bool)
+        self._in.setflags(write=False)
+
+    # ------------------------------------------------------------------ construction helpers
+    @staticmethod
+    def _check_nested(psu, stratum, ids_vars, strata_var) -> None:
+        pairs = _combine([psu, stratum])
+        n_pairs_per_psu = np.bincount(_first_of(pairs, psu, int(pairs.max()) + 1))
+        bad_psu = np.flatnonzero(n_pairs_per_psu > 1)
+        if bad_psu.shape[0]:
+            rows = np.isin(psu, bad_psu)
+            name = ids_vars[0] if ids_vars else "row"
+            raise ValueError(
+                f"Clusters not nested in strata at top level: {bad_psu.shape[0]} PSU(s) of "
+                f"{name!r} appear in more than one stratum of {strata_var!r} "
+                f"(first offending {first_rows(pd.RangeIndex(psu.shape[0]), rows)}). "
+                "Fix: nest=True if PSU ids are only unique within strata (R: nest=TRUE)."
+            )
+
+    @staticmethod
+    def _popsize(frame, fpc_vars, S, strata_codes, sampsize) -> np.ndarray:
+        if len(fpc_vars) != S:
+            raise ValueError(
+                f"fpc: {len(fpc_vars)} column(s) {fpc_vars} for a {S}-stage design. Fix: give one "
+                "fpc column per stage of ids (or none: the with-replacement approximation)."
+            )
+        fpc = np.column_stack([numeric_column(frame, c, "fpc") for c in fpc_vars])
+        n = fpc.shape[0]
+        samp = np.column_stack([sampsize[s][strata_codes[s]] for s in range(S)]).astype(float)
+        is_pop = bool((fpc > 1).any())
+        if is_pop != bool((fpc >= 1).all()):
+            big = np.flatnonzero((fpc >= 1).any(axis=1))[:3].tolist()
+            small = np.flatnonzero((fpc < 1).any(axis=1))[:3].tolist()
+            raise ValueError(
+                f"fpc {fpc_vars}: must be all population sizes (>= 1) or all sampling fractions "
+                f"(<= 1); rows {big} have values >= 1 and rows {small} values < 1. Fix: use one "
+                "kind throughout (R: 'Must have all fpc>=1 or all fpc<=1')."
+            )
+        if (fpc < 0).any():
+            bad = (fpc < 0).any(axis=1)
+            raise ValueError(f"fpc: negative values in {first_rows(frame.index, bad)}.")
+        with np.errstate(divide="ignore"):
+            popsize = fpc if is_pop else samp / fpc
+        too_small = popsize < samp
+        if too_small.any():
+            r, s = np.argwhere(too_small)[0]
+            raise ValueError(
+                f"fpc column {fpc_vars[s]!r} is smaller than the sample size at stage {s + 1}: "
+                f"population {popsize[r, s]:g} < {samp[r, s]:g} sampled clusters in "
+                f"{first_rows(frame.index, too_small[:, s])}. Fix: fpc must be the population "
+                "count of clusters in the stratum (or the sampling fraction n/N)."
+            )
+        for s in range(S):
+            h = strata_codes[s]
+            lo = np.full(int(h.max()) + 1, np.inf)
+            hi = np.full(int(h.max()) + 1, -np.inf)
+            np.minimum.at(lo, h, popsize[:, s])
+            np.maximum.at(hi, h, popsize[:, s])
+            varies = lo[h] != hi[h]
+            if varies.any():
+                raise ValueError(
+                    f"fpc column {fpc_vars[s]!r} varies within a stage-{s + 1} stratum "
+                    f"({first_rows(frame.index, varies)}). Fix: the fpc must be constant "
+                    "within each stratum (R only warns, then mixes values)."
+                )
+        del n
+        return popsize
+
+    def _weights(self, frame, weights, probs, popsize, sampsize, strata_codes) -> np.ndarray:
+        if weights is not None and probs is not None:
+            raise ValueError("Give weights= or probs=, not both (R: 'Can't specify both').")
+        spec = weights if weights is not None else probs
+        arg = "weights" if weights is not None else "probs"
+        self.weights_var = None
+        if spec is None:
+            if popsize is not None:
+                samp = np.column_stack(
+                    [sampsize[s][strata_codes[s]] for s in range(popsize.shape[1])]
+                )
+                return np.prod(popsize / samp, axis=1)
+            warnings.warn(
+                "No weights or probabilities supplied, assuming equal probability",
+                UserWarning,
+                stacklevel=3,
+            )
+            return np.ones(frame.shape[0])
+        if isinstance(spec, (str, list, tuple)):
+            cols = parse_vars(spec, arg)
+            require_columns(frame, cols, arg)
+            vals = np.column_stack([numeric_column(frame, c, arg) for c in cols])
+            if weights is not None:
+                self.weights_var = cols[0] if len(cols) == 1 else cols
+        else:
+            vals = np.asarray(spec, dtype=float).reshape(frame.shape[0], -1)
+            cols = [f"<{arg} array>"]
+        bad = ~np.isfinite(vals) | (vals <= 0)
+        if arg == "probs":
+            bad |= vals > 1
+        if bad.any():
+            row_bad = bad.any(axis=1)
+            col = cols[int(np.argwhere(bad)[0][1])] if len(cols) > 1 else cols[0]
+            what = "in (0, 1]" if arg == "probs" else "positive and finite"
+            raise ValueError(
+                f"{arg}: column {col!r} must be {what}; offending {first_rows(frame.index, row_bad)}. "
+                "Fix: correct or drop those rows (a zero weight means the unit cannot be "
+                "sampled; use subset() for domains)."
+            )
+        w = np.prod(vals, axis=1) if arg == "weights" else 1.0 / np.prod(vals, axis=1)
+        return w
+
+    @staticmethod
+    def _stratum_labels(frame, strata_vars, codes, s, H, ids_vars) -> np.ndarray:
+        if s == 0 and strata_vars:
+            first = _first_of(codes, np.arange(codes.shape[0]), H)
+            return frame[strata_vars[0]].to_numpy()[first].astype(object)
+        if s == 0:
+            return np.array(["(unstratified)"], dtype=object)
+        return np.array([f"stage-{s + 1} stratum {h + 1}" for h in range(H)], dtype=object)
+
+    # ------------------------------------------------------------------ public properties
+    @property
+    def data(self) -> pd.DataFrame:
+        """The rows of the design (of the subset, after ``subset``). Do not mutate it."""
+        if self._in.all():
+            return self._frame.copy(deep=False)
+        return self._frame.loc[self._in]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Sampling weights of the rows in :attr:`data` (read-only)."""
+        return self._w if self._in.all() else self._w[self._in]
+
+    @property
+    def n(self) -> int:
+        """Number of rows (in the subset)."""
+        return int(self._in.sum())
+
+    @property
+    def n_stages(self) -> int:
+        return len(self._stages)
+
+    @property
+    def degf(self) -> float:
+        """Design degrees of freedom: PSUs minus strata among the rows (R ``degf``)."""
+        dom = np.where(self._in, 0, -1)
+        return float(design_df(self._stages[0], dom, 1, self._w > 0)[0])
+
+    @property
+    def _variance_stages(self) -> list[Stage]:
+        # R recurses into later stages only when an fpc was given (svyrecvar/multistage)
+        return self._stages if self.has_fpc else self._stages[:1]
+
+    def subset(self, mask: Any) -> SurveyDesign:
+        """The domain where ``mask`` holds, keeping the full design for variance (R ``subset``).
+
+        ``mask`` is a boolean array or Series aligned with :attr:`data`. Variances count every
+        PSU of the full design (PSUs without domain rows contribute zero totals), degrees of
+        freedom count the PSUs and strata the domain reaches.
+        """
+        m = pd.Series(mask).to_numpy() if not isinstance(mask, np.ndarray) else mask
+        if isinstance(mask, pd.Series) and not mask.index.equals(self.data.index):
+            m = mask.reindex(self.data.index).to_numpy()
+        if m.dtype != bool:
+            if pd.isna(m).any():
+                raise ValueError(
+                    "subset(): the mask has missing values in "
+                    f"{first_rows(self.data.index, pd.isna(m))}; fill them with True/False."
+                )
+            m = m.astype(bool)
+        if m.shape[0] != self.n:
+            raise ValueError(f"subset(): mask has {m.shape[0]} entries for {self.n} rows.")
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        inside = self._in.copy()
+        inside[np.flatnonzero(self._in)] = m
+        inside.setflags(write=False)
+        new._in = inside
+        return new
+
+    # ------------------------------------------------------------------ engine hooks
+    def _ratio_core(self, Y, X, dom, D):
+        """Point estimates and Taylor variances of domain ratios of totals (X None: totals)."""
+        w = self._w
+        sel = dom >= 0
+        ds = dom[sel]
+        ws = w[sel]
+        Ys = Y[sel]
+        Ty = np.column_stack(
+            [np.bincount(ds, weights=ws * Ys[:, v], minlength=D) for v in range(Y.shape[1])]
+        )
+        z = np.zeros_like(Y, dtype=float)
+        if X is None:
+            z[sel] = ws[:, None] * Ys
+            est = Ty
+        else:
+            Xs = X[sel]
+            Tx = np.column_stack(
+                [np.bincount(ds, weights=ws * Xs[:, v], minlength=D) for v in range(X.shape[1])]
+            )
+            with np.errstate(invalid="ignore", divide="ignore"):
+                est = Ty / Tx
+                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        var = taylor_variance(
+            self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
+        )
+        return est, var, z
+
+    def _df_core(self, dom, D) -> np.ndarray:
+        return design_df(self._stages[0], dom, D, self._w > 0)
+
+    # ------------------------------------------------------------------ printing
+    def __repr__(self) -> str:
+        K = [int(np.unique(s.cluster[self._in]).shape[0]) for s in self._stages]
+        if self.ids_vars:
+            kind = f"{self.n_stages} - level Cluster Sampling design" if self.n_stages > 1 else (
+                "1 - level Cluster Sampling design"
+            )
+            clusters = f"With ({', '.join(map(str, K))}) clusters."
+        else:
+            kind = "Independent Sampling design"
+            clusters = ""
+        if self.has_strata:
+            kind = "Stratified " + (kind if self.ids_vars else "Independent Sampling design")
+        fpc = "" if self.has_fpc else " (with replacement)"
+        sub = f"\nsubset: {self.n} of {self._frame.shape[0]} rows" if not self._in.all() else ""
+        spec = (
+            f"ids={self.ids_vars or '~1'}, strata={self.strata_vars}, weights={self.weights_var}, "
+            f"fpc={self.fpc_vars}, nest={self.nest}, lonely_psu={self.lonely_psu!r}"
+        )
+        return f"{kind}{fpc}\n{clusters}\nSurveyDesign({spec}){sub}".replace("\n\n", "\n")

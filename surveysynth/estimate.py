@@ -1,0 +1,403 @@
+"""Estimators shared by every design kind: total, mean, ratio, proportion, quantile.
+
+Every estimate here is a ratio of weighted domain totals (a total has no denominator; a mean
+divides by the total weight; a proportion is the mean of a level's indicator), so one hook,
+``_ratio_core(Y, X, dom, D)``, gives point estimates and variances for all of them. A
+linearization design implements it with influence functions; a replicate design with
+replicate weights. Quantiles use Woodruff's interval on top of the same hook.
+
+Conventions (R ``survey`` 4.1, the reference):
+
+* domains (``by=``) follow ``svyby``: each group is the design subset to that group, the
+  groups ordered as ``interaction(by)`` orders them (first by-variable fastest);
+* ``na_rm=True`` removes rows with a missing value from the domain (R: ``design[nas == 0, ]``);
+  without it a missing value is an error naming the rows (R would return NA);
+* confidence intervals are normal by default (R ``confint``), ``ci="t"`` uses the design
+  degrees of freedom; quantile intervals are Woodruff's with the design df (R default);
+* ``deff=True`` is variance over the SRS-without-replacement variance, ``deff="replace"``
+  over SRS with replacement, as R computes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._validate import as_list, first_rows, require_columns
+
+ENGINES = ("native", "samplics", "r")
+
+
+def _levels(series: pd.Series) -> list:
+    """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return list(series.cat.categories)
+    values = series.dropna().unique()
+    try:
+        return sorted(values.tolist())
+    except TypeError:
+        return sorted(values.tolist(), key=str)
+
+
+def _is_categorical(series: pd.Series) -> bool:
+    return not (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
+
+
+def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """R ``survey:::qrule_math``: the weighted quantile R 4.1 uses by default.
+
+    The smallest x whose cumulative weight share reaches p, taking x at an exact boundary.
+    Cumulative sums are accumulated in extended precision as R's ``cumsum``/``sum`` do, so the
+    boundary comparisons give R's answers. ``p`` may be an array; NaN in p gives NaN.
+    """
+    keep = w != 0
+    x, w = x[keep], w[keep]
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    cumw = np.cumsum(w[order].astype(np.longdouble)).astype(float)
+    total = float(np.cumsum(w.astype(np.longdouble))[-1])
+    p = np.atleast_1d(np.asarray(p, dtype=float))
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    target = p[ok] * total
+    pos = np.searchsorted(cumw, target, side="right") - 1  # last cumw <= p * sum(w)
+    pos = np.where(pos < 0, 0, pos)  # R's last() returns 1 when nothing qualifies
+    wlow = p[ok] - cumw[pos] / total
+    nxt = np.minimum(pos + 1, xs.shape[0] - 1)
+    out[ok] = np.where(wlow == 0, xs[pos], xs[nxt])
+    return out
+
+
+class Estimators:
+    """Mixin: public estimators on top of ``_ratio_core`` / ``_df_core`` of a design."""
+
+    # ---------------------------------------------------------------- domain machinery
+    def _domains(self, by: str | Sequence[str] | None, na_rows: np.ndarray | None):
+        """Domain codes per row of the full frame (-1 outside), count, and the by-frame."""
+        inside = self._in.copy()
+        if na_rows is not None:
+            inside &= ~na_rows
+        by_cols = as_list(by)
+        if not by_cols:
+            return np.where(inside, 0, -1), 1, None
+        require_columns(self._frame, by_cols, "by")
+        codes, level_lists = [], []
+        for c in by_cols:
+            s = self._frame[c]
+            na = s.isna().to_numpy() & inside
+            if na.any():
+                raise ValueError(
+                    f"by: column {c!r} has missing values in {first_rows(self._frame.index, na)}. "
+                    "Fix: recode them as a level of their own, or subset() the design first."
+                )
+            levels = _levels(s[inside])
+            lookup = pd.Index(levels)
+            code = lookup.get_indexer(s)
+            codes.append(code)
+            level_lists.append(levels)
+        # R: interaction(by) with the first factor varying fastest; svyby sorts by that code
+        key = np.zeros(self._frame.shape[0], dtype=np.int64)
+        mult = 1
+        for code, levels in zip(codes, level_lists, strict=True):
+            key = key + np.where(code < 0, 0, code) * mult
+            mult *= max(len(levels), 1)
+        present = np.unique(key[inside])
+        dom = np.where(inside, np.searchsorted(present, key), -1)
+        by_frame = {}
+        rem = present.copy()
+        for c, levels in zip(by_cols, level_lists, strict=True):
+            by_frame[c] = [levels[i] for i in rem % len(levels)]
+            rem = rem // len(levels)
+        by_df = pd.DataFrame(by_frame)
+        for c in by_cols:
+            if isinstance(self._frame[c].dtype, pd.CategoricalDtype):
+                by_df[c] = pd.Categorical(by_df[c], categories=self._frame[c].cat.categories)
+        return dom, int(present.shape[0]), by_df
+
+    def _na_rows(self, columns: list[str], na_rm: bool, what: str) -> np.ndarray | None:
+        na = np.zeros(self._frame.shape[0], dtype=bool)
+        for c in columns:
+            na |= self._frame[c].isna().to_numpy()
+        na &= self._in
+        if not na.any():
+            return None
+        if not na_rm:
+            col = next(c for c in columns if (self._frame[c].isna().to_numpy() & self._in).any())
+            bad = self._frame[col].isna().to_numpy() & self._in
+            raise ValueError(
+                f"{what}: column {col!r} has missing values in "
+                f"{first_rows(self._frame.index, bad)}. Fix: na_rm=True to drop them from the "
+                "estimate (the design keeps them for variance), or impute them."
+            )
+        return na
+
+    def _numeric(self, col: str) -> np.ndarray:
+        s = self._frame[col]
+        if _is_categorical(s):
+            raise ValueError(
+                f"column {col!r} is {s.dtype}, not numeric: use proportion() for the share of each "
+                "level, or total()/mean() after converting it."
+            )
+        return s.to_numpy(dtype=float, na_value=np.nan)
+
+    def _indicators(self, col: str) -> tuple[np.ndarray, list]:
+        s = self._frame[col]
+        levels = _levels(s[self._in])
+        codes = pd.Index(levels).get_indexer(s)
+        Y = (codes[:, None] == np.arange(len(levels))[None, :]).astype(float)
+        Y[s.isna().to_numpy()] = np.nan
+        return Y, levels
+
+    def _variables(self, variables, allow_categorical: bool):
+        """Expand variables to value columns: (matrix, labels[(variable, level)])."""
+        cols = as_list(variables)
+        if not cols:
+            raise ValueError("no variable given.")
+        require_columns(self._frame, cols, "variables")
+        mats, labels = [], []
+        for c in cols:
+            s = self._frame[c]
+            if _is_categorical(s):
+                if not allow_categorical:
+                    self._numeric(c)
+                Y, levels = self._indicators(c)
+                mats.append(Y)
+                labels += [(c, lev) for lev in levels]
+            else:
+                mats.append(self._numeric(c)[:, None])
+                labels.append((c, None))
+        return np.column_stack(mats), labels, cols
+
+    # ---------------------------------------------------------------- output
+    @staticmethod
+    def _ci(est, se, df, level: float, ci: str):
+        if ci not in ("normal", "t"):
+            raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
+        if not 0 < level < 1:
+            raise ValueError(f"level={level}: must be in (0, 1).")
+        q = (1 + level) / 2
+        if ci == "normal":
+            crit = stats.norm.ppf(q)
+        else:
+            crit = np.where(np.isfinite(df), stats.t.ppf(q, np.maximum(df, 1e-300)), stats.norm.ppf(q))
+        return est - crit * se, est + crit * se
+
+    @staticmethod
+    def _frame_out(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
+                   extra: dict[str, Any] | None = None) -> pd.DataFrame:
+        V = len(labels)
+        rows = {}
+        if by_df is not None:
+            for c in by_df.columns:
+                rows[c] = np.repeat(by_df[c].to_numpy(), V)
+                if isinstance(by_df[c].dtype, pd.CategoricalDtype):
+                    rows[c] = pd.Categorical(rows[c], categories=by_df[c].cat.categories)
+        rows["variable"] = [lab[0] for lab in labels] * D
+        if any(lab[1] is not None for lab in labels):
+            rows[level_name] = [lab[1] for lab in labels] * D
+        est = np.asarray(est, float).reshape(D * V)
+        se = np.asarray(se, float).reshape(D * V)
+        dfv = np.repeat(np.asarray(df, float), V)
+        lo, hi = Estimators._ci(est, se, dfv, level, ci)
+        rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
+        if deff is not None:
+            rows["deff"] = np.asarray(deff, float).reshape(D * V)
+        if extra:
+            for k, v in extra.items():
+                rows[k] = v
+        return pd.DataFrame(rows)
+
+    # ---------------------------------------------------------------- deff
+    def _deff(self, U: np.ndarray, dom: np.ndarray, D: int, var: np.ndarray, kind: str, deff):
+        """R's deff: var / SRS variance, from the weighted variance of U in each domain."""
+        w = self._w
+        sel = dom >= 0
+        ds, ws, Us = dom[sel], w[sel], U[sel]
+        W = np.bincount(ds, weights=ws, minlength=D)
+        nobs = np.bincount(ds, weights=(ws != 0).astype(float), minlength=D)
+        out = np.empty_like(var)
+        for v in range(U.shape[1]):
+            mu = np.bincount(ds, weights=ws * Us[:, v], minlength=D) / W
+            ss = np.bincount(ds, weights=ws * (Us[:, v] - mu[ds]) ** 2, minlength=D)
+            s2 = ss / W * nobs / (nobs - 1)
+            if deff == "replace":
+                vsrs = s2 / nobs if kind == "mean" else s2 * W**2 / nobs
+            else:
+                with np.errstate(invalid="ignore"):
+                    vsrs = s2 * (W - nobs) / (W * nobs)
+                    if kind == "mean":
+                        vsrs = np.where(W < nobs, np.nan, vsrs)
+                    else:
+                        vsrs = vsrs * W**2
+            out[:, v] = var[:, v] / vsrs
+        return out
+
+    # ---------------------------------------------------------------- engines
+    def _engine(self, engine: str):
+        if engine not in ENGINES:
+            raise ValueError(f"engine={engine!r}: choose one of {ENGINES}.")
+        if engine == "native":
+            return None
+        if engine == "samplics":
+            from .engines import samplics_engine
+
+            return samplics_engine
+        from r_bridge import engine as r_engine
+
+        return r_engine
+
+    def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
+                      R_call) -> pd.DataFrame:
+        na_rows = self._na_rows(cols, na_rm, kind)
+        dom, D, by_df = self._domains(by, na_rows)
+        eng = self._engine(engine)
+        if eng is not None:
+            est, se = eng.estimate(self, R_call, dom=dom, D=D, by=by, na_rm=na_rm)
+            var = se**2
+            z = None
+        else:
+            Yc = np.where(np.isnan(Y), 0.0, Y)
+            Xc = None if X is None else np.where(np.isnan(X), 0.0, X)
+            est, var, z = self._ratio_core(Yc, Xc, dom, D)
+            se = np.sqrt(var)
+        df = self._df_core(dom, D)
+        deffs = None
+        if deff:
+            if kind == "ratio":
+                U = np.where(np.isnan(z), 0.0, z / self._w[:, None])
+                deffs = self._deff(U, dom, D, var, "total", deff)
+            else:
+                Yc = np.where(np.isnan(Y), 0.0, Y)
+                deffs = self._deff(Yc, dom, D, var, "mean" if kind != "total" else "total", deff)
+        return self._frame_out(by_df, D, labels, est, se, df, level, ci, deffs)
+
+    # ---------------------------------------------------------------- public estimators
+    def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+              na_rm: bool = False, deff: bool | str = False, engine: str = "native",
+              level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
+        """Estimated population totals (R ``svytotal`` / ``svyby(..., svytotal)``).
+
+        A categorical variable gives the estimated count of each level, as in R.
+        """
+        Y, labels, cols = self._variables(variables, allow_categorical=True)
+        call = {"stat": "total", "variables": cols}
+        return self._ratio_family("total", Y, None, labels, cols, by, na_rm, deff, engine,
+                                  level, ci, call)
+
+    def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+             na_rm: bool = False, deff: bool | str = False, engine: str = "native",
+             level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
+        """Estimated population means (Hajek), R ``svymean``; categorical gives level shares."""
+        Y, labels, cols = self._variables(variables, allow_categorical=True)
+        X = np.ones_like(Y)
+        call = {"stat": "mean", "variables": cols}
+        return self._ratio_family("mean", Y, X, labels, cols, by, na_rm, deff, engine, level,
+                                  ci, call)
+
+    def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+                   na_rm: bool = False, deff: bool | str = False, engine: str = "native",
+                   level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
+        """Share of every level of categorical variables (R ``svymean`` on a factor).
+
+        Numeric variables are treated as categorical here (each distinct value a level).
+        Intervals are Wald intervals, as ``confint(svymean(~factor))``.
+        """
+        cols = as_list(variables)
+        require_columns(self._frame, cols, "variables")
+        mats, labels = [], []
+        for c in cols:
+            Y, levels = self._indicators(c)
+            mats.append(Y)
+            labels += [(c, lev) for lev in levels]
+        Y = np.column_stack(mats)
+        call = {"stat": "proportion", "variables": cols}
+        return self._ratio_family("proportion", Y, np.ones_like(Y), labels, cols, by, na_rm,
+                                  deff, engine, level, ci, call)
+
+    def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
+              by: str | Sequence[str] | None = None, na_rm: bool = False,
+              deff: bool | str = False, engine: str = "native", level: float = 0.95,
+              ci: str = "normal") -> pd.DataFrame:
+        """Ratio of two totals, R ``svyratio`` (every numerator over every denominator)."""
+        nums, dens = as_list(numerator), as_list(denominator)
+        require_columns(self._frame, nums + dens, "ratio")
+        pairs = [(a, b) for b in dens for a in nums]
+        Y = np.column_stack([self._numeric(a) for a, _ in pairs])
+        X = np.column_stack([self._numeric(b) for _, b in pairs])
+        labels = [(f"{a}/{b}", None) for a, b in pairs]
+        call = {"stat": "ratio", "numerator": nums, "denominator": dens}
+        return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,
+                                  level, ci, call)
+
+    def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
+                 by: str | Sequence[str] | None = None, na_rm: bool = False,
+                 engine: str = "native", level: float = 0.95) -> pd.DataFrame:
+        """Quantiles with R 4.1's default rule (``qrule="math"``) and Woodruff interval.
+
+        The interval inverts a confidence interval for the share of the population at or below
+        the estimate (mean of ``x <= q``, t with the design df, as R ``svyquantile``); the SE
+        is the interval's length over 2 t_{df, (1+level)/2}, as R reports it.
+        """
+        cols = as_list(variables)
+        require_columns(self._frame, cols, "variables")
+        ps = np.atleast_1d(np.asarray(quantiles, dtype=float))
+        if ((ps < 0) | (ps > 1) | np.isnan(ps)).any():
+            raise ValueError(f"quantiles={quantiles!r}: each must be in [0, 1].")
+        na_rows = self._na_rows(cols, na_rm, "quantile")
+        dom, D, by_df = self._domains(by, na_rows)
+        df = self._df_core(dom, D)
+        eng = self._engine(engine)
+        alpha = 1 - level
+        crit = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.maximum(df, 1e-300)),
+                        stats.norm.ppf(1 - alpha / 2))
+        labels = [(c, p) for c in cols for p in ps]
+        V = len(labels)
+        est = np.empty((D, V))
+        lo = np.empty((D, V))
+        hi = np.empty((D, V))
+        if eng is not None:
+            call = {"stat": "quantile", "variables": cols, "quantiles": ps.tolist(), "level": level}
+            est, se = eng.estimate(self, call, dom=dom, D=D, by=by, na_rm=na_rm)
+            lo, hi = est - crit[:, None] * se, est + crit[:, None] * se
+        else:
+            se = np.empty((D, V))
+            for j, c in enumerate(cols):
+                x = self._numeric(c)
+                sl = slice(j * ps.shape[0], (j + 1) * ps.shape[0])
+                q, l_, h_ = self._woodruff(x, ps, dom, D, df, crit, alpha)
+                est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
+                se[:, sl] = (h_ - l_) / (2 * crit[:, None])
+        out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile")
+        if eng is None:
+            out["ci_low"] = lo.reshape(D * V)
+            out["ci_high"] = hi.reshape(D * V)
+        return out
+
+    def _woodruff(self, x, ps, dom, D, df, crit, alpha):
+        """Quantiles and Woodruff limits for every domain, one variable."""
+        w = self._w
+        P = ps.shape[0]
+        q = np.empty((D, P))
+        groups = [np.flatnonzero(dom == d) for d in range(D)] if D > 1 else [np.flatnonzero(dom == 0)]
+        for d, rows in enumerate(groups):
+            q[d] = qrule_math(x[rows], w[rows], ps)
+        # share at or below the estimate: a mean per (domain, p), variance from the design
+        sel = dom >= 0
+        ind = np.zeros((x.shape[0], P))
+        ind[sel] = (x[sel][:, None] <= q[dom[sel]]).astype(float)
+        m, var, _ = self._ratio_core(ind, np.ones_like(ind), dom, D)
+        se_m = np.sqrt(var)
+        pl = m - crit[:, None] * se_m
+        pu = m + crit[:, None] * se_m
+        lo = np.full((D, P), np.nan)
+        hi = np.full((D, P), np.nan)
+        for d, rows in enumerate(groups):
+            okl = ~(np.isnan(pl[d]) | (pl[d] < 0))
+            oku = ~(np.isnan(pu[d]) | (pu[d] > 1))
+            lo[d, okl] = qrule_math(x[rows], w[rows], pl[d, okl])
+            hi[d, oku] = qrule_math(x[rows], w[rows], pu[d, oku])
+        return q, lo, hi

@@ -1,0 +1,16 @@
+"""Synthesizers: each consumes a SurveyDesign (or DataFrame) and emits a SyntheticRelease."""
+
+from __future__ import annotations
+
+from .._lazy import lazy_getattr
+
+_EXPORTS = {
+    "FBS": ".pseudo_posterior",
+    "FBP": ".pseudo_posterior",
+    "PBP": ".pseudo_posterior",
+    "MixtureSynthesizer": ".mixture",
+    "NBSynthesizer": ".mixture",
+    "QuantileSynthesizer": ".quantile",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -1,0 +1,379 @@
+"""Shared Stan runner: build through pystan (compiled once, cached by httpstan), sample, and check
+convergence (rank-normalised split R-hat and bulk ESS, Vehtari et al. 2021).
+
+Used by the pseudo posterior synthesizers (FBS, FBP, PBP) and available to other synthesizers:
+``run_stan(program_code, data, chains, draws, warmup, seed, progress, init=None)``.
+Draws come back with the DRAW axis FIRST (shape ``(chains * draws, *dims)``, chain-major), the
+opposite of pystan's own convention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import io
+import shutil
+import time
+import warnings
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+__all__ = [
+    "ConvergenceWarning",
+    "StanDraws",
+    "StanUnavailableError",
+    "convergence_diagnostics",
+    "ess_bulk",
+    "load_program",
+    "rhat",
+    "run_stan",
+]
+
+
+class ConvergenceWarning(UserWarning):
+    """MCMC diagnostics (R-hat, ESS, divergences) indicate an unreliable posterior sample."""
+
+
+class StanUnavailableError(RuntimeError):
+    """pystan / the C++ toolchain needed to compile a Stan program is not available."""
+
+
+def load_program(name: str) -> str:
+    """Text of ``surveysynth/synth/stan/<name>.stan`` (identical text => httpstan cache hit)."""
+    return resources.files("surveysynth.synth").joinpath("stan", f"{name}.stan").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# diagnostics (numpy, vectorised over parameters)
+
+
+def _split(x: np.ndarray) -> np.ndarray:
+    """(chains, draws, P) -> (2*chains, draws//2, P), dropping the middle draw if odd."""
+    c, n = x.shape[:2]
+    half = n // 2
+    return np.concatenate([x[:, :half], x[:, n - half :]], axis=0)
+
+
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    """Rank-normalise pooled draws per parameter (Blom offsets 3/8), ties averaged."""
+    c, n, p = x.shape
+    flat = x.reshape(c * n, p)
+    ranks = pd.DataFrame(flat).rank(axis=0, method="average").to_numpy()
+    z = special.ndtri((ranks - 0.375) / (c * n + 0.25))
+    return z.reshape(c, n, p)
+
+
+def _rhat_basic(x: np.ndarray) -> np.ndarray:
+    c, n = x.shape[:2]
+    means = x.mean(axis=1)
+    W = x.var(axis=1, ddof=1).mean(axis=0)
+    B = n * means.var(axis=0, ddof=1)
+    var_plus = (n - 1) / n * W + B / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(var_plus / W)
+
+
+def rhat(x: np.ndarray) -> np.ndarray:
+    """Rank-normalised split R-hat, max of bulk and folded (tail) versions.
+
+    ``x``: (chains, draws) or (chains, draws, P). Constant parameters give NaN.
+    """
+    x = np.asarray(x, dtype=float)
+    squeeze = x.ndim == 2
+    if squeeze:
+        x = x[..., None]
+    s = _split(x)
+    bulk = _rhat_basic(_rank_normal(s))
+    med = np.median(s.reshape(-1, s.shape[2]), axis=0)
+    tail = _rhat_basic(_rank_normal(np.abs(s - med)))
+    out = np.fmax(bulk, tail)
+    return out[0] if squeeze else out
+
+
+def _autocov(x: np.ndarray) -> np.ndarray:
+    """Autocovariance along axis 1 of (chains, draws, P) by FFT (biased, divided by n)."""
+    n = x.shape[1]
+    xc = x - x.mean(axis=1, keepdims=True)
+    m = 1 << int(np.ceil(np.log2(2 * n)))
+    f = np.fft.rfft(xc, n=m, axis=1)
+    ac = np.fft.irfft(f * np.conj(f), n=m, axis=1)[:, :n]
+    return ac / n
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """ESS of (chains, draws, P) with Geyer's initial monotone sequence (Stan's estimator)."""
+    c, n, p = x.shape
+    acov = _autocov(x)  # (c, n, p)
+    chain_var = acov[:, 0] * n / (n - 1.0)
+    W = chain_var.mean(axis=0)
+    var_plus = W * (n - 1.0) / n
+    if c > 1:
+        var_plus = var_plus + x.mean(axis=1).var(axis=0, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = 1.0 - (W - acov.mean(axis=0)) / var_plus  # (n, p)
+    rho[0] = 1.0
+    # pair sums P_k = rho_{2k} + rho_{2k+1}; keep the initial positive, monotone part
+    npairs = n // 2
+    pairs = rho[: 2 * npairs].reshape(npairs, 2, p).sum(axis=1)
+    positive = np.cumprod(pairs > 0, axis=0).astype(bool)
+    mono = np.minimum.accumulate(np.where(positive, pairs, np.inf), axis=0)
+    mono = np.where(positive, mono, 0.0)
+    tau = -1.0 + 2.0 * mono.sum(axis=0)
+    tau = np.maximum(tau, 1.0 / np.log10(c * n))
+    ess = c * n / tau
+    ess[~np.isfinite(ess) | (var_plus <= 0)] = np.nan
+    return ess
+
+
+def ess_bulk(x: np.ndarray) -> np.ndarray:
+    """Bulk effective sample size (rank-normalised split chains). ``x``: (chains, draws[, P])."""
+    x = np.asarray(x, dtype=float)
+    squeeze = x.ndim == 2
+    if squeeze:
+        x = x[..., None]
+    out = _ess(_rank_normal(_split(x)))
+    return out[0] if squeeze else out
+
+
+def convergence_diagnostics(chains_draws: np.ndarray, names: list[str]) -> pd.DataFrame:
+    """R-hat and bulk ESS for a (chains, draws, P) array; one row per parameter name."""
+    return pd.DataFrame(
+        {"rhat": rhat(chains_draws), "ess_bulk": ess_bulk(chains_draws)},
+        index=pd.Index(names, name="parameter"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# running pystan
+
+
+@dataclasses.dataclass
+class StanDraws:
+    """Posterior draws (draw axis first) with sampler diagnostics.
+
+    ``draws[name]`` has shape ``(chains * draws, *dims)``, chain-major (chain 0 first).
+    ``diagnostics`` has R-hat and bulk ESS per scalar parameter (excluding ``skip_diagnostics``),
+    ``summary`` the worst values, divergences, maximum tree depth hits, and timings.
+    """
+
+    draws: dict[str, np.ndarray]
+    chains: int
+    draws_per_chain: int
+    diagnostics: pd.DataFrame
+    summary: dict[str, Any]
+    param_names: tuple[str, ...]
+    sampler: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.draws[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.draws
+
+    def keys(self):
+        return self.draws.keys()
+
+    def last_inits(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The last draw of each chain as a pystan ``init`` list (warm starts for refits)."""
+        names = list(self.param_names if names is None else names)
+        out = []
+        for c in range(self.chains):
+            i = (c + 1) * self.draws_per_chain - 1
+            out.append({k: self.draws[k][i].tolist() for k in names})
+        return out
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _require_stan():
+    try:
+        import stan  # noqa: F401
+    except Exception as exc:  # pragma: no cover - depends on the environment
+        raise StanUnavailableError(
+            "pystan is not importable; install it with `pip install pystan==3.10.0` "
+            f"(Linux/macOS, needs a C++ compiler). Original error: {exc}"
+        ) from exc
+    if shutil.which("g++") is None and shutil.which("clang++") is None:  # pragma: no cover
+        raise StanUnavailableError(
+            "no C++ compiler (g++ or clang++) on PATH: Stan programs cannot be compiled. "
+            "Install build-essential (Debian/Ubuntu) or Xcode command line tools (macOS)."
+        )
+    return stan
+
+
+def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
+    stan = _require_stan()
+    sink = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
+    t0 = time.perf_counter()
+    with sink, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*pkg_resources.*")
+        try:
+            post = stan.build(program_code, data=data, random_seed=int(seed))
+        except Exception as exc:
+            msg = str(exc)
+            if "compil" in msg.lower() or "g++" in msg or "error" in msg.lower():
+                raise StanUnavailableError(
+                    f"Stan program failed to build (compiler missing or program error): {msg}"
+                ) from exc
+            raise
+        t1 = time.perf_counter()
+        kw = dict(num_chains=chains, num_samples=draws, num_warmup=warmup, **sample_kwargs)
+        if init is not None:
+            kw["init"] = init
+        try:
+            fit = post.sample(**kw)
+        except RuntimeError as exc:
+            if init is not None and "Initialization" in str(exc):
+                kw.pop("init")
+                fit = post.sample(**kw)
+            else:
+                raise
+    t2 = time.perf_counter()
+    return post, fit, t1 - t0, t2 - t1
+
+
+def run_stan(
+    program_code: str,
+    data: dict[str, Any],
+    chains: int = 4,
+    draws: int = 1000,
+    warmup: int = 1000,
+    seed: int | np.random.Generator | None = 0,
+    progress: bool = True,
+    init: list[dict[str, Any]] | None = None,
+    skip_diagnostics: tuple[str, ...] = ("log_lik",),
+    rhat_max: float = 1.01,
+    ess_min: float | None = None,
+    warn: bool = True,
+    **sample_kwargs: Any,
+) -> StanDraws:
+    """Compile (cached) and sample a Stan program with NUTS; return draws and diagnostics.
+
+    ``seed`` (int or Generator) fixes Stan's random seed, so the same seed and inputs give the
+    same draws. ``progress=False`` silences pystan's sampling progress. ``init`` is a list with
+    one dict per chain (e.g. ``previous.last_inits()`` to warm-start a refit); if Stan cannot
+    initialise from it, random inits are used. Extra keyword arguments go to pystan's
+    ``sample`` (e.g. ``delta``, ``max_depth``, ``stepsize``).
+
+    A ``ConvergenceWarning`` is issued when the largest R-hat exceeds ``rhat_max``, the
+    smallest bulk ESS is below ``ess_min`` (default 100 per chain), or there are divergences.
+    Runs in a worker thread when called from inside a running asyncio loop (e.g. Jupyter),
+    where pystan cannot run.
+    """
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(0, 2**31 - 1))
+    if seed is None:
+        seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+    args = (program_code, data, int(chains), int(draws), int(warmup), int(seed), progress, init,
+            sample_kwargs)
+    if _in_running_loop():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+            post, fit, t_build, t_sample = ex.submit(_run, *args).result()
+    else:
+        post, fit, t_build, t_sample = _run(*args)
+
+    t0 = time.perf_counter()
+    out: dict[str, np.ndarray] = {}
+    flat_for_diag = []
+    diag_names: list[str] = []
+    for name in fit.param_names:
+        arr = np.asarray(fit[name])  # (*dims, chains*draws), chain-major in the last axis
+        arr = np.moveaxis(arr, -1, 0)
+        out[name] = arr
+        if name in skip_diagnostics:
+            continue
+        flat = arr.reshape(arr.shape[0], -1)
+        flat_for_diag.append(flat)
+        if flat.shape[1] == 1:
+            diag_names.append(name)
+        else:
+            idx = np.ndindex(*arr.shape[1:])
+            diag_names.extend(f"{name}[{','.join(str(i + 1) for i in ix)}]" for ix in idx)
+    sampler = {}
+    for name in ("lp__", "divergent__", "treedepth__", "stepsize__", "n_leapfrog__"):
+        if name in fit.sample_and_sampler_param_names:
+            sampler[name] = np.asarray(fit[name]).reshape(-1)
+    if flat_for_diag:
+        allp = np.concatenate(flat_for_diag, axis=1)
+        cd = allp.reshape(chains, draws, allp.shape[1])
+        keep = np.ptp(allp, axis=0) > 0  # constant entries (e.g. fixed 1s of a Cholesky factor)
+        diag = convergence_diagnostics(cd[:, :, keep], [n for n, k in zip(diag_names, keep) if k])
+    else:
+        diag = pd.DataFrame(columns=["rhat", "ess_bulk"])
+    divergences = int(sampler.get("divergent__", np.zeros(1)).sum())
+    max_depth = sample_kwargs.get("max_depth", 10)
+    summary = {
+        "max_rhat": float(diag["rhat"].max()) if len(diag) else float("nan"),
+        "min_ess_bulk": float(diag["ess_bulk"].min()) if len(diag) else float("nan"),
+        "divergences": divergences,
+        "treedepth_hits": int((sampler.get("treedepth__", np.zeros(1)) >= max_depth).sum()),
+        "mean_stepsize": float(np.mean(sampler["stepsize__"])) if "stepsize__" in sampler else None,
+        "seconds_build": t_build,
+        "seconds_sample": t_sample,
+        "seconds_extract": time.perf_counter() - t0,
+        "chains": chains,
+        "draws": draws,
+        "warmup": warmup,
+        "seed": seed,
+    }
+    if ess_min is None:
+        ess_min = 100.0 * chains
+    problems = []
+    if summary["max_rhat"] > rhat_max:
+        worst = diag["rhat"].idxmax()
+        problems.append(f"max R-hat {summary['max_rhat']:.3f} > {rhat_max} ({worst})")
+    if summary["min_ess_bulk"] < ess_min:
+        worst = diag["ess_bulk"].idxmin()
+        problems.append(f"min bulk ESS {summary['min_ess_bulk']:.0f} < {ess_min:.0f} ({worst})")
+    if divergences:
+        problems.append(f"{divergences} divergent transitions")
+    summary["problems"] = problems
+    if problems and warn:
+        warnings.warn(
+            "Stan sampling may be unreliable: " + "; ".join(problems)
+            + ". Increase draws/warmup (or adapt_delta via delta=0.95).",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    param_only = tuple(
+        n for n in fit.param_names if n in _declared_parameters(program_code)
+    )
+    return StanDraws(
+        draws=out,
+        chains=int(chains),
+        draws_per_chain=int(draws),
+        diagnostics=diag,
+        summary=summary,
+        param_names=param_only,
+        sampler=sampler,
+    )
+
+
+@lru_cache(maxsize=64)
+def _declared_parameters(program_code: str) -> frozenset[str]:
+    """Names declared in the ``parameters`` block (used to build warm-start inits)."""
+    import re
+
+    code = re.sub(r"//[^\n]*", "", program_code)
+    for m in re.finditer(r"(?<!transformed )\bparameters\s*\{", code):
+        depth, start = 1, m.end()
+        i = start
+        while depth and i < len(code):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        return frozenset(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*;", code[start : i - 1]))
+    return frozenset()
