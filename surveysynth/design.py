@@ -43,6 +43,7 @@ from .estimate import Estimators
 from .variance.taylor import LONELY_OPTIONS, Stage, design_df, taylor_variance
 
 ColumnSpec = str | Sequence[str] | None
+_PANDAS_COW = int(pd.__version__.split(".")[0]) >= 3
 
 
 def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -114,7 +115,8 @@ class SurveyDesign(Estimators):
         if not data.columns.is_unique:
             dup = data.columns[data.columns.duplicated()].tolist()
             raise ValueError(f"data has duplicated column names {dup[:5]}: rename them first.")
-        frame = data.copy(deep=False) if pd.options.mode.copy_on_write is not False else data.copy()
+        # pandas >= 3 is copy-on-write: a shallow copy is isolated from the caller's later edits
+        frame = data.copy(deep=not _PANDAS_COW)
         self._frame = frame
         self.nest = bool(nest)
         self.lonely_psu = lonely_psu
@@ -391,6 +393,29 @@ class SurveyDesign(Estimators):
         inside.setflags(write=False)
         new._in = inside
         return new
+
+    # ------------------------------------------------------------------ replicate designs
+    def bootstrap(self, replicates: int = 500, method: str = "preston", seed: Any = None,
+                  mse: bool = False, **options: Any):
+        """Bootstrap replicate design (Preston's multistage rescaled bootstrap by default).
+
+        See :func:`surveysynth.replicate.bootstrap`; returns a ReplicateDesign.
+        """
+        from .replicate import bootstrap
+
+        return bootstrap(self, replicates=replicates, method=method, seed=seed, mse=mse, **options)
+
+    def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
+        """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
+        from .replicate import jackknife
+
+        return jackknife(self, method=method, mse=mse, **options)
+
+    def brr(self, fay_rho: float = 0.0, mse: bool = False, **options: Any):
+        """Balanced repeated replication (Fay's method with ``fay_rho`` > 0), 2 PSUs/stratum."""
+        from .replicate import brr
+
+        return brr(self, fay_rho=fay_rho, mse=mse, **options)
 
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):

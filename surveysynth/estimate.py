@@ -256,7 +256,7 @@ class Estimators:
         dom, D, by_df = self._domains(by, na_rows)
         eng = self._engine(engine)
         if eng is not None:
-            est, se = eng.estimate(self, R_call, dom=dom, D=D, by=by, na_rm=na_rm)
+            est, se = eng.estimate(self, R_call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm)
             var = se**2
             z = None
         else:
@@ -361,7 +361,7 @@ class Estimators:
         hi = np.empty((D, V))
         if eng is not None:
             call = {"stat": "quantile", "variables": cols, "quantiles": ps.tolist(), "level": level}
-            est, se = eng.estimate(self, call, dom=dom, D=D, by=by, na_rm=na_rm)
+            est, se = eng.estimate(self, call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm)
             lo, hi = est - crit[:, None] * se, est + crit[:, None] * se
         else:
             se = np.empty((D, V))

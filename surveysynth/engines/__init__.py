@@ -1,0 +1,1 @@
+"""Alternative estimation engines (``engine="samplics"``; ``engine="r"`` lives in r_bridge)."""

@@ -1,0 +1,42 @@
+"""Shared fixtures: R through rpy2 (live, never mocked) and R's api example data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from r_bridge import r_session
+
+
+def r_eval(code: str) -> np.ndarray:
+    """Evaluate R code (survey loaded, data(api) attached) and return a float vector."""
+    with r_session("survey") as (ro, _):
+        return np.asarray(ro.r(code), dtype=float)
+
+
+@pytest.fixture(scope="session")
+def R():
+    """Run R code with library(survey) and data(api) loaded; returns numeric vectors."""
+    with r_session("survey") as (ro, _):
+        ro.r("suppressMessages(library(survey)); data(api)")
+    return r_eval
+
+
+@pytest.fixture(scope="session")
+def api():
+    """R's api tables as pandas DataFrames (read from R itself)."""
+    from surveysynth.datasets import load_api
+
+    return {name: load_api(name) for name in ("apistrat", "apiclus1", "apiclus2", "apisrs")}
+
+
+def assert_rel(actual, expected, tol: float = 1e-9, what: str = "") -> None:
+    """Relative agreement to ``tol`` (absolute where the expected value is 0)."""
+    a = np.asarray(actual, dtype=float).ravel()
+    e = np.asarray(expected, dtype=float).ravel()
+    assert a.shape == e.shape, f"{what}: shape {a.shape} vs {e.shape}"
+    scale = np.where(e == 0, 1.0, np.abs(e))
+    err = np.abs(a - e) / scale
+    assert np.all(np.isfinite(a) == np.isfinite(e)), f"{what}: finiteness differs {a} vs {e}"
+    fin = np.isfinite(e)
+    assert np.all(err[fin] <= tol), f"{what}: max rel err {err[fin].max():.3g}\n ours {a}\n R    {e}"
