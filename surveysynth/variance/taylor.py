@@ -168,9 +168,10 @@ def stage_variance(
         factor = nstrat / nok
     weighted = contrib * stage.multiplier[c_str][:, None]
     gd_dom = gd_codes % D
-    for v in range(V):
-        per_group = np.bincount(gd_of_cell, weights=weighted[:, v], minlength=G) * factor
-        out[:, v] = np.bincount(gd_dom, weights=per_group, minlength=D)
+    with np.errstate(invalid="ignore"):  # 0 * inf when every stratum is NA: NaN, as in R
+        for v in range(V):
+            per_group = np.bincount(gd_of_cell, weights=weighted[:, v], minlength=G) * factor
+            out[:, v] = np.bincount(gd_dom, weights=per_group, minlength=D)
     return out
 
 
