@@ -7,20 +7,21 @@ Light to import: Stan, R and samplics load only when a feature that needs them i
 from __future__ import annotations
 
 from ._lazy import lazy_getattr
+from .combine import combine
 from .design import SurveyDesign
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
     "ReplicateDesign": ".replicate",
-    "combine": ".combine",
     "SyntheticRelease": ".release",
     "load_release": ".release",
     "tabulate": ".tables",
+    "Table": ".tables",
     "inclusion_probabilities": ".sampling",
     "pps_systematic": ".sampling",
 }
-__all__ = ["SurveyDesign", "__version__", "synth", "privacy", "datasets", *sorted(_EXPORTS)]
+__all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets", *sorted(_EXPORTS)]
 _lazy = lazy_getattr(__name__, _EXPORTS)
 
 

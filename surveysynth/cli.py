@@ -71,12 +71,39 @@ def _demo(out: Path | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="surveysynth", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    rel = sub.add_parser("release", help="confidential file + CONFIG.toml -> release folder",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         description=_release_help())
+    rel.add_argument("config", type=Path, help="the release configuration (TOML)")
+    rel.add_argument("--quiet", action="store_true", help="no progress output")
+    rel.add_argument("--check", action="store_true",
+                     help="only validate the configuration against the data (no MCMC)")
     demo = sub.add_parser("demo", help="estimates on R's api data beside R survey's own")
     demo.add_argument("--out", type=Path, default=None, help="folder for the demo's outputs")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(args.out)
+    if args.command == "release":
+        from .pipeline import ConfigError, load_config, run_release
+
+        try:
+            cfg = load_config(args.config)
+            if args.check:
+                print(f"{args.config}: configuration OK ({cfg.method}, {len(cfg.tables)} tables)")
+                return 0
+            out = run_release(cfg, quiet=args.quiet)
+        except ConfigError as exc:
+            print(f"surveysynth release: configuration error: {exc}", file=sys.stderr)
+            return 2
+        print(f"release written to {out}")
+        return 0
     return 2
+
+
+def _release_help() -> str:
+    from .pipeline import __doc__ as doc
+
+    return doc or ""
 
 
 if __name__ == "__main__":

@@ -170,8 +170,8 @@ class SurveyDesign(Estimators):
         self._w = self._weights(frame, weights, probs, popsize, sampsize, strata_codes)
         self._w.setflags(write=False)
         # -- stages for the variance engine ------------------------------------------------
-        stages = []
-        multiplier_prev = None
+        stages: list[Stage] = []
+        multiplier_prev = prev_ratio = np.ones(1)
         for s in range(S):
             clu = ids_codes[s]
             K = int(clu.max()) + 1

@@ -220,8 +220,8 @@ def test_multistage_certainty_and_lonely_second_stage(R, api, lonely):
 
 def test_three_stage_with_fpc(R):
     """A three-stage design with fpc at every stage, built in R and shipped to Python."""
-    from r_bridge.convert import r_to_pandas
     from r_bridge import r_session
+    from r_bridge.convert import r_to_pandas
 
     code = """local({ set.seed(11)
       st <- rep(1:4, each = 60); psu <- rep(1:24, each = 10); ssu <- rep(1:60, each = 4)

@@ -1,0 +1,172 @@
+"""Combining rules for m synthetic or multiply imputed data sets (METHODS.md section 4).
+
+Each of the m data sets gives, for each of k estimands, a point estimate ``q_l`` and its
+(within-set) variance ``u_l``. With
+
+    qbar = mean_l q_l,   b = sum_l (q_l - qbar)^2 / (m - 1),   ubar = mean_l u_l,
+
+* ``kind="partial"`` (partial synthesis, Reiter 2003): ``T_p = ubar + b/m``,
+  ``df = (m-1) (1 + ubar/(b/m))^2``;
+* ``kind="full"`` (full synthesis, Raghunathan, Reiter & Rubin 2003): ``T_f = (1 + 1/m) b - ubar``,
+  ``df = (m-1) (1 - m ubar / ((m+1) b))^2``; when ``T_f <= 0`` the always-positive
+  ``T_f* = (n_syn/n) ubar`` (Reiter 2002) is used and the row is flagged in ``note``;
+* ``kind="mi"`` (multiple imputation, Rubin 1987): ``T = ubar + (1 + 1/m) b`` with Rubin's
+  large-sample df ``(m-1)(1 + 1/r)^2``, ``r = (1+1/m) b / ubar``, or the Barnard-Rubin (1999)
+  small-sample df when the complete-data df is given.
+
+Intervals are ``qbar +- t_{df} sqrt(T)`` (normal when df is infinite).
+
+Decisions where the sources leave a choice (recorded in docs/tables.md):
+
+* ``m = 1``: b is undefined; every rule returns ``T = ubar`` with a normal reference (df = inf)
+  and says so in ``note`` (METHODS section 4).
+* Full-synthesis fallback: the interval uses the normal reference (df = inf): the t df formula
+  is derived for ``T_f`` and is meaningless when ``T_f <= 0``. The fallback needs ``n`` (the
+  confidential sample size) and ``n_syn`` (rows of one synthetic set); without them it is an error,
+  never a silent guess.
+* ``b = 0`` (identical estimates, e.g. a release of m copies of one data set): the partial rule
+  gives ``T_p = ubar`` and ``df = inf`` (the limit of the df formula); Rubin's df is also inf.
+* Barnard-Rubin df: ``nu_obs = (nu_com+1)/(nu_com+3) nu_com (1 - gamma)`` with
+  ``gamma = (1+1/m) b / T`` as in Barnard & Rubin (1999). R ``mitools::MIcombine`` uses
+  ``vbar/(vbar + b)`` in place of ``1 - gamma`` (it omits the 1 + 1/m factor), so with a finite
+  ``df_complete`` its df differ slightly from ours; with ``df_complete=None`` (infinite) they agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy import stats
+
+KINDS = ("partial", "full", "mi")
+
+NOTE_M1 = "m = 1: between-set variance undefined; T = ubar with a normal reference"
+NOTE_FALLBACK = "full synthesis: T_f <= 0, used T_f* = (n_syn/n) ubar with a normal reference"
+
+
+def _as_2d(x: ArrayLike, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise ValueError(
+            f"{name}: expected shape (m,) or (m, k) (m data sets, k estimands), got {a.shape}."
+        )
+    if a.shape[0] == 0:
+        raise ValueError(f"{name}: no data sets (m = 0).")
+    return a
+
+
+def combine(
+    estimates: ArrayLike,
+    variances: ArrayLike,
+    kind: str = "partial",
+    n: float | None = None,
+    n_syn: float | None = None,
+    df_complete: float | ArrayLike | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Combine m point estimates and variances into one inference per estimand.
+
+    Parameters
+    ----------
+    estimates, variances : array of shape (m,) or (m, k)
+        Row l holds data set l's estimates (resp. their variances, i.e. squared SEs) of the k
+        estimands.
+    kind : ``"partial"`` (partially synthetic data), ``"full"`` (fully synthetic data) or
+        ``"mi"`` (multiple imputation). A release's kind decides which rule is valid.
+    n, n_syn : the confidential sample size and the size of one synthetic data set; used only by
+        the full-synthesis fallback ``T_f* = (n_syn/n) ubar`` (an error if it is needed and they
+        are missing).
+    df_complete : complete-data degrees of freedom for ``kind="mi"`` (scalar or one per
+        estimand); ``None`` gives Rubin's large-sample df (as R ``mitools::MIcombine``).
+    level : confidence level of the interval.
+
+    Returns
+    -------
+    DataFrame with one row per estimand and columns ``estimate`` (qbar), ``variance`` (T),
+    ``se`` (sqrt T), ``df``, ``ci_low``, ``ci_high``, ``between`` (b, the between-set variance;
+    NaN for m = 1), ``within`` (ubar), ``m`` and ``note`` (empty unless a special case applied).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: choose one of {KINDS} ('mi' = multiple imputation).")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: must be in (0, 1).")
+    q = _as_2d(estimates, "estimates")
+    u = _as_2d(variances, "variances")
+    if q.shape != u.shape:
+        raise ValueError(
+            f"estimates have shape {q.shape} but variances {u.shape}: give one variance per "
+            "estimate (variances are squared standard errors)."
+        )
+    neg = u < 0
+    if neg.any():
+        r, c = np.argwhere(neg)[0]
+        raise ValueError(
+            f"variances: negative value {u[r, c]:g} (data set {r}, estimand {c}; "
+            f"{int(neg.sum())} in all). Fix: pass variances (SE squared), not differences."
+        )
+    m, k = q.shape
+    qbar = q.mean(axis=0)
+    ubar = u.mean(axis=0)
+    note = np.full(k, "", dtype=object)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if m == 1:
+            b = np.full(k, np.nan)
+            T = ubar.copy()
+            df = np.full(k, np.inf)
+            note[:] = NOTE_M1
+        else:
+            b = q.var(axis=0, ddof=1)
+            if kind == "partial":
+                T = ubar + b / m
+                df = np.where(b > 0, (m - 1) * (1 + ubar / (b / m)) ** 2, np.inf)
+            elif kind == "full":
+                T = (1 + 1 / m) * b - ubar
+                df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
+                fb = T <= 0
+                if fb.any():
+                    if n is None or n_syn is None:
+                        raise ValueError(
+                            f"full synthesis: T_f <= 0 for {int(fb.sum())} estimand(s) (first: "
+                            f"{np.flatnonzero(fb)[:5].tolist()}), so the fallback T_f* = "
+                            "(n_syn/n) ubar is needed. Fix: pass n (confidential sample size) "
+                            "and n_syn (rows of one synthetic data set)."
+                        )
+                    if n <= 0 or n_syn <= 0:
+                        raise ValueError(f"n={n}, n_syn={n_syn}: both must be positive.")
+                    T = np.where(fb, (n_syn / n) * ubar, T)
+                    df = np.where(fb, np.inf, df)
+                    note[fb] = NOTE_FALLBACK
+            else:  # mi
+                T = ubar + (1 + 1 / m) * b
+                r = (1 + 1 / m) * b / ubar
+                df = np.where(b > 0, (m - 1) * (1 + 1 / r) ** 2, np.inf)
+                if df_complete is not None:
+                    nu_com = np.broadcast_to(np.asarray(df_complete, dtype=float), (k,))
+                    if (nu_com <= 0).any():
+                        raise ValueError(f"df_complete={df_complete!r}: must be positive.")
+                    gamma = (1 + 1 / m) * b / T
+                    nu_obs = (nu_com + 1) / (nu_com + 3) * nu_com * (1 - gamma)
+                    df = np.where(np.isfinite(nu_com), 1 / (1 / nu_obs + 1 / df), df)
+        se = np.sqrt(T)
+        crit = np.where(
+            np.isfinite(df),
+            stats.t.ppf((1 + level) / 2, np.where(np.isfinite(df) & (df > 0), df, 1.0)),
+            stats.norm.ppf((1 + level) / 2),
+        )
+    return pd.DataFrame(
+        {
+            "estimate": qbar,
+            "variance": T,
+            "se": se,
+            "df": df,
+            "ci_low": qbar - crit * se,
+            "ci_high": qbar + crit * se,
+            "between": b,
+            "within": ubar,
+            "m": np.full(k, m, dtype=np.int64),
+            "note": note,
+        }
+    )

@@ -1,0 +1,427 @@
+"""SyntheticRelease: m synthetic survey designs, how they were made, and what they promise.
+
+A release is what leaves the agency: m data sets of synthetic microdata, each with the design
+an analyst should use on it (weights, strata, clusters), the synthesis kind that decides the
+combining rule (partial or full synthesis, METHODS section 4) and a privacy record (mechanism,
+epsilon, Lipschitz bound, guarantee label and its exact text).
+
+Its estimators (``total``, ``mean``, ``ratio``, ``proportion`` with ``by=``) run the same
+estimator on every synthetic design and combine the m results with :func:`surveysynth.combine`
+under the release's rule, so analysts never do combining-rule arithmetic by hand.
+
+``save(path)`` writes only what may be published: one Parquet file per synthetic data set, and a
+JSON manifest with the design specification (column names of ids/strata/weights/fpc), the kind,
+the privacy record with the guarantee text, m, the package version and the column list.
+:func:`load_release` rebuilds the designs.
+
+Decisions (docs/tables.md):
+
+* Domains missing from some synthetic sets (a synthetic set may have no record in a cell): for
+  totals and counts the set's estimate is 0 with variance 0 (an empty domain has total 0), which
+  keeps released counts additive; for means, ratios and proportions the combined cell is NaN
+  and ``note`` says in how many sets the domain was empty.
+* The full-synthesis fallback needs the confidential sample size n: ``n_original`` when given
+  (a count, not a confidential value; kept in the manifest). Without it n is taken equal to the
+  synthetic set size (the synthesizers here generate n records) and ``note`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .combine import NOTE_FALLBACK, combine
+from .privacy.guarantees import GUARANTEES
+
+RELEASE_KINDS = ("partial", "full")
+PRIVACY_KEYS = ("mechanism", "guarantee", "epsilon", "delta_alpha", "m", "seed", "notes")
+OPTIONAL_PRIVACY_KEYS = ("ledger",)
+MANIFEST = "manifest.json"
+FORMAT = "surveysynth-release"
+FORMAT_VERSION = 1
+_WEIGHT_COLUMN = "__surveysynth_weight__"
+_VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff")
+
+
+def _json_scalar(value: Any, where: str) -> Any:
+    """A JSON-safe copy of a scalar (numpy scalars to Python); arrays are refused."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if not np.isfinite(v):
+            return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
+        return v
+    raise ValueError(
+        f"privacy{where}: {type(value).__name__} is not allowed in a privacy record (only "
+        "strings, numbers, None). A release never carries per-record quantities such as risk "
+        "weights or bounds; summarize them (e.g. their maximum) instead."
+    )
+
+
+def _clean_privacy(privacy: dict[str, Any], m: int) -> dict[str, Any]:
+    if not isinstance(privacy, dict):
+        raise ValueError("privacy must be a dict with keys " + ", ".join(PRIVACY_KEYS) + ".")
+    missing = [k for k in PRIVACY_KEYS if k not in privacy]
+    if missing:
+        raise ValueError(
+            f"privacy: missing key(s) {missing}. Required: {list(PRIVACY_KEYS)} (use None for "
+            "epsilon / delta_alpha / seed when they do not apply); optional: ['ledger']."
+        )
+    extra = [k for k in privacy if k not in PRIVACY_KEYS + OPTIONAL_PRIVACY_KEYS]
+    if extra:
+        raise ValueError(
+            f"privacy: unknown key(s) {extra}. Allowed: {list(PRIVACY_KEYS + OPTIONAL_PRIVACY_KEYS)}; "
+            "put anything else in 'notes' (as text)."
+        )
+    if privacy["guarantee"] not in GUARANTEES:
+        raise ValueError(
+            f"privacy['guarantee']={privacy['guarantee']!r} is not a known guarantee label. "
+            f"Choose one of {sorted(GUARANTEES)} (surveysynth.privacy.GUARANTEES)."
+        )
+    if not isinstance(privacy["mechanism"], str) or not privacy["mechanism"]:
+        raise ValueError("privacy['mechanism'] must be a non-empty string naming the mechanism.")
+    pm = privacy["m"]
+    if not isinstance(pm, numbers.Integral) or int(pm) != m:
+        raise ValueError(
+            f"privacy['m']={pm!r} but the release holds {m} synthetic designs: they must agree "
+            "(epsilon usually scales with m)."
+        )
+    out: dict[str, Any] = {"mechanism": privacy["mechanism"], "guarantee": privacy["guarantee"]}
+    for key in ("epsilon", "delta_alpha"):
+        v = privacy[key]
+        if v is not None:
+            if not isinstance(v, numbers.Real) or isinstance(v, bool) or not v >= 0:
+                raise ValueError(f"privacy[{key!r}]={v!r}: must be a non-negative number or None.")
+            v = float(v)
+        out[key] = v
+    out["m"] = m
+    seed = privacy["seed"]
+    if seed is None or isinstance(seed, (str, numbers.Integral)) and not isinstance(seed, bool):
+        out["seed"] = seed if not isinstance(seed, numbers.Integral) else int(seed)
+    else:
+        out["seed"] = str(seed)  # e.g. a Generator: recorded by its description only
+    notes = privacy["notes"]
+    if isinstance(notes, str) or not isinstance(notes, (list, tuple)):
+        raise ValueError("privacy['notes'] must be a list of strings.")
+    if not all(isinstance(s, str) for s in notes):
+        raise ValueError("privacy['notes'] must be a list of strings.")
+    out["notes"] = list(notes)
+    if "ledger" in privacy and privacy["ledger"] is not None:
+        ledger = privacy["ledger"]
+        if isinstance(ledger, pd.DataFrame):
+            ledger = ledger.to_dict("records")
+        if not isinstance(ledger, (list, tuple)) or not all(isinstance(e, dict) for e in ledger):
+            raise ValueError("privacy['ledger'] must be a list of dicts (one per budget spend).")
+        out["ledger"] = [
+            {str(k): _json_scalar(v, f"['ledger'][{i}][{k!r}]") for k, v in e.items()}
+            for i, e in enumerate(ledger)
+        ]
+    return out
+
+
+def _design_spec(design: Any) -> dict[str, Any]:
+    """Column-name specification of a SurveyDesign (what load_release needs to rebuild it)."""
+    from .design import SurveyDesign
+
+    if not isinstance(design, SurveyDesign):
+        raise ValueError(
+            f"save(): only SurveyDesign members can be saved, got {type(design).__name__}. "
+            "Fix: release the linearization designs; analysts can build replicate designs."
+        )
+    if design.n != design._frame.shape[0]:
+        raise ValueError(
+            "save(): a synthetic design is a subset() of its data; release whole designs "
+            "(domain estimation needs the full design)."
+        )
+    return {
+        "ids": list(design.ids_vars) or None,
+        "strata": list(design.strata_vars) if design.strata_vars else None,
+        "fpc": list(design.fpc_vars) if design.fpc_vars else None,
+        "weights": design.weights_var,
+        "nest": bool(design.nest),
+        "lonely_psu": design.lonely_psu,
+        "adjust_domain_lonely": bool(design.adjust_domain_lonely),
+    }
+
+
+class SyntheticRelease:
+    """m synthetic survey designs with their synthesis kind and privacy record.
+
+    Parameters
+    ----------
+    designs : list of SurveyDesign (or ReplicateDesign)
+        One design per synthetic data set, each holding synthetic data only.
+    kind : ``"partial"`` (some variables kept as collected: Reiter's partial-synthesis rule) or
+        ``"full"`` (every released value synthetic: Raghunathan-Reiter-Rubin full-synthesis rule).
+    privacy : dict
+        ``mechanism`` (str), ``guarantee`` (a key of ``surveysynth.privacy.GUARANTEES``),
+        ``epsilon`` (float or None), ``delta_alpha`` (Lipschitz bound or None), ``m`` (int, must
+        equal ``len(designs)``), ``seed``, ``notes`` (list of str) and optional ``ledger`` (list of
+        dicts of scalars). Arrays are refused: a release never carries per-record values.
+    n_original : the confidential sample size (a count), used by the full-synthesis fallback.
+    """
+
+    def __init__(
+        self,
+        designs: Sequence[Any],
+        kind: str,
+        privacy: dict[str, Any],
+        *,
+        n_original: int | None = None,
+    ) -> None:
+        if kind not in RELEASE_KINDS:
+            raise ValueError(
+                f"kind={kind!r}: choose 'partial' (some variables released as collected) or "
+                "'full' (all released values synthetic)."
+            )
+        designs = list(designs) if not isinstance(designs, (str, bytes)) else None
+        if not designs:
+            raise ValueError("designs: give a non-empty list of synthetic SurveyDesigns.")
+        bad = [i for i, d in enumerate(designs) if not hasattr(d, "total") or not hasattr(d, "data")]
+        if bad:
+            raise ValueError(
+                f"designs: items {bad[:5]} are not survey designs (got "
+                f"{type(designs[bad[0]]).__name__}). Fix: wrap each synthetic DataFrame in "
+                "SurveyDesign(frame, weights=...)."
+            )
+        cols0 = list(designs[0].data.columns)
+        for i, d in enumerate(designs[1:], start=1):
+            if list(d.data.columns) != cols0:
+                raise ValueError(
+                    f"designs[{i}] has columns {list(d.data.columns)[:8]} but designs[0] has "
+                    f"{cols0[:8]}: all synthetic sets must have the same columns in the same order."
+                )
+        if n_original is not None:
+            if not isinstance(n_original, numbers.Integral) or n_original <= 0:
+                raise ValueError(f"n_original={n_original!r}: must be a positive integer count.")
+            n_original = int(n_original)
+        self._designs = tuple(designs)
+        self._kind = kind
+        self._privacy = _clean_privacy(privacy, len(self._designs))
+        self._n_original = n_original
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def designs(self) -> tuple[Any, ...]:
+        """The m synthetic designs."""
+        return self._designs
+
+    @property
+    def kind(self) -> str:
+        """``"partial"`` or ``"full"``: decides the combining rule."""
+        return self._kind
+
+    @property
+    def m(self) -> int:
+        return len(self._designs)
+
+    @property
+    def privacy(self) -> dict[str, Any]:
+        """A copy of the privacy record (with ``guarantee_text``)."""
+        out = json.loads(json.dumps(self._privacy))
+        out["guarantee_text"] = GUARANTEES[self._privacy["guarantee"]]
+        return out
+
+    @property
+    def epsilon(self) -> float | None:
+        return self._privacy["epsilon"]
+
+    @property
+    def guarantee(self) -> str:
+        """The exact text of the release's privacy guarantee."""
+        return GUARANTEES[self._privacy["guarantee"]]
+
+    @property
+    def n_original(self) -> int | None:
+        return self._n_original
+
+    @property
+    def n_syn(self) -> float:
+        """Rows of one synthetic data set (their mean if the sets differ in size)."""
+        return float(np.mean([d.n for d in self._designs]))
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._designs[0].data.columns)
+
+    def __repr__(self) -> str:
+        eps = "None" if self.epsilon is None else f"{self.epsilon:g}"
+        sizes = sorted({d.n for d in self._designs})
+        size = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        return (
+            f"SyntheticRelease(kind={self.kind!r}, m={self.m}, rows per set={size}, "
+            f"columns={len(self.columns)}, mechanism={self._privacy['mechanism']!r}, "
+            f"guarantee={self._privacy['guarantee']!r}, epsilon={eps})"
+        )
+
+    # ---------------------------------------------------------------- combining
+    def _combine_arrays(self, q: np.ndarray, u: np.ndarray, level: float) -> pd.DataFrame:
+        """combine() with the release's rule, n and n_syn (q, u shaped (m, k))."""
+        n_syn = self.n_syn
+        n = self._n_original if self._n_original is not None else n_syn
+        out = combine(q, u, kind=self._kind, n=n, n_syn=n_syn, level=level)
+        if self._n_original is None and self._kind == "full":
+            notes = out["note"].to_numpy(dtype=object).copy()
+            fb = notes == NOTE_FALLBACK
+            notes[fb] = NOTE_FALLBACK + " (n_original unknown: n taken as n_syn)"
+            out["note"] = notes
+        return out
+
+    def _combine_frames(self, frames: list[pd.DataFrame], additive: bool,
+                        level: float) -> pd.DataFrame:
+        """Align the m per-set result frames on their label columns and combine each row."""
+        keys = [c for c in frames[0].columns if c not in _VALUE_COLS]
+        stacked = pd.concat(
+            [f.assign(_set=i) for i, f in enumerate(frames)], ignore_index=True
+        )
+        labels = stacked[keys].drop_duplicates(ignore_index=True)
+        # order cells as the first set orders them, new cells (absent from set 0) after
+        key_codes = pd.MultiIndex.from_frame(stacked[keys].astype(object))
+        uniq = pd.MultiIndex.from_frame(labels[keys].astype(object))
+        row = uniq.get_indexer(key_codes)
+        k = labels.shape[0]
+        q = np.full((self.m, k), np.nan)
+        u = np.full((self.m, k), np.nan)
+        sets = stacked["_set"].to_numpy()
+        q[sets, row] = stacked["estimate"].to_numpy(dtype=float)
+        u[sets, row] = stacked["se"].to_numpy(dtype=float) ** 2
+        absent = np.ones((self.m, k), dtype=bool)
+        absent[sets, row] = False
+        if additive:
+            q[absent] = 0.0
+            u[absent] = 0.0
+        out = self._combine_arrays(q, u, level)
+        notes = out["note"].to_numpy(dtype=object).copy()
+        n_absent = absent.sum(axis=0)
+        if n_absent.any():
+            msg = "empty in {} of {} synthetic sets" + (" (counted as 0)" if additive else "")
+            for j in np.flatnonzero(n_absent):
+                extra = msg.format(int(n_absent[j]), self.m)
+                notes[j] = f"{notes[j]}; {extra}" if notes[j] else extra
+        out["note"] = notes
+        res = labels.reset_index(drop=True)
+        for c in keys:
+            if isinstance(frames[0][c].dtype, pd.CategoricalDtype):
+                res[c] = pd.Categorical(res[c], categories=frames[0][c].cat.categories)
+        return pd.concat([res, out], axis=1)
+
+    def _run(self, method: str, args: tuple, by, na_rm: bool, level: float,
+             additive: bool) -> pd.DataFrame:
+        frames = [getattr(d, method)(*args, by=by, na_rm=na_rm) for d in self._designs]
+        return self._combine_frames(frames, additive, level)
+
+    def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+              na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Combined totals (counts for categorical variables) over the m synthetic sets.
+
+        Columns: the ``by`` columns, ``variable`` (and ``level``), ``estimate``, ``variance``,
+        ``se``, ``df``, ``ci_low``, ``ci_high``, ``between``, ``within``, ``m``, ``note``.
+        """
+        return self._run("total", (variables,), by, na_rm, level, additive=True)
+
+    def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+             na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Combined (Hajek) means over the m synthetic sets (see :meth:`total` for columns)."""
+        return self._run("mean", (variables,), by, na_rm, level, additive=False)
+
+    def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
+                   na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Combined level shares of categorical variables over the m synthetic sets."""
+        return self._run("proportion", (variables,), by, na_rm, level, additive=False)
+
+    def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
+              by: str | Sequence[str] | None = None, na_rm: bool = False,
+              level: float = 0.95) -> pd.DataFrame:
+        """Combined ratios of totals over the m synthetic sets."""
+        return self._run("ratio", (numerator, denominator), by, na_rm, level, additive=False)
+
+    # ---------------------------------------------------------------- persistence
+    def manifest(self) -> dict[str, Any]:
+        """The JSON manifest written by :meth:`save` (without the file list)."""
+        from . import __version__
+
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "package_version": __version__,
+            "kind": self._kind,
+            "m": self.m,
+            "n_original": self._n_original,
+            "columns": self.columns,
+            "privacy": self._privacy,
+            "guarantee_text": GUARANTEES[self._privacy["guarantee"]],
+        }
+
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write the release to the directory ``path``: ``synthetic_<l>.parquet`` per data set and
+        ``manifest.json``. Nothing else is written. Returns the directory."""
+        path = Path(path)
+        if path.exists() and any(path.iterdir()) and not overwrite:
+            raise ValueError(
+                f"save(): {str(path)!r} exists and is not empty. Fix: choose a new directory or "
+                "pass overwrite=True."
+            )
+        specs = [_design_spec(d) for d in self._designs]
+        path.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            for old in path.glob("synthetic_*.parquet"):
+                old.unlink()
+        manifest = self.manifest()
+        datasets = []
+        width = len(str(self.m))
+        for i, (d, spec) in enumerate(zip(self._designs, specs, strict=True), start=1):
+            frame = d.data.reset_index(drop=True)
+            bad = [c for c in frame.columns if not isinstance(c, str)]
+            if bad:
+                raise ValueError(f"save(): column names must be strings, got {bad[:5]!r}.")
+            if spec["weights"] is None:
+                if _WEIGHT_COLUMN in frame.columns:
+                    raise ValueError(f"save(): column {_WEIGHT_COLUMN!r} is reserved.")
+                frame = frame.assign(**{_WEIGHT_COLUMN: np.asarray(d.weights, dtype=float)})
+                spec = {**spec, "weights_column": _WEIGHT_COLUMN}
+            name = f"synthetic_{i:0{width}d}.parquet"
+            frame.to_parquet(path / name, index=False)
+            datasets.append({"file": name, "rows": int(d.n), "design": spec})
+        manifest["datasets"] = datasets
+        (path / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False))
+        return path
+
+
+def load_release(path: str | Path) -> SyntheticRelease:
+    """Read a release written by :meth:`SyntheticRelease.save` and rebuild its designs."""
+    from .design import SurveyDesign
+
+    path = Path(path)
+    mf = path / MANIFEST
+    if not mf.exists():
+        raise ValueError(f"load_release: no {MANIFEST} in {str(path)!r}; is it a saved release?")
+    manifest = json.loads(mf.read_text())
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"load_release: {str(mf)!r} is not a surveysynth release manifest.")
+    if manifest.get("format_version", 0) > FORMAT_VERSION:
+        raise ValueError(
+            f"load_release: format version {manifest['format_version']} is newer than this "
+            f"package reads ({FORMAT_VERSION}); upgrade surveysynth."
+        )
+    designs = []
+    for entry in manifest["datasets"]:
+        frame = pd.read_parquet(path / entry["file"])
+        spec = dict(entry["design"])
+        wcol = spec.pop("weights_column", None)
+        if wcol is not None:
+            w = frame[wcol].to_numpy(dtype=float)
+            frame = frame.drop(columns=[wcol])
+            spec["weights"] = w
+        designs.append(SurveyDesign(frame, **spec))
+    return SyntheticRelease(
+        designs, manifest["kind"], manifest["privacy"], n_original=manifest.get("n_original")
+    )

@@ -1,0 +1,368 @@
+"""Official tabulation: interior cells, margins and grand total with SE, CV, CI and flags.
+
+``tabulate(source, rows, cols, value, stat)`` makes the kind of table a statistical agency
+publishes from a survey (METHODS section 5): counts (sums of weights), totals or domain means by
+the cells of ``rows`` x ``cols``, with the row margins (by ``rows`` only), the column margins
+(by ``cols`` only) and the grand total (no ``by``), each with its standard error, coefficient of
+variation, confidence interval, unweighted number of records and a reliability flag.
+
+The source may be
+
+* a :class:`~surveysynth.design.SurveyDesign` (Taylor linearization) or a
+  :class:`~surveysynth.replicate.ReplicateDesign` (replicate variance): each block is the
+  design's own domain estimator, so every cell equals R ``svyby(..., svytotal)`` /
+  ``svyby(..., svymean)`` (margins: ``svyby`` by one variable, ``svytotal``/``svymean``), or
+* a :class:`~surveysynth.release.SyntheticRelease`: every cell is computed on each of the m
+  synthetic designs and combined with the release's rule (partial or full synthesis).
+
+Decisions (docs/tables.md):
+
+* The table has every combination of the levels of ``rows`` and ``cols`` (R ``svyby`` drops
+  empty domains): an empty cell has count/total 0 with SE 0 (what R's ``svytotal`` of the cell
+  indicator gives) and mean NaN; it is flagged ``empty``.
+* CV = SE / |estimate| (NaN when the estimate is 0). Flags: ``cv>cv_max`` (default 0.30, the
+  usual relative-standard-error rule), ``n<n_min`` (default 30 unweighted records), ``empty``
+  and ``no estimate``; ``flag`` is True when any applies. Either threshold can be disabled with
+  None.
+* Intervals are normal (R ``confint``) unless ``ci="t"`` (design df); for releases they come
+  from the combining rule (t with its df).
+* For a release, ``n_unweighted`` is the mean over the m synthetic sets of the cell's records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._validate import as_list, require_columns
+from .estimate import Estimators, _levels
+
+STATS = ("total", "mean")
+CELL_TYPES = ("interior", "row margin", "column margin", "grand total")
+_NUMERIC = ("estimate", "se", "cv", "ci_low", "ci_high", "df", "n_unweighted")
+
+
+# --------------------------------------------------------------------------------------------
+# flags
+# --------------------------------------------------------------------------------------------
+
+
+def reliability(estimate: np.ndarray, se: np.ndarray, n_unweighted: np.ndarray,
+                cv_max: float | None = 0.30, n_min: float | None = 30):
+    """CV, flag reasons and flags for cells (vectorized; see the module docstring)."""
+    est = np.asarray(estimate, float)
+    se = np.asarray(se, float)
+    n = np.asarray(n_unweighted, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = np.where(est != 0, se / np.abs(est), np.nan)
+    parts = []
+    if cv_max is not None:
+        parts.append(np.where(cv > cv_max, f"cv>{cv_max:g}", ""))
+    if n_min is not None:
+        parts.append(np.where(n < n_min, f"n<{n_min:g}", ""))
+    parts.append(np.where(n == 0, "empty", ""))
+    parts.append(np.where(np.isnan(est), "no estimate", ""))
+    reasons = np.array(["; ".join(p for p in row if p) for row in zip(*parts, strict=True)],
+                       dtype=object) if est.size else np.array([], dtype=object)
+    return cv, reasons, reasons != ""
+
+
+# --------------------------------------------------------------------------------------------
+# Table object
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    """A published table: one long DataFrame plus its layout.
+
+    ``long`` has the label columns of ``rows`` and ``cols`` (``margin_label`` where a margin
+    sums over a variable), ``cell`` (interior / row margin / column margin / grand total) and
+    ``estimate, se, cv, ci_low, ci_high, df, n_unweighted, flag, flag_reason`` (plus ``note``,
+    ``between``, ``within`` for releases).
+    """
+
+    long: pd.DataFrame
+    rows: list[str]
+    cols: list[str]
+    stat: str
+    value: str | None
+    margin_label: str = "All"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- views
+    def _order(self, variables: list[str]) -> list[tuple]:
+        """Label tuples of ``variables`` in table order (levels, then the margin)."""
+        interior = self.long[self.long.cell == "interior"]
+        seen = list(dict.fromkeys(map(tuple, interior[variables].to_numpy().tolist())))
+        return seen + [tuple([self.margin_label] * len(variables))]
+
+    def wide(self, what: str = "estimate") -> pd.DataFrame:
+        """Cells as a rows x cols grid of one column of :attr:`long` (margins last)."""
+        if what not in self.long.columns:
+            raise ValueError(f"wide(what={what!r}): choose one of {list(self.long.columns)}.")
+        rkeys = self._order(self.rows)
+        rpos = {k: i for i, k in enumerate(rkeys)}
+        r = [rpos[tuple(x)] for x in self.long[self.rows].to_numpy().tolist()]
+        if self.cols:
+            ckeys = self._order(self.cols)
+            cpos = {k: i for i, k in enumerate(ckeys)}
+            c = [cpos[tuple(x)] for x in self.long[self.cols].to_numpy().tolist()]
+        else:
+            ckeys, c = [(what,)], [0] * len(r)
+        vals = self.long[what].to_numpy()
+        grid = np.full((len(rkeys), len(ckeys)), np.nan, dtype=vals.dtype if vals.dtype.kind in
+                       "fc" else object)
+        grid[r, c] = vals
+
+        def index(keys, names):
+            if len(names) == 1:
+                return pd.Index([k[0] for k in keys], name=names[0], dtype=object)
+            return pd.MultiIndex.from_tuples(keys, names=names)
+
+        columns = index(ckeys, self.cols) if self.cols else pd.Index([what])
+        return pd.DataFrame(grid, index=index(rkeys, self.rows), columns=columns)
+
+    def display(self, digits: int = 1, mark: str = "*") -> pd.DataFrame:
+        """Wide view of ``estimate (se)`` strings, flagged cells marked with ``mark``."""
+        est = self.long.estimate.to_numpy(float)
+        se = self.long.se.to_numpy(float)
+        flag = self.long.flag.to_numpy(bool)
+        text = [
+            ("" if np.isnan(e) else f"{e:,.{digits}f} ({s:,.{digits}f})") + (mark if f else "")
+            for e, s, f in zip(est, se, flag, strict=True)
+        ]
+        tmp = Table(self.long.assign(_text=text), self.rows, self.cols, self.stat, self.value,
+                    self.margin_label, self.meta)
+        out = tmp.wide("_text")
+        if not self.cols:
+            out.columns = pd.Index(["estimate (se)"])
+        return out
+
+    @property
+    def footnote(self) -> str:
+        cv_max, n_min = self.meta.get("cv_max"), self.meta.get("n_min")
+        crit = []
+        if cv_max is not None:
+            crit.append(f"CV > {cv_max:g}")
+        if n_min is not None:
+            crit.append(f"fewer than {n_min:g} unweighted records")
+        crit.append("empty cell")
+        what = "count" if self.value is None else f"{self.stat} of {self.value}"
+        note = self.meta.get("source_note", "")
+        return (f"Cells: {what} (standard error). * unreliable: " + " or ".join(crit) + "."
+                + (f" {note}" if note else ""))
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.width", 140, "display.max_columns", 20):
+            return f"{self.display()}\n{self.footnote}"
+
+    # ---------------------------------------------------------------- export
+    def to_csv(self, path: str | Path, wide: bool = False) -> Path:
+        """The long table (or the wide display with ``wide=True``) as CSV."""
+        path = Path(path)
+        (self.display() if wide else self.long).to_csv(path, index=wide)
+        return path
+
+    def to_excel(self, path: str | Path) -> Path:
+        """XLSX workbook: sheets ``table`` (estimate (se) display), ``estimate``, ``se``,
+        ``long`` and ``notes``."""
+        path = Path(path)
+        with pd.ExcelWriter(path, engine="openpyxl") as xw:
+            self.display().to_excel(xw, sheet_name="table")
+            self.wide("estimate").to_excel(xw, sheet_name="estimate")
+            self.wide("se").to_excel(xw, sheet_name="se")
+            self.long.to_excel(xw, sheet_name="long", index=False)
+            pd.DataFrame({"note": [self.footnote]}).to_excel(xw, sheet_name="notes", index=False)
+        return path
+
+    def to_latex(self, path: str | Path | None = None, caption: str | None = None) -> str:
+        """LaTeX tabular of the display view with the footnote; written to ``path`` if given."""
+        disp = self.display()
+        disp.index = disp.index.map(str) if disp.index.nlevels == 1 else disp.index
+        disp.columns = disp.columns.map(str) if disp.columns.nlevels == 1 else disp.columns
+        tex = disp.to_latex(escape=True, caption=caption)
+        fn = self.footnote.replace("*", r"$^*$").replace("%", r"\%").replace("_", r"\_")
+        tex = tex + f"% {self.footnote}\n\\par\\footnotesize {fn}\n"
+        if path is not None:
+            Path(path).write_text(tex)
+        return tex
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        """HTML table of the display view with the footnote; written to ``path`` if given."""
+        html = self.display().to_html() + f"\n<p><small>{self.footnote}</small></p>\n"
+        if path is not None:
+            Path(path).write_text(html)
+        return html
+
+
+# --------------------------------------------------------------------------------------------
+# per-design blocks
+# --------------------------------------------------------------------------------------------
+
+
+def _design_levels(design: Any, var: str) -> list:
+    frame = design._frame
+    return _levels(frame[var][design._in])
+
+
+def _union_levels(designs: Sequence[Any], var: str) -> list:
+    first = designs[0]._frame[var]
+    if isinstance(first.dtype, pd.CategoricalDtype):
+        return list(first.cat.categories)
+    allv: list = []
+    for d in designs:
+        allv += _design_levels(d, var)
+    allv = list(dict.fromkeys(allv))
+    try:
+        return sorted(allv)
+    except TypeError:
+        return sorted(allv, key=str)
+
+
+def _block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str | None,
+           stat: str, na_rm: bool):
+    """Estimates, variances, df and unweighted n of one table block on the full level grid."""
+    frame = design._frame
+    na_rows = design._na_rows([value], na_rm, "tabulate") if value is not None else None
+    dom, D, by_df = design._domains(by or None, na_rows)
+    n_all = frame.shape[0]
+    if value is None:
+        Y = np.ones((n_all, 1))
+    else:
+        y = design._numeric(value)
+        Y = np.where(np.isnan(y), 0.0, y)[:, None]
+    X = np.ones_like(Y) if stat == "mean" else None
+    est, var, _ = design._ratio_core(Y, X, dom, D)
+    df = np.asarray(design._df_core(dom, D), float).reshape(D)
+    n_unw = np.bincount(dom[dom >= 0], minlength=D).astype(float)
+    est, var = est[:, 0], var[:, 0]
+    if grid is None:
+        return est, var, df, n_unw
+    have = pd.MultiIndex.from_frame(by_df[by].astype(object))
+    pos = have.get_indexer(grid)
+    found = pos >= 0
+    K = len(grid)
+    fill = 0.0 if stat == "total" else np.nan
+    e = np.full(K, fill)
+    v = np.full(K, 0.0 if stat == "total" else np.nan)
+    d = np.full(K, np.nan)
+    n = np.zeros(K)
+    e[found], v[found], d[found], n[found] = est[pos[found]], var[pos[found]], df[pos[found]], \
+        n_unw[pos[found]]
+    return e, v, d, n
+
+
+def _check_source(source: Any) -> tuple[list[Any], Any]:
+    from .release import SyntheticRelease
+
+    if isinstance(source, SyntheticRelease):
+        return list(source.designs), source
+    if isinstance(source, Estimators) and hasattr(source, "_ratio_core"):
+        return [source], None
+    raise ValueError(
+        f"tabulate(source=...): expected a SurveyDesign, ReplicateDesign or SyntheticRelease, "
+        f"got {type(source).__name__}. Fix: build a design first, e.g. "
+        "SurveyDesign(df, strata=..., weights=...)."
+    )
+
+
+def tabulate(
+    source: Any,
+    rows: str | Sequence[str],
+    cols: str | Sequence[str] | None = None,
+    value: str | None = None,
+    stat: str = "total",
+    cv_max: float | None = 0.30,
+    n_min: float | None = 30,
+    level: float = 0.95,
+    ci: str = "normal",
+    na_rm: bool = False,
+    margin_label: str = "All",
+) -> Table:
+    """Tabulate counts, totals or means by ``rows`` x ``cols`` with margins, SE, CV, CI, flags.
+
+    Parameters
+    ----------
+    source : SurveyDesign, ReplicateDesign or SyntheticRelease.
+    rows, cols : classification variable(s) of the table rows and columns (``cols`` optional).
+    value : numeric variable; ``None`` with ``stat="total"`` tabulates counts (sums of weights).
+    stat : ``"total"`` (counts or totals of ``value``) or ``"mean"`` (domain means of ``value``).
+    cv_max, n_min : reliability thresholds (None disables one).
+    level, ci : confidence level; ``"normal"`` (R confint) or ``"t"`` (design df). Releases use
+        the combining rule's df.
+    na_rm : drop records with missing ``value`` from the estimate (kept for the variance).
+    margin_label : label of margin rows/columns in the label columns.
+
+    Returns
+    -------
+    :class:`Table`: ``.long`` (one row per cell), ``.wide(what)``, ``.display()``, exports.
+    """
+    if stat not in STATS:
+        raise ValueError(f"stat={stat!r}: choose 'total' or 'mean'.")
+    if stat == "mean" and value is None:
+        raise ValueError("stat='mean' needs value=<numeric column>: the mean of what?")
+    designs, release = _check_source(source)
+    row_vars, col_vars = as_list(rows), as_list(cols)
+    if not row_vars:
+        raise ValueError("rows: give at least one classification variable.")
+    dup = set(row_vars) & set(col_vars)
+    if dup or len(set(row_vars)) < len(row_vars) or len(set(col_vars)) < len(col_vars):
+        raise ValueError(f"rows={row_vars}, cols={col_vars}: a variable may appear only once.")
+    if value is not None and value in row_vars + col_vars:
+        raise ValueError(f"value={value!r} is also a classification variable.")
+    for d in designs:
+        require_columns(d._frame, row_vars + col_vars + ([value] if value else []), "tabulate")
+    levels = {v: _union_levels(designs, v) for v in row_vars + col_vars}
+
+    def grid(vs: list[str]) -> pd.MultiIndex | None:
+        if not vs:
+            return None
+        return pd.MultiIndex.from_product([levels[v] for v in vs], names=vs)
+
+    blocks = [("interior", row_vars + col_vars)]
+    if col_vars:
+        blocks += [("row margin", row_vars), ("column margin", col_vars)]
+    blocks.append(("grand total", []))
+    labels, parts = [], []
+    for cell, by in blocks:
+        g = grid(by)
+        K = 1 if g is None else len(g)
+        lab = pd.DataFrame({v: [margin_label] * K for v in row_vars + col_vars}, dtype=object)
+        if g is not None:
+            for v in by:
+                lab[v] = g.get_level_values(v).to_numpy(dtype=object)
+        lab["cell"] = cell
+        labels.append(lab)
+        parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
+    long = pd.concat(labels, ignore_index=True)
+    q = np.column_stack([np.concatenate([p[i][0] for p in parts]) for i in range(len(designs))]).T
+    u = np.column_stack([np.concatenate([p[i][1] for p in parts]) for i in range(len(designs))]).T
+    dfs = np.column_stack([np.concatenate([p[i][2] for p in parts]) for i in range(len(designs))]).T
+    nn = np.column_stack([np.concatenate([p[i][3] for p in parts]) for i in range(len(designs))]).T
+    meta: dict[str, Any] = {"cv_max": cv_max, "n_min": n_min, "level": level}
+    if release is None:
+        est, se, df, n_unw = q[0], np.sqrt(u[0]), dfs[0], nn[0]
+        lo, hi = Estimators._ci(est, se, df, level, ci)
+        meta["source"] = type(source).__name__
+        extra = {}
+    else:
+        comb = release._combine_arrays(q, u, level)
+        est, se, df = (comb[c].to_numpy(float) for c in ("estimate", "se", "df"))
+        lo, hi = comb.ci_low.to_numpy(float), comb.ci_high.to_numpy(float)
+        n_unw = nn.mean(axis=0)
+        meta.update(source="SyntheticRelease", kind=release.kind, m=release.m,
+                    source_note=f"Combined over m = {release.m} synthetic data sets "
+                    f"({release.kind} synthesis rule).")
+        extra = {"between": comb["between"].to_numpy(float),
+                 "within": comb["within"].to_numpy(float),
+                 "note": comb["note"].to_numpy(object)}
+    cv, reason, flag = reliability(est, se, n_unw, cv_max, n_min)
+    long = long.assign(estimate=est, se=se, cv=cv, ci_low=lo, ci_high=hi, df=df,
+                       n_unweighted=n_unw, flag=flag, flag_reason=reason, **extra)
+    return Table(long, row_vars, col_vars, stat, value, margin_label, meta)

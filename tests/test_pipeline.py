@@ -1,0 +1,140 @@
+"""`surveysynth release`: end to end on a small config, bad configs fail before any MCMC, a
+killed run leaves no release folder, and no confidential value reaches any output file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import surveysynth as ss
+from surveysynth.pipeline import ConfigError, load_config
+
+CLI = [sys.executable, "-m", "surveysynth.cli"]
+
+
+def kng_config(tmp: Path, n_iter: int = 60, folder: str = "release") -> Path:
+    df = ss.datasets.kng_simulation(n=300, seed=5)
+    df.to_csv(tmp / "confidential.csv", index=False)
+    cfg = tmp / "release.toml"
+    cfg.write_text(f"""
+[input]
+path = "confidential.csv"
+[design]
+[synthesizer]
+method = "quantile"
+variables = ["X1", "X2", "X3"]
+epsilon = 1.0
+m = 2
+seed = 11
+init = {{ n_iter = {n_iter}, quantiles = [0.1, 0.3, 0.5, 0.7, 0.9], C_X = {{ X1 = 1, X2 = 46, X3 = 106 }} }}
+[output]
+folder = "{folder}"
+""")
+    return cfg
+
+
+def _numbers_in_outputs(folder: Path) -> set[float]:
+    """Every number written anywhere in the release folder (text files and Parquet data)."""
+    found: set[float] = set()
+    for p in folder.rglob("*"):
+        if not p.is_file():
+            continue
+        if p.suffix == ".parquet":
+            frame = pd.read_parquet(p)
+            for c in frame.select_dtypes("number"):
+                found.update(frame[c].astype(float).round(6).tolist())
+        elif p.suffix in (".csv", ".json", ".html", ".md", ".tex"):
+            import re
+
+            for tok in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", p.read_text(errors="ignore")):
+                found.add(round(float(tok), 6))
+    return found
+
+
+def test_release_end_to_end_kng(tmp_path):
+    cfg = kng_config(tmp_path)
+    out = subprocess.run([*CLI, "release", str(cfg), "--quiet"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rel = tmp_path / "release"
+    manifest = json.loads((rel / "manifest.json").read_text())
+    for f in manifest["files"]:
+        assert (rel / f).is_file(), f
+    assert {"manifest.json", "report.html", "synthetic/manifest.json"} <= set(manifest["files"])
+    assert sum(f.startswith("synthetic/synthetic_") for f in manifest["files"]) == 2
+    # the manifest's epsilon is the synthesizer's own total
+    syn = ss.synth.QuantileSynthesizer(variables=["X1", "X2", "X3"], epsilon=1.0,
+                                       quantiles=[0.1, 0.3, 0.5, 0.7, 0.9], n_iter=5, progress=False,
+                                       C_X={"X1": 1, "X2": 46, "X3": 106})
+    assert manifest["epsilon"] == pytest.approx(syn.epsilon_total, rel=1e-12)
+    assert manifest["guarantee"] == "kng" and "pure epsilon-differential" in manifest["guarantee_text"]
+    assert len(manifest["input"]["sha256"]) == 64
+    assert manifest["versions"]["numpy"] == np.__version__
+    # no confidential value anywhere
+    conf = pd.read_csv(tmp_path / "confidential.csv")
+    confidential = set(np.round(conf.to_numpy(dtype=float).ravel(), 6).tolist())
+    leaked = confidential & _numbers_in_outputs(rel)
+    assert not leaked, f"confidential values in the release: {sorted(leaked)[:5]}"
+    # the saved synthetic data reload as a release
+    loaded = ss.load_release(rel / "synthetic")
+    assert loaded.m == 2 and loaded.kind == "full"
+
+
+@pytest.mark.parametrize("edit, key", [
+    (("X3", "income"), "synthesizer.variables"),
+    (('method = "quantile"', 'method = "magic"'), "synthesizer.method"),
+    (("epsilon = 1.0", "epsilon = -2.0"), "synthesizer.epsilon"),
+    (("n_iter = 60", "n_iters = 60"), "synthesizer.init"),
+    (('folder = "release"', 'folder = "release"\n[[tables]]\nrows = "region"'), "tables[0].rows"),
+])
+def test_bad_configs_fail_before_mcmc(tmp_path, edit, key):
+    cfg = kng_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(*edit))
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        load_config(cfg)
+    # and through the command: exit code 2, message names the key, nothing written
+    out = subprocess.run([*CLI, "release", str(cfg), "--quiet"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and key.split("[")[0] in out.stderr
+    assert not (tmp_path / "release").exists()
+    del t0
+
+
+def test_table_over_missing_variable_and_stat(tmp_path):
+    cfg = kng_config(tmp_path)
+    text = cfg.read_text() + '\n[[tables]]\nrows = "X1"\nvalue = "salary"\nstat = "mean"\n'
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=r"tables\[0\]\.value: 'salary' is not a variable"):
+        load_config(cfg)
+
+
+def test_killed_run_leaves_no_release(tmp_path):
+    cfg = kng_config(tmp_path, n_iter=20000)
+    proc = subprocess.Popen([*CLI, "release", str(cfg), "--quiet"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob(".partial-release-*")):
+        time.sleep(0.2)
+    assert list(tmp_path.glob(".partial-release-*")), "the run never started writing"
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (tmp_path / "release").exists()
+    # the next run to the same target clears the partial folder and succeeds
+    cfg.write_text(cfg.read_text().replace("n_iter = 20000", "n_iter = 30"))
+    out = subprocess.run([*CLI, "release", str(cfg), "--quiet"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "release" / "manifest.json").exists()
+    assert not list(tmp_path.glob(".partial-release-*"))
