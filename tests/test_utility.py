@@ -74,3 +74,116 @@ def test_ecdf_errors_and_no_mutation():
     before = orig.copy()
     ecdf_utility(orig, [orig.to_numpy()[:, 0] + 1])
     pd.testing.assert_frame_equal(orig, before)
+
+
+# ---------------------------------------------------------------- pMSE, k-marginal, WRT, specific
+import statsmodels.api as sm  # noqa: E402
+
+from surveysynth.utility import (  # noqa: E402
+    ci_overlap,
+    coef_difference,
+    k_marginal_score,
+    nrmse,
+    pmse,
+    wasserstein_distance_1d,
+    wasserstein_ratio,
+)
+
+
+def _pair(seed=0, n=300, shift=0.3):
+    rng = np.random.default_rng(seed)
+    o = pd.DataFrame({"a": rng.exponential(1, n), "b": rng.normal(size=n), "c": rng.normal(size=n)})
+    s = pd.DataFrame({"a": rng.exponential(1, n) + shift, "b": rng.normal(size=n) * 1.3,
+                      "c": rng.normal(size=n)})
+    return o, s
+
+
+@pytest.mark.parametrize("interactions", [False, True])
+def test_pmse_matches_statsmodels_logit(interactions):
+    o, s = _pair(n=250)
+    Y = pd.concat([o, s], ignore_index=True)
+    t = np.r_[np.zeros(250), np.ones(200)]
+    s = s.iloc[:200]
+    Y = pd.concat([o, s], ignore_index=True)
+    cols = [Y[c] for c in Y]
+    if interactions:
+        cols += [Y["a"] * Y["b"], Y["a"] * Y["c"], Y["b"] * Y["c"]]
+    D = sm.add_constant(np.column_stack(cols))
+    p = sm.Logit(t, D).fit(disp=0, tol=1e-12, maxiter=200).predict(D)
+    ref = np.mean((p - 200 / 450) ** 2)
+    got = pmse(o, s, interactions=interactions)
+    assert got["pMSE"] == pytest.approx(ref, rel=1e-6)
+    assert got["converged"]
+
+
+def test_pmse_orders_and_averages():
+    o, s = _pair(shift=0.0)
+    _, bad = _pair(seed=1, shift=2.0)
+    good = pmse(o, s)["pMSE"]
+    assert good < pmse(o, bad)["pMSE"]
+    both = pmse(o, [s, bad])
+    assert both["pMSE"] == pytest.approx(np.mean(both["pMSE_each"]))
+    assert both["pMSE_each"][0] == pytest.approx(good)
+
+
+def test_k_marginal_brute_force():
+    o, s = _pair(n=120)
+    s = s.iloc[:90]
+    br = {c: np.quantile(o[c], [0, 0.25, 0.5, 0.75, 1]) for c in o}
+
+    def cell(row):  # findInterval(left.open=TRUE): number of breakpoints strictly below x
+        return tuple(int(sum(x > q for q in br[c])) for c, x in row.items())
+
+    co = pd.Series([cell(r) for _, r in o.iterrows()]).value_counts() / len(o)
+    cs = pd.Series([cell(r) for _, r in s.iterrows()]).value_counts() / len(s)
+    td = co.sub(cs, fill_value=0).abs().sum()
+    assert k_marginal_score(o, s)["score"] == pytest.approx(1000 * (2 - td) / 2)
+    assert k_marginal_score(o, o.copy())["score"] == pytest.approx(1000.0)
+    far = o + 100
+    assert k_marginal_score(o, far)["score"] == pytest.approx(0.0)
+    # k = 1 averages the three one-way scores
+    one = [k_marginal_score(o[[c]], s[[c]])["score"] for c in o]
+    assert k_marginal_score(o, s, k=1)["score"] == pytest.approx(np.mean(one))
+
+
+def test_wasserstein_exact_and_ratio():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=70), rng.normal(0.5, 2, size=55)
+    assert wasserstein_distance_1d(a, b) == pytest.approx(stats.wasserstein_distance(a, b), rel=1e-10)
+    o, s = _pair(n=200, shift=0.0)
+    r1 = wasserstein_ratio(o, s, n_perm=200, seed=1)
+    r2 = wasserstein_ratio(o, s, n_perm=200, seed=1)
+    assert r1 == r2
+    # brute-force check of one variable's ratio with the same permutations
+    rng = np.random.default_rng(1)
+    pooled = np.r_[o["a"], s["a"]]
+    null = [stats.wasserstein_distance(*np.split(pooled[np.argsort(rng.random(400))], [200]))
+            for _ in range(200)]
+    ref = stats.wasserstein_distance(o["a"], s["a"]) / np.median(null)
+    assert r1["ratio_by_variable"][0] == pytest.approx(ref, rel=0.25)
+    _, far = _pair(seed=2, shift=3.0)
+    assert wasserstein_ratio(o, far, n_perm=100, seed=1)["ratio"] > 3 * r1["ratio"]
+
+
+def test_coef_difference_and_nrmse_vs_statsmodels():
+    rng = np.random.default_rng(8)
+    o = pd.DataFrame({"x": rng.normal(size=200)})
+    o["y"] = 1 + 2 * o["x"] + rng.normal(size=200)
+    s = pd.DataFrame({"x": rng.normal(size=150)})
+    s["y"] = 1.5 + 1.8 * s["x"] + rng.normal(size=150)
+    fo = sm.OLS(o["y"], sm.add_constant(o["x"])).fit()
+    fs = sm.OLS(s["y"], sm.add_constant(s["x"])).fit()
+    got = coef_difference(o, s, "y", ["x"])
+    np.testing.assert_allclose(got["std_diff"], np.abs(fo.params - fs.params) / fo.bse, rtol=1e-10)
+    test = pd.DataFrame({"x": rng.normal(size=100)})
+    test["y"] = 1 + 2 * test["x"] + rng.normal(size=100)
+    pred = fs.predict(sm.add_constant(test["x"]))
+    ref = np.sqrt(np.mean((test["y"] - pred) ** 2)) / test["y"].std(ddof=1)
+    assert nrmse(s, test, "y", ["x"])["NRMSE"] == pytest.approx(ref, rel=1e-10)
+    with pytest.raises(ValueError, match="lacks columns"):
+        nrmse(s, test, "y", ["z"])
+
+
+def test_ci_overlap():
+    # identical -> 1; [0,2] vs [1,3]: overlap 1, each width 2 -> 0.5; disjoint gives negative
+    np.testing.assert_allclose(ci_overlap([0, 0, 0], [2, 2, 1], [0, 1, 2], [2, 3, 3]), [1, 0.5, -0.5 * (1 / 1 + 1 / 1)])

@@ -174,27 +174,23 @@ def kng_log_density(
 def exact_quantile_regression(X: Any, y: Any, tau: float) -> np.ndarray:
     """Non-private quantile regression coefficients by linear programming (HiGHS).
 
-    minimise sum tau u+ + (1 - tau) u-  s.t.  X beta + u+ - u- = y. Used for the non-private
-    baseline and the optional paper-style start of the median chain.
+    Solves Koenker's dual  max y'a  s.t.  X'a = (1 - tau) X'1,  0 <= a <= 1  (p equality
+    constraints, fast for large n); the coefficients are minus the equality duals. Used for the
+    non-private baseline and the optional paper-style start of the median chain.
     """
     from scipy.optimize import linprog
-    from scipy.sparse import eye, hstack
 
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
     y = np.asarray(y, dtype=np.float64)
-    n, p = X.shape
-    if p == 1 and np.all(X[:, 0] == X[0, 0]) and X[0, 0] != 0:
-        # intercept only: a tau sample quantile (the lower one, inverted CDF) is a minimiser
-        return np.array([np.quantile(y, tau, method="inverted_cdf") / X[0, 0]])
-    cost = np.concatenate([np.zeros(p), np.full(n, tau), np.full(n, 1.0 - tau)])
-    A = hstack([X, eye(n), -eye(n)], format="csr")
-    bounds = [(None, None)] * p + [(0, None)] * (2 * n)
-    res = linprog(cost, A_eq=A, b_eq=y, bounds=bounds, method="highs")
+    if X.shape[1] == 1 and np.all(X[:, 0] == 1.0):
+        # intercept only: the lower tau sample quantile minimises the check loss
+        return np.array([np.quantile(y, tau, method="inverted_cdf")])
+    res = linprog(-y, A_eq=X.T, b_eq=(1.0 - tau) * X.sum(axis=0), bounds=(0, 1), method="highs")
     if not res.success:
         raise RuntimeError(f"quantile regression LP failed at tau={tau}: {res.message}")
-    return res.x[:p]
+    return -np.asarray(res.eqlin.marginals, dtype=np.float64)
 
 
 @dataclass
@@ -247,6 +243,7 @@ def kng_sample(
     ub: float = np.inf,
     step: Any = None,
     proposal_rows: Any = None,
+    adapt: bool = True,
     c: float = PENALTY_C,
     seed: int | np.random.Generator | None = None,
     return_chain: bool = False,
@@ -267,7 +264,8 @@ def kng_sample(
     slopes : "varying" (all coefficients move) or "fixed" (only the intercept moves; the slopes
         stay at ``init``'s values).
     lower, upper : coefficients of already released neighbouring quantiles; the sample must give
-        strictly larger (smaller) predictions on every row of ``check_X`` (non-crossing).
+        predictions >= (<=) theirs on every row of ``check_X`` (non-crossing; ties are allowed,
+        so a quantile may coincide with its neighbour where the bounds leave no room).
     check_X : (m, p) public/synthetic predictor rows (intercept first) on which the constraints
         lb <= z'beta <= ub and non-crossing are enforced. Required whenever a constraint is
         given and p > 1 (for p = 1 the single row [1] is used). Never pass confidential rows:
@@ -279,6 +277,9 @@ def kng_sample(
         proposal: covariance step^2 (Z'Z/m)^-1, i.e. proposals move the predictions by about
         ``step`` whatever the scale of the predictors. Default ``check_X`` when it has full column
         rank, else a diagonal step^2 / C_X^2 for slopes. The chain then adapts its own covariance.
+    adapt : adapt the proposal (default). ``adapt=False`` keeps the initial proposal fixed, as
+        the authors' code effectively does (its acceptance window 0..1 never triggers); with a
+        small ``step`` this reproduces their slowly moving chains (paper reproduction only).
     seed : int or numpy Generator.
     """
     tau = _check_tau(tau)
@@ -356,19 +357,35 @@ def kng_sample(
         zs = Z[:, 1:] @ slope_part
         zint = Z[:, 0]
         # feasible intercepts: an interval [b_lo, b_hi] (strict at neighbours)
-        b_lo, b_hi, lo_strict, hi_strict = _intercept_interval(zint, zs, zlow, zup, lb, ub)
+        b_lo, b_hi = _intercept_interval(zint, zs, zlow, zup, lb, ub)
         pen_slopes = float(slope_part @ slope_part)
 
         def logf(theta: np.ndarray) -> float:
             b = theta[0]
-            if b < b_lo or b > b_hi or (lo_strict and b == b_lo) or (hi_strict and b == b_hi):
+            if b < b_lo or b > b_hi:
                 return -np.inf
             k = np.searchsorted(r_sorted, b, side="right")
             g = cum[k] - tau_sum
             return -kappa * np.max(np.abs(g)) - c * (b * b + pen_slopes)
 
-        theta0 = beta0[:1].copy()
-        chol_init = np.array([[base]])
+        if b_lo > b_hi:
+            raise ValueError(
+                f"tau={tau}: no intercept satisfies the bounds [{lb}, {ub}] and the neighbouring "
+                "quantiles on the synthetic predictor rows; widen the bounds."
+            )
+        b0 = beta0[0]
+        step1 = base
+        if np.isfinite(b_lo) and np.isfinite(b_hi) and b_hi > b_lo:
+            step1 = min(base, (b_hi - b_lo) / 2)
+        if not (b_lo <= b0 <= b_hi):  # start inside the feasible interval (public info)
+            if np.isfinite(b_lo) and np.isfinite(b_hi):
+                b0 = 0.5 * (b_lo + b_hi)
+            elif b0 <= b_lo:
+                b0 = b_lo + step1
+            else:
+                b0 = b_hi - step1
+        theta0 = np.array([b0])
+        chol_init = np.array([[step1]])
     else:
         XT = np.ascontiguousarray(Xc.T)
         tau_sum = tau * sumX
@@ -381,21 +398,30 @@ def kng_sample(
                 zb = Z @ theta
                 if (zb < lb).any() or (zb > ub).any():
                     return -np.inf
-                if low_any and (zb <= zlow).any():
+                if low_any and (zb < zlow).any():
                     return -np.inf
-                if up_any and (zb >= zup).any():
+                if up_any and (zb > zup).any():
                     return -np.inf
             ind = y <= Xc @ theta
             g = XT @ ind - tau_sum
             return -kappa * np.max(np.abs(g)) - c * float(theta @ theta)
 
         theta0 = beta0.copy()
+        if has_z:
+            zb0 = Z @ theta0
+            if (zb0 < lb).any() or (zb0 > ub).any() or (zb0 < zlow).any() or (zb0 > zup).any():
+                theta0 = _feasible_point(Z, np.maximum(lb, zlow), np.minimum(ub, zup), base, tau)
         chol_init = chol0
 
     chain, accept_rate, scale, logd = _adaptive_metropolis(
-        logf, theta0, chol_init, n_iter, rng, progress=progress, desc=f"KNG tau={tau:.2f}"
+        logf, theta0, chol_init, n_iter, rng, adapt=adapt, progress=progress, desc=f"KNG tau={tau:.2f}"
     )
     last = chain[-1]
+    if logd[-1] == -np.inf:
+        raise RuntimeError(
+            f"tau={tau}: the chain never reached a state satisfying the constraints in {n_iter} "
+            "iterations; increase n_iter or step."
+        )
     if one_dim:
         beta = np.concatenate([last[:1], slope_part])
         full_chain = np.column_stack([chain, np.tile(slope_part, (chain.shape[0], 1))])
@@ -414,10 +440,41 @@ def kng_sample(
     )
 
 
+def _feasible_point(Z, L, U, cap, tau):
+    """A data-independent start satisfying L <= Z beta <= U with the largest margin (<= cap).
+
+    Linear program in (beta, t): maximise t s.t. Z beta - t >= L, Z beta + t <= U, t <= cap.
+    Uses only public constraint rows and released neighbours, so it costs no privacy.
+    """
+    from scipy.optimize import linprog
+
+    m, p = Z.shape
+    rows, rhs = [], []
+    fin_l, fin_u = np.isfinite(L), np.isfinite(U)
+    if fin_l.any():
+        rows.append(np.column_stack([-Z[fin_l], np.ones(fin_l.sum())]))
+        rhs.append(-L[fin_l])
+    if fin_u.any():
+        rows.append(np.column_stack([Z[fin_u], np.ones(fin_u.sum())]))
+        rhs.append(U[fin_u])
+    res = linprog(
+        np.r_[np.zeros(p), -1.0],
+        A_ub=np.vstack(rows),
+        b_ub=np.concatenate(rhs),
+        bounds=[(None, None)] * p + [(None, cap)],
+        method="highs",
+    )
+    if not res.success or res.x[-1] <= 0:
+        raise ValueError(
+            f"tau={tau}: no coefficients satisfy the bounds and non-crossing constraints on the "
+            "synthetic predictor rows (the feasible set is empty); widen the bounds."
+        )
+    return res.x[:p]
+
+
 def _intercept_interval(zint, zs, zlow, zup, lb, ub):
     """Feasible intercepts b for constraints on rows z = (zint, zs): an interval."""
     b_lo, b_hi = -np.inf, np.inf
-    lo_strict = hi_strict = False
     if zint.size:
         if not np.all(zint > 0):
             raise ValueError("check_X must have a positive intercept column (first column).")
@@ -428,16 +485,14 @@ def _intercept_interval(zint, zs, zlow, zup, lb, ub):
             b_hi = min(b_hi, float(np.min((ub - zs) / zint)))
         if np.isfinite(zlow).any():
             v = float(np.max((zlow - zs) / zint))
-            if v >= b_lo:
-                b_lo, lo_strict = v, True
+            b_lo = max(b_lo, v)
         if np.isfinite(zup).any():
             v = float(np.min((zup - zs) / zint))
-            if v <= b_hi:
-                b_hi, hi_strict = v, True
-    return b_lo, b_hi, lo_strict, hi_strict
+            b_hi = min(b_hi, v)
+    return b_lo, b_hi
 
 
-def _adaptive_metropolis(logf, theta0, chol_init, n_iter, rng, progress=False, desc="KNG"):
+def _adaptive_metropolis(logf, theta0, chol_init, n_iter, rng, adapt=True, progress=False, desc="KNG"):
     """Random-walk Metropolis with adapted covariance and Robbins-Monro scale; see module doc."""
     d = theta0.shape[0]
     target = 0.44 if d == 1 else 0.3
@@ -471,6 +526,8 @@ def _adaptive_metropolis(logf, theta0, chol_init, n_iter, rng, progress=False, d
             accepted += 1
         chain[t] = cur
         logd[t] = cur_lp
+        if not adapt:
+            continue
         log_scale += min(1.0, 3.0 * t**-0.6) * (alpha - target)
         if t % recompute_every == 0 and t >= 50:
             window = chain[t // 2 : t + 1]
