@@ -77,3 +77,22 @@ def r_available() -> bool:
         return True
     except RNotAvailableError:
         return False
+
+
+_EXPORTS = {
+    "to_r": "r_bridge.designs",
+    "from_r": "r_bridge.designs",
+    "pandas_to_r": "r_bridge.convert",
+    "r_to_pandas": "r_bridge.convert",
+    "inclusion_probabilities_r": "r_bridge.sampling",
+    "pps_sample_r": "r_bridge.sampling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy access to the bridge's functions (no rpy2 import until one is called)."""
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'r_bridge' has no attribute {name!r}")

@@ -360,9 +360,10 @@ class Estimators:
         lo = np.empty((D, V))
         hi = np.empty((D, V))
         if eng is not None:
+            # the engine's own (asymmetric) Woodruff limits, not estimate +- t * se
             call = {"stat": "quantile", "variables": cols, "quantiles": ps.tolist(), "level": level}
-            est, se = eng.estimate(self, call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm)
-            lo, hi = est - crit[:, None] * se, est + crit[:, None] * se
+            est, se, lo, hi = eng.estimate(self, call, dom=dom, D=D, by=by, by_df=by_df,
+                                           na_rm=na_rm, return_ci=True)
         else:
             se = np.empty((D, V))
             for j, c in enumerate(cols):
@@ -372,9 +373,8 @@ class Estimators:
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
         out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile")
-        if eng is None:
-            out["ci_low"] = lo.reshape(D * V)
-            out["ci_high"] = hi.reshape(D * V)
+        out["ci_low"] = np.asarray(lo, float).reshape(D * V)
+        out["ci_high"] = np.asarray(hi, float).reshape(D * V)
         return out
 
     def _woodruff(self, x, ps, dom, D, df, crit, alpha):

@@ -34,7 +34,8 @@ def test_samplics_matches(R, api, name):
         for f in cases:
             a, b = f(design, "native"), f(design, "samplics")
             assert_rel(b.estimate, a.estimate, tol=1e-9)
-            assert_rel(b.se, a.se, tol=1e-9)
+            # SEs that are zero in theory (stype shares within stype strata) are rounding noise
+            assert_rel(b.se, a.se, tol=1e-9, atol=1e-12 * float(a.estimate.abs().max()))
     # and the native numbers are R's: one direct check per design
     r_args = {"strat": "id=~1, strata=~stype, weights=~pw, fpc=~fpc, data=apistrat",
               "clus1": "id=~dnum, weights=~pw, fpc=~fpc, data=apiclus1",

@@ -44,7 +44,8 @@ def _check(design, call) -> None:
         raise UnsupportedBySamplics("engine='samplics' is for linearization designs only.")
 
 
-def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, na_rm=False):
+def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, na_rm=False,
+             return_ci: bool = False):
     """Estimates and standard errors, shape (D, V), ordered as the native engine orders them."""
     _check(design, call)
     with warnings.catch_warnings():

@@ -1,0 +1,3 @@
+library(testthat)
+library(surveysynth)
+test_check("surveysynth")

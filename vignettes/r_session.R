@@ -1,0 +1,60 @@
+# An R user's session with surveysynth (runnable: Rscript vignettes/r_session.R).
+#
+# Setup, once: install the Python package (pip install surveysynth) and this R package
+# (R CMD INSTALL r_bridge/rpkg); tell reticulate which Python has surveysynth, e.g.
+#   Sys.setenv(RETICULATE_PYTHON = "/path/to/venv/bin/python")
+suppressMessages(library(survey))
+library(surveysynth)
+data(api)
+
+# 1. A design as usual in R ...
+dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+
+# 2. ... becomes a surveysynth design (Python), read from the svydesign object itself
+sd <- ss_design(dstrat)
+print(sd)
+
+# 3. Any estimator by name, answers as data.frames (printed like svymean)
+m <- ss_estimate(sd, "mean", ~api00 + enroll)
+print(m)
+print(svymean(~api00 + enroll, dstrat))          # R survey: the same numbers
+stopifnot(isTRUE(all.equal(coef(m), coef(svymean(~api00 + enroll, dstrat)), tolerance = 1e-9)))
+
+by_type <- ss_estimate(sd, "mean", ~api00, by = ~stype)
+print(as.data.frame(by_type))                    # a plain data.frame: stype is a factor
+ss_estimate(sd, "ratio", ~api00, denominator = ~api99)
+ss_estimate(sd, "quantile", ~api00, quantiles = c(0.25, 0.5, 0.75))
+ss_estimate(sd, "proportion", ~awards, by = ~stype)
+
+# Arguments follow R spelling: na.rm = TRUE is Python's na_rm=True
+dclus2 <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+ss_estimate(dclus2, "total", ~enroll, na.rm = TRUE)   # a survey design is converted on the fly
+
+# Errors from Python arrive as R errors with their message
+msg <- tryCatch(ss_estimate(sd, "mean", ~api0), error = conditionMessage)
+cat("Error caught:", substr(msg, 1, 120), "...\n")
+
+# 4. Replicate designs too: scale, rscales, type and mse are read from the object
+set.seed(1)
+rclus1 <- suppressWarnings(as.svrepdesign(svydesign(id = ~dnum, weights = ~pw, fpc = ~fpc,
+                                                    data = apiclus1), type = "JK1"))
+rd <- ss_design(rclus1)
+print(rd)
+print(ss_estimate(rd, "total", ~enroll))
+print(svytotal(~enroll, rclus1))
+
+# 5. Back to survey objects: identical results
+back <- as_svydesign(sd)
+print(back)
+stopifnot(isTRUE(all.equal(SE(svytotal(~enroll, back)), SE(svytotal(~enroll, dstrat)),
+                           tolerance = 1e-12)))
+rback <- as_svydesign(rd)
+stopifnot(isTRUE(all.equal(SE(svymean(~api00, rback)), SE(svymean(~api00, rclus1)),
+                           tolerance = 1e-12)))
+
+# 6. A design straight from a data.frame, and data.frames through pandas and back
+sd2 <- ss_design(apiclus1, ids = ~dnum, weights = ~pw, fpc = ~fpc)
+print(ss_estimate(sd2, "mean", ~api00))
+df <- data.frame(g = factor(c("b", NA, "a"), levels = c("b", "a")), n = c(1L, NA, 3L))
+stopifnot(identical(ss_from_pandas(ss_to_pandas(df)), df))
+cat("r_session vignette: done\n")
