@@ -105,8 +105,14 @@ class Estimators:
         for code, levels in zip(codes, level_lists, strict=True):
             key = key + np.where(code < 0, 0, code) * mult
             mult *= max(len(levels), 1)
-        present = np.unique(key[inside])
-        dom = np.where(inside, np.searchsorted(present, key), -1)
+        if mult <= 4 * key.shape[0] + 1_000_000:  # small key space: dense lookup, no sort
+            seen = np.bincount(key[inside], minlength=mult) > 0
+            present = np.flatnonzero(seen)
+            lookup = np.cumsum(seen) - 1
+            dom = np.where(inside, lookup[key], -1)
+        else:
+            present = np.unique(key[inside])
+            dom = np.where(inside, np.searchsorted(present, key), -1)
         by_frame = {}
         rem = present.copy()
         for c, levels in zip(by_cols, level_lists, strict=True):
