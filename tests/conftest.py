@@ -11,7 +11,8 @@ from r_bridge import r_session
 def r_eval(code: str) -> np.ndarray:
     """Evaluate R code (survey loaded, data(api) attached) and return a float vector."""
     with r_session("survey") as (ro, _):
-        return np.asarray(ro.r(code), dtype=float)
+        # np.array copies: an asarray view would point into memory R may free
+        return np.array(ro.r(code), dtype=float)
 
 
 @pytest.fixture(scope="session")
