@@ -176,7 +176,7 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
         if not weights and design.fpc_vars:
             # weights that follow from the fpc are left to R, as in a hand-written call
             rd = build(ro.NULL)
-            w_r = 1.0 / np.asarray(rd.rx2("prob"), dtype=float)
+            w_r = 1.0 / np.array(rd.rx2("prob"), dtype=float)
             if not np.allclose(w_r, design._w, rtol=1e-12, atol=0):
                 rd = None
         if rd is None:
@@ -219,7 +219,7 @@ def from_r(obj: Any):
             return vals
 
         data = r_to_pandas(obj.rx2("variables"))
-        prob = np.asarray(info["prob"], dtype=float)
+        prob = np.array(info["prob"], dtype=float)
         ok_call = bool(info["ok_call"][0])
         ids, strata, fpc = names("ids"), names("strata"), names("fpc")
         wcols, pcols = names("weights"), names("probs")
@@ -397,11 +397,11 @@ def _replicate_from_r(ro, obj: Any):
     n = int(ro.r["nrow"](obj.rx2("variables"))[0])
     return replicate_from_parts(
         r_to_pandas(obj.rx2("variables")),
-        np.asarray(info["repw"], dtype=float).reshape((n, -1), order="F"),
-        np.asarray(info["pw"], dtype=float),
+        np.array(info["repw"], dtype=float).reshape((n, -1), order="F"),
+        np.array(info["pw"], dtype=float),
         str(info["type"][0]),
         float(info["scale"][0]),
-        np.asarray(info["rscales"], dtype=float),
+        np.array(info["rscales"], dtype=float),
         bool(info["mse"][0]),
         float(info["rho"][0]),
     )

@@ -125,7 +125,7 @@ def test_mi_against_mitools_live():
         )
         fit = pk["mitools"].MIcombine(ro.r["unname"](res), ro.r["unname"](var))
         coef = np.asarray(fit.rx2("coefficients"))
-        V = np.asarray(ro.r["diag"](fit.rx2("variance")))
+        V = np.array(ro.r["diag"](fit.rx2("variance")))
         df = np.asarray(fit.rx2("df"))
     out = combine(q, u, kind="mi")
     np.testing.assert_allclose(out.estimate, coef, rtol=1e-12)

@@ -32,8 +32,8 @@ def _r_cells(design: str, stat: str) -> dict:
     with r_session("survey") as (ro, _):
         for kind, call in calls.items():
             ro.r(f"tmp <- {call}")
-            est = np.asarray(ro.r("unname(coef(tmp))"), float)
-            se = np.asarray(ro.r("unname(SE(tmp))"), float).ravel()
+            est = np.array(ro.r("unname(coef(tmp))"), float)
+            se = np.array(ro.r("unname(SE(tmp))"), float).ravel()
             if kind == "total":
                 keys = [("All", "All")]
             else:
@@ -78,9 +78,9 @@ def test_replicate_design_matches_r(api, stat):
     with r_session("survey") as (ro, _):
         ro.r(R_DESIGN)
         ro.r("set.seed(42); rdes <- as.svrepdesign(des, type='bootstrap', replicates=40)")
-        rep = np.asarray(ro.r("weights(rdes, 'analysis')"), float)
+        rep = np.array(ro.r("weights(rdes, 'analysis')"), float)
         scale = float(ro.r("rdes$scale")[0])
-        rscales = np.asarray(ro.r("rdes$rscales"), float)
+        rscales = np.array(ro.r("rdes$rscales"), float)
     rd = ReplicateDesign(api["apistrat"], repweights=rep, weights="pw", type="other",
                          scale=scale, rscales=rscales, combined_weights=True)
     kw = {} if stat == "count" else {"value": "api00", "stat": "mean"}

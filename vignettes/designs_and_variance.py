@@ -52,7 +52,7 @@ def r_numbers(table: str, args: str, lonely: str, expr: str) -> np.ndarray:
                 "r <- if (inherits(s, 'newsvyquantile')) c(s[[1]][,1], s[[1]][,4]) else "
                 "c(as.numeric(unlist(coef(s))), as.numeric(unlist(SE(s)))); "
                 "options(survey.lonely.psu='fail'); r })")
-        return np.asarray(ro.r(code), dtype=float)
+        return np.array(ro.r(code), dtype=float)
 
 
 def main(argv=None) -> None:
