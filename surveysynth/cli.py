@@ -1,13 +1,21 @@
 """The ``surveysynth`` command.
 
-``surveysynth demo [--out FOLDER]``: the main job as it stands: design-based estimates on R's
-api data, computed by surveysynth's native engine, printed beside R ``survey``'s own numbers
-(live through rpy2) and samplics', with their largest relative difference.
+``surveysynth release CONFIG.toml``: a confidential file -> a release folder (see
+:mod:`surveysynth.pipeline`).
+
+``surveysynth demo [--out FOLDER]``: the main job on embedded data. (1) Design-based estimates
+on R's api data by surveysynth's native engine beside R ``survey``'s own numbers (live through
+rpy2) and samplics'. (2) A whole private release of the SDR-like simulation of seed 001: a
+stratified PPS sample of 1,000 records (written as FOLDER/input/sdr_sample.csv, standing in for
+the confidential file), the FBS synthesizer tuned to a Lipschitz bound of 3.4 with m = 3, and the
+release folder FOLDER/release with tables, manifest and report. ``--quick`` uses fewer MCMC
+draws (for tests).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -68,6 +76,70 @@ def _demo(out: Path | None) -> int:
     return 0 if rel < 1e-9 else 1
 
 
+DEMO_CONFIG = """\
+# surveysynth demo: FBS release of the SDR-like simulation (seed 001, Section 3.1)
+[input]
+path = "input/sdr_sample.csv"
+
+[design]
+strata = "field"
+weights = "weight"
+
+[synthesizer]
+method = "FBS"
+outcome = "salary"
+predictors = ["field", "gender"]
+log = true
+target_lipschitz = 3.4
+m = 3
+seed = 2021
+init = {{ chains = {chains}, draws = {draws}, warmup = {draws} }}
+
+[[tables]]
+name = "count_by_field_gender"
+rows = "field"
+cols = "gender"
+stat = "total"
+
+[[tables]]
+name = "mean_salary_by_field_gender"
+rows = "field"
+cols = "gender"
+value = "salary"
+stat = "mean"
+
+[report]
+known = ["field", "gender"]
+r = 0.2
+
+[output]
+folder = "release"
+overwrite = true
+"""
+
+
+def _demo_release(out: Path, quick: bool) -> int:
+    from .datasets import sdr_population, sdr_sample
+    from .pipeline import load_config, run_release
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "input").mkdir(exist_ok=True)
+    pop = sdr_population(seed=2021)
+    design = sdr_sample(pop, n=1000, seed=2021)
+    design.data.to_csv(out / "input" / "sdr_sample.csv", index=False)
+    cfg = out / "release.toml"
+    cfg.write_text(DEMO_CONFIG.format(chains=2 if quick else 4, draws=250 if quick else 1000))
+    folder = run_release(load_config(cfg))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    print(f"\nrelease: {folder}")
+    print(f"  method {manifest['method']}, {manifest['kind']} synthesis, m = {manifest['m']}")
+    print(f"  Lipschitz bound Delta_alpha = {manifest['delta_alpha']:.4f}, "
+          f"epsilon = {manifest['epsilon']:.3f}")
+    print(f"  guarantee: {manifest['guarantee_text']}")
+    print(f"  report: {folder / 'report.html'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="surveysynth", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,10 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--check", action="store_true",
                      help="only validate the configuration against the data (no MCMC)")
     demo = sub.add_parser("demo", help="estimates on R's api data beside R survey's own")
-    demo.add_argument("--out", type=Path, default=None, help="folder for the demo's outputs")
+    demo.add_argument("--out", type=Path, default=Path("release-demo"),
+                      help="folder for the demo's outputs (default: release-demo)")
+    demo.add_argument("--quick", action="store_true", help="fewer MCMC draws (for tests)")
+    demo.add_argument("--skip-release", action="store_true",
+                      help="only the estimates beside R (no synthesis)")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return _demo(args.out)
+        rc = _demo(args.out)
+        if rc or args.skip_release:
+            return rc
+        return _demo_release(args.out, args.quick)
     if args.command == "release":
         from .pipeline import ConfigError, load_config, run_release
 

@@ -456,7 +456,9 @@ def _risk_sections(cfg, design, fit, release, figures) -> list[str]:
 
 def _diagnostic_sections(fit) -> list[str]:
     html = ["<h2>MCMC diagnostics</h2>"]
-    diag = getattr(fit, "diagnostics_", None)
+    diag = getattr(fit, "diagnostics_table_", None)
+    if diag is None:
+        diag = getattr(fit, "diagnostics_", None)
     if diag is None:
         diag = getattr(fit, "diagnostics", None)
     if callable(diag):
