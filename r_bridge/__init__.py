@@ -35,7 +35,42 @@ def _import_rpy2():
         from rpy2.robjects.conversion import localconverter
     except Exception as exc:  # rpy2 missing, or R missing under it
         raise RNotAvailableError(f"{_INSTALL_HINT} (import failed: {exc})") from exc
+    _quiet_empty_library_warning()
     return ro, localconverter
+
+
+def _quiet_empty_library_warning() -> None:
+    """Drop R's startup note that an (empty) site library holds no packages.
+
+    Debian's R lists /usr/local/lib/R/site-library, empty on a fresh machine, and R says so on
+    every ``library()``; that line is noise to a user. Every other R message still reaches
+    rpy2's own console callback.
+    """
+    from rpy2.rinterface_lib import callbacks
+
+    current = callbacks.consolewrite_warnerror
+    if getattr(current, "_surveysynth_filter", False):
+        return
+    pending: list[str] = []
+
+    def filtered(text: str) -> None:
+        # R writes the warning in pieces: hold the "In addition"/"Warning message" preamble
+        # until we see whether the message is the empty-library note
+        if "contains no packages" in text:
+            pending.clear()
+            return
+        if text.strip() in ("", "In addition:", "Warning message:") or text.lstrip().startswith(
+            "In (function (package, help"
+        ):
+            pending.append(text)
+            return
+        for held in pending:
+            current(held)
+        pending.clear()
+        current(text)
+
+    filtered._surveysynth_filter = True  # type: ignore[attr-defined]
+    callbacks.consolewrite_warnerror = filtered
 
 
 _PACKAGES: dict[str, Any] = {}
