@@ -449,7 +449,7 @@ def identification_risk(
     outcome: str,
     r: float = 0.2,
     threshold: float = 0.5,
-    block_records: int = 4_000_000,
+    block_records: int = 1_000_000,
 ) -> IdentificationRisk:
     """Per-record identification risk of L partially synthetic data sets (seed 002 eq. 1).
 
@@ -708,7 +708,7 @@ def bootstrap_estimates(
     frame = _frame(original, "original")
     y = _outcome_values(frame, outcome, "original")
     if isinstance(synthetic, np.ndarray):
-        ys = np.atleast_2d(np.asarray(synthetic, dtype=float))
+        ys = list(np.atleast_2d(np.asarray(synthetic, dtype=float)))
     else:
         if getattr(synthetic, "designs", None) is not None and not isinstance(synthetic, (list, tuple, pd.DataFrame)):
             items = list(synthetic.designs)
@@ -716,10 +716,17 @@ def bootstrap_estimates(
             items = list(synthetic)
         else:
             items = [synthetic]
-        ys_list = [_outcome_values(_frame(d, f"synthetic[{k}]"), outcome, f"synthetic[{k}]") for k, d in enumerate(items)]
-        if not ys_list:
-            raise ValueError("synthetic holds no data sets.")
-        ys = ys_list
+        ys = []
+        for k, d in enumerate(items):
+            if isinstance(d, (np.ndarray, pd.Series)):
+                v = np.asarray(d, dtype=float)
+                if v.ndim != 1 or not np.isfinite(v).all():
+                    raise ValueError(f"synthetic[{k}] must be a finite 1-D array of outcome values.")
+                ys.append(v)
+            else:
+                ys.append(_outcome_values(_frame(d, f"synthetic[{k}]"), outcome, f"synthetic[{k}]"))
+    if not ys:
+        raise ValueError("synthetic holds no data sets.")
     if int(B) < 10:
         raise ValueError(f"B must be at least 10 bootstrap resamples; got {B}.")
     if not 0 < level < 1:

@@ -3,6 +3,7 @@
 //   target += alpha[i] * log sum_k theta_k N(z_i | x_i' beta_k, sigma_k),
 // components marginalised with log_sum_exp. z is the outcome on the modelled scale (transformed,
 // then standardised by the caller); log_lik is on the transformed (unstandardised) scale.
+// beta = R^{-1} beta_qr is linear, so priors on beta need no Jacobian adjustment.
 data {
   int<lower=1> N;
   int<lower=1> P;
@@ -16,13 +17,21 @@ data {
   real log_jacobian;          // -log(sd) of the standardisation, for log_lik
   int<lower=0, upper=1> save_log_lik;
 }
+transformed data {
+  // QR reparameterisation (Stan User's Guide 1.2): same model, better geometry for NUTS
+  matrix[N, P] Q = qr_thin_Q(X) * sqrt(N - 1.0);
+  matrix[P, P] R_inv = inverse(qr_thin_R(X) / sqrt(N - 1.0));
+}
 parameters {
   simplex[K] theta;
-  matrix[P, K] beta;
+  matrix[P, K] beta_qr;
   vector<lower=0>[K] sigma;
 }
+transformed parameters {
+  matrix[P, K] beta = R_inv * beta_qr;  // coefficients on X; the priors are on beta
+}
 model {
-  matrix[N, K] lp = X * beta;
+  matrix[N, K] lp = Q * beta_qr;
   vector[K] log_theta = log(theta);
   vector[N] ll;
   for (k in 1:K) {
