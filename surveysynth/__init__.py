@@ -20,6 +20,8 @@ _EXPORTS = {
     "Table": ".tables",
     "inclusion_probabilities": ".sampling",
     "pps_systematic": ".sampling",
+    "run_release": ".pipeline",
+    "load_config": ".pipeline",
 }
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets", *sorted(_EXPORTS)]
 _lazy = lazy_getattr(__name__, _EXPORTS)

@@ -411,23 +411,27 @@ def _risk_sections(cfg, design, fit, release, figures) -> list[str]:
         f"<p>Mechanism: {p.get('mechanism')}. Epsilon: {p.get('epsilon')}. Lipschitz bound "
         f"Delta_alpha: {p.get('delta_alpha')}. Guarantee: {release.guarantee}</p>"
     )
-    delta = getattr(fit, "delta_", None)
-    alpha = getattr(fit, "alpha_", None)
-    if alpha is not None:
-        alpha = np.asarray(alpha, dtype=float)
-        q = np.quantile(alpha, [0, 0.25, 0.5, 0.75, 1])
+    # Per-record bounds and risk weights stay on the fit object (fit.plot_risk() for the
+    # curator): even their quantiles describe confidential records, so the release shows only
+    # the tuning path, whose points are the released bound and its predecessors.
+    tuning = getattr(fit, "tuning_", None)
+    if isinstance(tuning, pd.DataFrame) and {"c", "delta_alpha"} <= set(tuning.columns):
         html.append(
-            "<p>Risk weights alpha (quartiles, not per record): "
-            + ", ".join(f"{v:.3f}" for v in q) + f"; share of records downweighted (alpha &lt; 1): "
-            f"{np.mean(alpha < 1):.3f}.</p>"
+            f"<p>Tuning: {len(tuning)} weighted refit(s) to reach the target bound "
+            f"{getattr(fit, 'target_lipschitz_', None)}; the release reports the achieved bound "
+            f"{p.get('delta_alpha')}.</p>"
         )
         fig, ax = plt.subplots(figsize=(6, 3))
-        data = [alpha] + ([np.asarray(delta, float)] if delta is not None else [])
-        ax.violinplot(data, showmedians=True)
-        ax.set_xticks(range(1, len(data) + 1), ["alpha"] + (["Delta_i (unweighted)"] if delta is not None else []))
-        ax.set_title("risk weights and per-record Lipschitz bounds (distribution)")
-        figures["risk_violin.png"] = _png(fig)
-        html.append('<img src="data:image/png;base64,{{risk_violin.png}}">')
+        ax.plot(np.arange(1, len(tuning) + 1), tuning["delta_alpha"], "o-")
+        target = getattr(fit, "target_lipschitz_", None)
+        if target is not None:
+            ax.axhline(target, color="k", lw=0.6, ls="--", label="target")
+            ax.legend()
+        ax.set_xlabel("refit")
+        ax.set_ylabel("Delta_alpha")
+        ax.set_title("Lipschitz bound of each weighted refit")
+        figures["tuning.png"] = _png(fig)
+        html.append('<img src="data:image/png;base64,{{tuning.png}}">')
     outcome = cfg.synth.get("outcome")
     if release.kind == "partial" and outcome is not None and cfg.known:
         from .privacy import identification_risk

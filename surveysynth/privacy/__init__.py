@@ -8,6 +8,15 @@ from .guarantees import GUARANTEES
 _EXPORTS = {
     "identification_risk": ".identification",
     "risk_weights": ".identification",
+    "data_risk": ".identification",
+    "whack_a_mole": ".identification",
+    "plot_whack_a_mole": ".identification",
+    "plot_risk_violins": ".identification",
+    "bootstrap_estimates": ".identification",
+    "record_bounds": ".lipschitz",
+    "lipschitz_bound": ".lipschitz",
+    "LaplaceTables": ".laplace",
+    "budget_split": ".laplace",
     "lipschitz_weights": ".lipschitz",
     "laplace_tables": ".laplace",
 }

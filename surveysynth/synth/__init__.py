@@ -11,6 +11,8 @@ _EXPORTS = {
     "MixtureSynthesizer": ".mixture",
     "NBSynthesizer": ".mixture",
     "QuantileSynthesizer": ".quantile",
+    "TargetUnreachableError": ".pseudo_posterior",
+    "ConvergenceWarning": "._stan",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -214,6 +214,32 @@ def _require_stan():
     return stan
 
 
+@contextlib.contextmanager
+def forget_fits(post):
+    """Delete the fit files httpstan writes to its cache while sampling ``post``.
+
+    httpstan keeps every seeded fit on disk (~/.cache/httpstan/.../fits) so that the same
+    request can be answered from cache; a tuning loop refits many times, and the cache grew by
+    gigabytes in a day of tests here. The compiled model stays cached; the draws are already in
+    memory when the files are removed. Only files that appeared during the block are removed.
+    """
+    try:
+        import httpstan.cache
+
+        fits = httpstan.cache.model_directory(post.model_name) / "fits"
+        before = set(fits.glob("*")) if fits.exists() else set()
+    except Exception:  # no httpstan cache layout: nothing to clean
+        yield
+        return
+    try:
+        yield
+    finally:
+        if fits.exists():
+            for f in set(fits.glob("*")) - before:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+
+
 def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
     stan = _require_stan()
     sink = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
@@ -221,6 +247,7 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
     with sink, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", message=".*pkg_resources.*")
+        warnings.filterwarnings("ignore", message=".*AppKey.*")
         try:
             post = stan.build(program_code, data=data, random_seed=int(seed))
         except Exception as exc:
@@ -235,11 +262,13 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         if init is not None:
             kw["init"] = init
         try:
-            fit = post.sample(**kw)
+            with forget_fits(post):
+                fit = post.sample(**kw)
         except RuntimeError as exc:
             if init is not None and "Initialization" in str(exc):
                 kw.pop("init")
-                fit = post.sample(**kw)
+                with forget_fits(post):
+                    fit = post.sample(**kw)
             else:
                 raise
     t2 = time.perf_counter()
@@ -290,9 +319,12 @@ def run_stan(
     out: dict[str, np.ndarray] = {}
     flat_for_diag = []
     diag_names: list[str] = []
-    for name in fit.param_names:
+    for name, dims in zip(fit.param_names, fit.dims, strict=False):
         arr = np.asarray(fit[name])  # (*dims, chains*draws), chain-major in the last axis
-        arr = np.moveaxis(arr, -1, 0)
+        if arr.size == 0:  # zero-size quantity (e.g. log_lik switched off)
+            arr = np.zeros((chains * draws, *tuple(dims)))
+        else:
+            arr = np.moveaxis(arr, -1, 0).reshape((-1, *tuple(dims)))
         out[name] = arr
         if name in skip_diagnostics:
             continue
@@ -311,7 +343,7 @@ def run_stan(
         allp = np.concatenate(flat_for_diag, axis=1)
         cd = allp.reshape(chains, draws, allp.shape[1])
         keep = np.ptp(allp, axis=0) > 0  # constant entries (e.g. fixed 1s of a Cholesky factor)
-        diag = convergence_diagnostics(cd[:, :, keep], [n for n, k in zip(diag_names, keep) if k])
+        diag = convergence_diagnostics(cd[:, :, keep], [n for n, k in zip(diag_names, keep, strict=False) if k])
     else:
         diag = pd.DataFrame(columns=["rhat", "ess_bulk"])
     divergences = int(sampler.get("divergent__", np.zeros(1)).sum())

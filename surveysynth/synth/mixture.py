@@ -95,13 +95,17 @@ def _run_stan(
         )
     import stan  # heavy import, deferred
 
+    from ._stan import forget_fits
+
     sink = io.StringIO()
     with contextlib.ExitStack() as stack:
         if not progress:
             stack.enter_context(contextlib.redirect_stderr(sink))
             stack.enter_context(contextlib.redirect_stdout(sink))
         posterior = stan.build(code, data=data, random_seed=int(seed))
-        fit = posterior.sample(num_chains=int(chains), num_samples=int(draws), num_warmup=int(warmup))
+        with forget_fits(posterior):
+            fit = posterior.sample(num_chains=int(chains), num_samples=int(draws),
+                                   num_warmup=int(warmup))
     return fit
 
 

@@ -1,0 +1,1020 @@
+"""Risk-weighted pseudo posterior synthesizers for survey data: FBS, FBP, PBP.
+
+Hu, Savitsky & Williams, "Private Tabular Survey Data Products through Synthetic Microdata
+Generation" (seeds 000/001); METHODS sections 6-9. Each synthesizer
+
+1. fits its model unweighted (alpha = 1) in Stan and computes per-record bounds
+   Delta_i = max_s |log p_i(theta_s)| from FULL normalised log densities on the modelled scale;
+2. sets risk weights alpha_i = clip(c (1 - D_i) + g, 0, 1) (:func:`lipschitz_weights`);
+3. refits the alpha-weighted pseudo posterior, tuning c (plug-in root steps, each a refit with
+   its own seed) until the achieved bound Delta_alpha is within ``tol`` (1%) of the target;
+4. releases m synthetic data sets from m draws spaced evenly over the retained draws; the
+   privacy record carries the ACHIEVED Delta_alpha and epsilon = 2 Delta_alpha m.
+
+Models (predictors are categorical; record i's mean depends only on its predictor cell):
+
+* FBS (partial synthesis): (log y, log w) ~ MVN_2(x B, Sigma), priors of seed 000 Appendix C.
+  Synthetic (ly*, lw*) ~ MVN; smoothed weights E[lw | ly*] at the synthetic ly*, exponentiated
+  and rescaled to sum to N.
+* FBP (partial synthesis): population y ~ N(x beta, sigma_y), pi | y ~ LN(kappa_y y + x kappa_x,
+  sigma_pi), exact sample likelihood (seed 001 eq. 6) with pi = 1/w on the weights' natural
+  scale. Synthetic y* from the population model; smoothed weights from exp(-kappa_y y*).
+* PBP (full synthesis): pseudo likelihood prod p(y_i, x_i | theta)^(w_i alpha_i) with w
+  normalised to sum to n; synthetic (x*, y*) for n records; constant weights N/n.
+
+Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
+
+* x = full cell effects (the interaction of all predictors; ``effects="cells"``, METHODS 7);
+  ``effects="main"`` gives intercept + main effect dummies. Every predictor is treated as
+  categorical. FBP and PBP code cells as intercept + one dummy per non-reference cell (METHODS
+  7); FBS defaults to cell-means coding (one indicator per cell, same likelihood), because with
+  its hierarchical per-coefficient scales the intercept coding creates funnels (measured: 44-91
+  divergences in 600 draws vs 0-1); ``coding="intercept"`` restores the METHODS coding.
+* The Stan likelihoods are evaluated from exact alpha-weighted per-cell sufficient statistics
+  (identical target density, O(cells) per gradient); per-record log densities are generated
+  quantities (``loglik="stan"``) or evaluated in numpy from the parameter draws
+  (``loglik="numpy"``, the same formulas, for large n); ``"auto"`` picks by size.
+* MCMC starts from data-based inits (cell means, pooled SDs) with a small jitter per chain;
+  refits are warm-started from the previous fit's last draws. Inits affect convergence only.
+* N (the population size used to rescale smoothed weights) is ``population_size`` or, by
+  default, the sum of the confidential weights (the design's own estimate of N, treated as a
+  public total). For FBP the smoothed weight of a record is the mean of exp(-kappa_y y*) over its
+  predictor cell (seed 001 Section 2.2: "within strata, the individuals in the synthetic
+  population are equally weighted"), so weighted cell means equal the unweighted cell means
+  the paper tabulates and margins combine cells by their estimated counts.
+* PBP's per-record mechanism contribution is w_i alpha_i log p(y_i, x_i | theta): its bounds
+  Delta_i and Delta_alpha include the normalised weight w_i (seed 001: unweighted 45.39).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..privacy.lipschitz import lipschitz_weights
+from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
+
+__all__ = ["FBS", "FBP", "PBP", "PseudoPosteriorFit", "TargetUnreachableError",
+           "plot_risk_violins"]
+
+_LOG2PI = float(np.log(2 * np.pi))
+
+
+class TargetUnreachableError(ValueError):
+    """The requested Lipschitz bound cannot be reached by tuning c (and g)."""
+
+
+def _rng(seed: Any) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _first(mask: np.ndarray, k: int = 5) -> list[int]:
+    return np.flatnonzero(mask)[:k].tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# predictors -> cells and design rows
+
+
+@dataclass
+class _Cells:
+    codes: np.ndarray  # (n,) 0-based cell of each record
+    table: pd.DataFrame  # (C, predictors) the level combination of each cell
+    Xc: np.ndarray  # (C, K) design row of each cell
+    columns: list[str]  # names of the K design columns
+
+
+def _build_cells(data: pd.DataFrame, predictors: list[str], effects: str,
+                 coding: str = "intercept") -> _Cells:
+    if not predictors:
+        table = pd.DataFrame(index=range(1))
+        return _Cells(np.zeros(len(data), dtype=np.int64), table, np.ones((1, 1)), ["(Intercept)"])
+    levels = []
+    for p in predictors:
+        col = data[p]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            levels.append(list(col.cat.categories))
+        else:
+            levels.append(sorted(pd.unique(col).tolist(), key=lambda v: (str(type(v)), v)))
+    full = pd.MultiIndex.from_product(levels, names=predictors)
+    obs = pd.MultiIndex.from_frame(data[predictors].astype(object))
+    codes = full.get_indexer(obs)
+    counts = np.bincount(codes, minlength=len(full))
+    if effects == "cells" and (counts == 0).any():
+        empty = [dict(zip(predictors, full[i], strict=False)) for i in np.flatnonzero(counts == 0)[:5]]
+        raise ValueError(
+            f"predictors {predictors}: {int((counts == 0).sum())} cell(s) of the full "
+            f"cross-classification have no records, e.g. {empty}. Full cell effects are not "
+            "identified there. Fix: use effects='main', collapse levels, or drop unused "
+            "categories (Series.cat.remove_unused_categories())."
+        )
+    if effects == "main":
+        for p, lev in zip(predictors, levels, strict=False):
+            seen = set(pd.unique(data[p]).tolist())
+            unused = [v for v in lev if v not in seen]
+            if unused:
+                raise ValueError(
+                    f"predictor {p!r} has categories with no records: {unused[:5]}. Fix: drop "
+                    "unused categories (Series.cat.remove_unused_categories())."
+                )
+    table = full.to_frame(index=False)
+    C = len(full)
+    cell_names = [":".join(f"{p}={v}" for p, v in zip(predictors, full[i], strict=False)) for i in range(C)]
+    if effects == "cells" and coding == "cellmeans":
+        Xc = np.eye(C)
+        names = cell_names
+    elif effects == "cells":
+        Xc = np.eye(C)
+        Xc[:, 0] = 1.0
+        names = ["(Intercept)"] + cell_names[1:]
+    else:
+        blocks = [np.ones((C, 1))]
+        names = ["(Intercept)"]
+        for p, lev in zip(predictors, levels, strict=False):
+            vals = table[p].to_numpy()
+            for v in lev[1:]:
+                blocks.append((vals == v).astype(float)[:, None])
+                names.append(f"{p}={v}")
+        Xc = np.hstack(blocks)
+    return _Cells(codes.astype(np.int64), table, Xc, names)
+
+
+def _cell_moments(codes: np.ndarray, C: int, a: np.ndarray, cols: list[np.ndarray]):
+    """Weighted count, means and centred cross-products of ``cols`` per cell (weights a)."""
+    w = np.bincount(codes, weights=a, minlength=C)
+    safe = np.where(w > 0, w, 1.0)
+    means = [np.where(w > 0, np.bincount(codes, weights=a * v, minlength=C) / safe, 0.0)
+             for v in cols]
+    cent = [v - mu[codes] for v, mu in zip(cols, means, strict=False)]
+    cross = {}
+    for i in range(len(cols)):
+        for j in range(i, len(cols)):
+            cross[(i, j)] = np.bincount(codes, weights=a * cent[i] * cent[j], minlength=C)
+    return w, means, cross
+
+
+def _even_draws(S: int, m: int) -> np.ndarray:
+    """m draw indices spaced evenly over S retained draws (the last one included)."""
+    return (np.floor((np.arange(1, m + 1)) * S / m) - 1).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# the fit object
+
+
+class PseudoPosteriorFit:
+    """Result of ``FBS/FBP/PBP.fit``: tuned alpha-weighted pseudo posterior, ready to release.
+
+    Attributes (confidential: never written by ``release().save``):
+    ``delta_`` per-record bounds Delta_i of the unweighted fit; ``alpha_`` risk weights;
+    ``delta_alpha_i_`` per-record bounds of the weighted fit; ``delta_alpha_`` the achieved
+    bound (max of ``delta_alpha_i_``); ``delta_unweighted_`` = max Delta_i; ``c_``, ``g_``;
+    ``tuning_`` (one row per refit: c, Delta_alpha, seconds); ``diagnostics_`` (dict of MCMC
+    summaries of the unweighted and weighted fits); ``diagnostics_table_`` (R-hat / ESS per
+    parameter of the weighted fit); ``unweighted_fit_``, ``weighted_fit_`` (StanDraws);
+    ``epsilon_`` = 2 Delta_alpha m; ``timings_`` (seconds per stage).
+    """
+
+    def __init__(self, synth: _PseudoPosterior, design: Any, prep: dict, m: int, seed: Any):
+        self.synthesizer = synth
+        self.design = design
+        self._prep = prep
+        self.m = int(m)
+        self.seed = seed
+        self.target_lipschitz_: float | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def kind(self) -> str:
+        return self.synthesizer.kind
+
+    @property
+    def epsilon_(self) -> float:
+        return 2.0 * self.delta_alpha_ * self.m
+
+    def summary(self) -> pd.Series:
+        """Key numbers of the fit (no per-record values)."""
+        return pd.Series(
+            {
+                "synthesizer": self.synthesizer.name,
+                "n": self._prep["n"],
+                "delta_unweighted": self.delta_unweighted_,
+                "target_lipschitz": self.target_lipschitz_,
+                "delta_alpha": self.delta_alpha_,
+                "c": self.c_,
+                "g": self.g_,
+                "refits": len(self.tuning_),
+                "m": self.m,
+                "epsilon": self.epsilon_,
+                "mean_alpha": float(np.mean(self.alpha_)),
+                "max_rhat": self.diagnostics_["weighted"]["max_rhat"],
+                "min_ess_bulk": self.diagnostics_["weighted"]["min_ess_bulk"],
+            }
+        )
+
+    def __repr__(self) -> str:
+        return (f"<PseudoPosteriorFit {self.synthesizer.name}: Delta_alpha="
+                f"{self.delta_alpha_:.3f} (unweighted {self.delta_unweighted_:.3f}), "
+                f"m={self.m}, epsilon={self.epsilon_:.3f}>")
+
+    # ------------------------------------------------------------------ synthesis
+    def synthesize(self, m: int | None = None, seed: Any = None,
+                   include_synthetic_weights: bool = False) -> list[pd.DataFrame]:
+        """m synthetic data sets (DataFrames) from m evenly spaced weighted-fit draws.
+
+        ``include_synthetic_weights=True`` adds the synthesized (unsmoothed) weights as column
+        ``<weights>_synthetic`` (FBS, FBP), for diagnostics such as seed 001 Figs. 2-3.
+        """
+        m = self.m if m is None else int(m)
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}.")
+        if m != self.m:
+            warnings.warn(
+                f"synthesizing m={m} data sets from a fit tuned for m={self.m}: the privacy cost "
+                f"is epsilon = 2 * Delta_alpha * {m} = {2 * self.delta_alpha_ * m:.3f}.",
+                UserWarning, stacklevel=2)
+        rng = _rng(self.seed if seed is None else seed)
+        rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
+        idx = _even_draws(self.weighted_fit_.draws[next(iter(self.weighted_fit_.param_names))]
+                          .shape[0], m)
+        return [self.synthesizer._synthesize_one(self, int(s), rng, include_synthetic_weights)
+                for s in idx]
+
+    def release(self, m: int | None = None, seed: Any = None) -> Any:
+        """A SyntheticRelease of m synthetic SurveyDesigns with the honest privacy record."""
+        from ..design import SurveyDesign
+        from ..release import SyntheticRelease
+
+        m = self.m if m is None else int(m)
+        frames = self.synthesize(m=m, seed=seed)
+        prep = self._prep
+        strata = prep["strata_release"]
+        wname = prep["weights_name"]
+        designs = [SurveyDesign(f, strata=strata, weights=wname) for f in frames]
+        da = float(self.delta_alpha_)
+        notes = [
+            f"{self.synthesizer.name}: {self.synthesizer.description}",
+            f"Delta_alpha = {da:.6g} achieved on {prep['S_weighted']} draws of the alpha-weighted "
+            f"fit (full normalised log densities, outcome on the "
+            f"{'log' if self.synthesizer.log else 'original'} scale"
+            + (", weights as log w" if self.synthesizer.name == "FBS" else "")
+            + (", pi = 1/w on the weights' natural scale" if self.synthesizer.name == "FBP"
+               else "")
+            + (", contributions w_i * alpha_i * log p with w normalised to sum to n"
+               if self.synthesizer.name == "PBP" else "") + ").",
+            f"epsilon = 2 * Delta_alpha * m = 2 * {da:.6g} * {m} = {2 * da * m:.6g}.",
+            f"risk weights tuned with c = {self.c_:.6g}, "
+            f"g = {self.g_:.6g} over {len(self.tuning_)} weighted fit(s)"
+            + (f" toward target {self.target_lipschitz_:.6g}" if self.target_lipschitz_ else "")
+            + ".",
+            f"smoothed weights rescaled to N = {prep['N']:.6g} "
+            f"({'given population_size' if prep['N_given'] else 'sum of the confidential weights'}).",
+        ]
+        if self.kind == "partial":
+            notes.append(f"predictors {prep['predictors']} released as collected (public).")
+        if self.synthesizer.name == "FBP":
+            notes.append("FBP: weights are constant within predictor cells, so weighted cell "
+                         "means equal unweighted cell means (seed 001 Section 2.4).")
+        privacy = {
+            "mechanism": f"pseudo_posterior_{self.synthesizer.name.lower()}",
+            "guarantee": "pseudo_posterior",
+            "epsilon": 2.0 * da * m,
+            "delta_alpha": da,
+            "m": m,
+            "seed": self.seed if isinstance(self.seed, (int, np.integer, str, type(None)))
+            else str(self.seed),
+            "notes": notes,
+            "ledger": [{"step": "synthesis", "mechanism": self.synthesizer.name,
+                        "delta_alpha": da, "m": m, "epsilon": 2.0 * da * m}],
+        }
+        return SyntheticRelease(designs, self.kind, privacy, n_original=int(prep["n"]))
+
+    # ------------------------------------------------------------------ diagnostics plots
+    def plot_risk(self, ax=None):
+        """Violins of Delta_i (unweighted), Delta_alpha,i (weighted) and alpha_i (seed 001 Fig 1)."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            fig, ax = plt.subplots(1, 2, figsize=(8, 3.5))
+        else:
+            fig = np.atleast_1d(ax)[0].figure
+        ax = np.atleast_1d(ax)
+        d = [self.delta_[np.isfinite(self.delta_)], self.delta_alpha_i_]
+        ax[0].violinplot(d, showmedians=True)
+        ax[0].set_xticks([1, 2], ["unweighted", "weighted"])
+        ax[0].set_ylabel("record Lipschitz bound")
+        ax[0].set_title(f"{self.synthesizer.name}: max {self.delta_unweighted_:.2f} -> "
+                        f"{self.delta_alpha_:.2f}")
+        if len(ax) > 1:
+            ax[1].violinplot([self.alpha_], showmedians=True)
+            ax[1].set_xticks([1], [self.synthesizer.name])
+            ax[1].set_ylabel("alpha")
+            ax[1].set_ylim(-0.02, 1.02)
+        fig.tight_layout()
+        return fig
+
+    def plot_weights(self, index: int = 0, seed: Any = None):
+        """Outcome vs weight: confidential, synthesized and smoothed weights (seed 001 Figs 2-3).
+
+        The left panel shows confidential values: a diagnostic for the data holder only.
+        """
+        import matplotlib.pyplot as plt
+
+        if self.synthesizer.name == "PBP":
+            raise ValueError("PBP does not model or release weights; nothing to plot.")
+        frames = self.synthesize(m=max(self.m, index + 1), seed=seed,
+                                 include_synthetic_weights=True)
+        f = frames[index]
+        prep = self._prep
+        wname, y = prep["weights_name"], self.synthesizer.outcome
+        fig, ax = plt.subplots(1, 3, figsize=(11, 3.5), sharey=True)
+        panels = [(prep["y_raw"], prep["w_raw"], "confidential"),
+                  (f[y].to_numpy(), f[f"{wname}_synthetic"].to_numpy(), "synthesized weights"),
+                  (f[y].to_numpy(), f[wname].to_numpy(), "smoothed weights")]
+        for a, (yy, ww, title) in zip(ax, panels, strict=False):
+            a.scatter(ww, yy, s=4, alpha=0.5)
+            a.set_title(f"{self.synthesizer.name}: {title}")
+            a.set_xlabel("weight")
+        ax[0].set_ylabel(y)
+        fig.tight_layout()
+        return fig
+
+
+def plot_risk_violins(fits: dict[str, PseudoPosteriorFit]):
+    """Seed 001 Fig. 1: violins of Delta_alpha,i (a) and alpha_i (b) for several fits."""
+    import matplotlib.pyplot as plt
+
+    names = list(fits)
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
+    ax[0].violinplot([fits[k].delta_alpha_i_ for k in names], showmedians=True)
+    ax[0].set_xticks(range(1, len(names) + 1), names)
+    ax[0].set_title("record-level Lipschitz bounds (weighted)")
+    ax[1].violinplot([fits[k].alpha_ for k in names], showmedians=True)
+    ax[1].set_xticks(range(1, len(names) + 1), names)
+    ax[1].set_title("risk weights alpha")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# the synthesizers
+
+
+class _PseudoPosterior:
+    """Shared machinery; subclasses define the model (Stan data, inits, log-lik, synthesis)."""
+
+    name = ""
+    kind = "partial"
+    program = ""
+    description = ""
+    default_coding = "intercept"
+
+    def __init__(
+        self,
+        outcome: str,
+        predictors: list[str] | str | None = None,
+        log: bool = True,
+        effects: str = "cells",
+        coding: str | None = None,
+        chains: int = 4,
+        draws: int = 1000,
+        warmup: int = 1000,
+        tune_draws: int | None = None,
+        tune_warmup: int | None = None,
+        refit_warmup: int | None = None,  # default max(200, warmup // 4), warm-started
+        c: float = 1.0,
+        g: float = 0.0,
+        tol: float = 0.01,
+        max_refits: int = 20,
+        population_size: float | None = None,
+        loglik: str = "auto",
+        progress: bool = True,
+        stan_kwargs: dict | None = None,
+    ) -> None:
+        if not isinstance(outcome, str):
+            raise ValueError(f"outcome must be a column name, got {outcome!r}.")
+        if predictors is None:
+            predictors = []
+        elif isinstance(predictors, str):
+            predictors = [predictors]
+        if effects not in ("cells", "main"):
+            raise ValueError(f"effects={effects!r}: choose 'cells' (full interaction) or 'main'.")
+        coding = self.default_coding if coding is None else coding
+        if coding not in ("intercept", "cellmeans"):
+            raise ValueError(f"coding={coding!r}: choose 'intercept' or 'cellmeans'.")
+        if coding == "cellmeans" and effects != "cells":
+            raise ValueError("coding='cellmeans' needs effects='cells'.")
+        if loglik not in ("auto", "stan", "numpy"):
+            raise ValueError(f"loglik={loglik!r}: choose 'auto', 'stan' or 'numpy'.")
+        if not 0 < tol < 1:
+            raise ValueError(f"tol must be in (0, 1), got {tol!r} (0.01 = within 1%).")
+        for nm, v in (("chains", chains), ("draws", draws)):
+            if int(v) < 1:
+                raise ValueError(f"{nm} must be >= 1, got {v!r}.")
+        self.outcome = outcome
+        self.predictors = list(predictors)
+        self.log = bool(log)
+        self.effects = effects
+        self.coding = coding
+        self.chains = int(chains)
+        self.draws = int(draws)
+        self.warmup = int(warmup)
+        self.tune_draws = tune_draws
+        self.tune_warmup = tune_warmup
+        self.refit_warmup = refit_warmup
+        self.c = float(c)
+        self.g = float(g)
+        self.tol = float(tol)
+        self.max_refits = int(max_refits)
+        self.population_size = population_size
+        self.loglik = loglik
+        self.progress = progress
+        self.stan_kwargs = dict(stan_kwargs or {})
+
+    def __repr__(self) -> str:
+        return (f"{self.name}(outcome={self.outcome!r}, predictors={self.predictors!r}, "
+                f"log={self.log}, effects={self.effects!r})")
+
+    # ------------------------------------------------------------------ data
+    def _prepare(self, design: Any) -> dict:
+        data = design.data
+        missing = [c for c in [self.outcome, *self.predictors] if c not in data.columns]
+        if missing:
+            raise ValueError(
+                f"{self.name}: columns {missing} are not in the design's data (columns: "
+                f"{list(data.columns)[:10]}). Fix the outcome/predictors names."
+            )
+        y_raw = pd.to_numeric(data[self.outcome], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(y_raw)
+        if bad.any():
+            raise ValueError(
+                f"outcome {self.outcome!r} has missing or non-numeric values at rows "
+                f"{_first(bad)}; impute or drop them before synthesis (nothing is dropped "
+                "silently)."
+            )
+        if self.log and (y_raw <= 0).any():
+            raise ValueError(
+                f"outcome {self.outcome!r} must be > 0 with log=True; rows {_first(y_raw <= 0)} "
+                f"are <= 0 (e.g. {y_raw[y_raw <= 0][:3].tolist()}). Fix: log=False, or shift "
+                "the outcome to be positive."
+            )
+        for p in self.predictors:
+            na = data[p].isna().to_numpy()
+            if na.any():
+                raise ValueError(
+                    f"predictor {p!r} has missing values at rows {_first(na)}; give them a "
+                    "level (e.g. 'missing') or drop those records explicitly."
+                )
+        w = np.asarray(design.weights, dtype=float)
+        badw = ~np.isfinite(w) | (w <= 0)
+        if badw.any():
+            raise ValueError(
+                f"design weights must be positive and finite; rows {_first(badw)} are not. "
+                f"{self.name} models log w (or pi = 1/w)."
+            )
+        cells = _build_cells(data, self.predictors, self.effects, self.coding)
+        strata = design.strata_vars
+        strata_release = None
+        if strata and self.kind == "partial" and set(strata) <= set(self.predictors):
+            strata_release = list(strata)
+        N_given = self.population_size is not None
+        N = float(self.population_size) if N_given else float(w.sum())
+        if not N > 0:
+            raise ValueError(f"population_size must be > 0, got {self.population_size!r}.")
+        return {
+            "n": len(data),
+            "y_raw": y_raw,
+            "y": np.log(y_raw) if self.log else y_raw,
+            "w_raw": w,
+            "cells": cells,
+            "predictors": list(self.predictors),
+            "X_frame": data[self.predictors].reset_index(drop=True) if self.predictors else None,
+            "strata_release": strata_release,
+            "weights_name": design.weights_var or "weight",
+            "N": N,
+            "N_given": N_given,
+        }
+
+    # ------------------------------------------------------------------ fitting
+    def fit(
+        self,
+        design: Any,
+        target_lipschitz: float | None = None,
+        target_epsilon: float | None = None,
+        m: int = 1,
+        seed: Any = None,
+        progress: bool | None = None,
+    ) -> PseudoPosteriorFit:
+        """Fit unweighted, compute bounds and alpha, tune c to the target, fit weighted.
+
+        Give at most one of ``target_lipschitz`` (Delta_alpha) and ``target_epsilon`` (then
+        target = epsilon / (2 m)). Without a target, alpha uses the configured c and g once.
+        """
+        if target_lipschitz is not None and target_epsilon is not None:
+            raise ValueError("give target_lipschitz or target_epsilon, not both.")
+        if not isinstance(m, (int, np.integer)) or m < 1:
+            raise ValueError(f"m must be a positive integer, got {m!r}.")
+        target = target_lipschitz
+        if target_epsilon is not None:
+            if not target_epsilon > 0:
+                raise ValueError(f"target_epsilon must be > 0, got {target_epsilon!r}.")
+            target = float(target_epsilon) / (2.0 * m)
+        if target is not None and not target > 0:
+            raise ValueError(f"target_lipschitz must be > 0, got {target!r}.")
+        progress = self.progress if progress is None else bool(progress)
+        rng = _rng(seed)
+        stan_seed = int(rng.integers(1, 2**31 - 1))
+        prep = self._prepare(design)
+        fit = PseudoPosteriorFit(self, design, prep, m, seed)
+        fit.target_lipschitz_ = target
+        program = load_program(self.program)
+        n = prep["n"]
+        timings: dict[str, float] = {}
+        S_final = self.chains * self.draws
+        mode = self.loglik
+        if mode == "auto":
+            mode = "stan" if n * S_final <= 5_000_000 else "numpy"
+        prep["loglik_mode"] = mode
+
+        def run(alpha, draws, warmup, init, label, seed=stan_seed):
+            data = self._stan_data(prep, alpha, save_log_lik=(mode == "stan"))
+            t0 = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                res = run_stan(program, data, chains=self.chains, draws=draws, warmup=warmup,
+                               seed=seed, progress=progress, init=init,
+                               **self.stan_kwargs)
+            for wmsg in caught:  # re-issue convergence problems with the fit's label
+                if issubclass(wmsg.category, ConvergenceWarning):
+                    warnings.warn(f"{self.name} {label} fit: {wmsg.message}",
+                                  ConvergenceWarning, stacklevel=3)
+            res.summary["seconds"] = time.perf_counter() - t0
+            return res
+
+        def bounds_of(res: StanDraws) -> np.ndarray:
+            """max_s |record contribution| per record (before alpha)."""
+            if mode == "stan":
+                r = np.abs(res["log_lik"]).max(axis=0)
+            else:
+                r = self._record_absmax(prep, res)
+            return r * self._contribution_scale(prep)
+
+        # 1. unweighted fit
+        init0 = self._inits(prep, _rng(stan_seed))
+        t0 = time.perf_counter()
+        unw = run(np.ones(n), self.draws, self.warmup, init0, "unweighted")
+        timings["unweighted_fit"] = time.perf_counter() - t0
+        delta = bounds_of(unw)
+        fit.unweighted_fit_ = unw
+        fit.delta_ = delta
+        fit.delta_unweighted_ = float(np.max(np.where(np.isfinite(delta), delta, -np.inf)))
+        warm = unw.last_inits()
+        # refits start from the previous fit's last draws, so they need less warm-up
+        refit_warmup = (self.refit_warmup if self.refit_warmup is not None
+                        else max(200, self.warmup // 4))
+
+        tuning_rows: list[dict] = []
+        warm_state = {"init": warm}
+
+        def evaluate(c: float, final: bool):
+            """One alpha-weighted refit at c; each refit gets its own Stan seed, so a refit
+            near the root is a fresh draw of the (noisy) max over draws."""
+            alpha = lipschitz_weights(None, c=c, g=self.g, bounds=delta)
+            draws = self.draws if final else (self.tune_draws or self.draws)
+            wu = refit_warmup if final else (self.tune_warmup or refit_warmup)
+            t1 = time.perf_counter()
+            res = run(alpha, draws, wu, warm_state["init"], f"weighted (c={c:.4g})",
+                      seed=stan_seed + len(tuning_rows) + 1)
+            warm_state["init"] = res.last_inits()
+            R = bounds_of(res)
+            per = np.where(alpha > 0, alpha * R, 0.0)
+            da = float(per.max())
+            tuning_rows.append({"c": c, "g": self.g, "delta_alpha": da, "draws": draws,
+                                "warmup": wu, "final_settings": final,
+                                "seconds": time.perf_counter() - t1})
+            if progress:
+                from tqdm.auto import tqdm
+
+                tqdm.write(f"{self.name} refit {len(tuning_rows)}: c = {c:.4g}, Delta_alpha = "
+                           f"{da:.4f}" + (f" (target {target:.4g})" if target else ""))
+            return da, alpha, per, res, R
+
+        t0 = time.perf_counter()
+        if target is None:
+            c_best = self.c
+            da, alpha, per, res, _ = evaluate(c_best, True)
+        else:
+            c_best, (da, alpha, per, res, _) = self._tune(evaluate, target, delta)
+        timings["tuning_and_weighted_fit"] = time.perf_counter() - t0
+        fit.c_ = float(c_best)
+        fit.g_ = self.g
+        fit.alpha_ = alpha
+        fit.delta_alpha_i_ = per
+        fit.delta_alpha_ = da
+        fit.weighted_fit_ = res
+        fit.tuning_ = pd.DataFrame(tuning_rows)
+        prep["S_weighted"] = res.chains * res.draws_per_chain
+        fit.diagnostics_ = {
+            "unweighted": {k: v for k, v in unw.summary.items()},
+            "weighted": {k: v for k, v in res.summary.items()},
+        }
+        fit.diagnostics_table_ = res.diagnostics
+        fit.timings_ = timings
+        if target is not None and abs(da - target) > self.tol * target:
+            warnings.warn(
+                f"{self.name}: tuning stopped after {len(tuning_rows)} refits with Delta_alpha = "
+                f"{da:.4f}, {100 * abs(da / target - 1):.1f}% from the target {target:.4f} "
+                f"(tolerance {100 * self.tol:.1f}%). The release reports the achieved value. "
+                "Increase max_refits or draws (a max over more draws is less noisy).",
+                UserWarning, stacklevel=2)
+        return fit
+
+    def _tune(self, evaluate, target: float, delta: np.ndarray):
+        """Find c with |Delta_alpha(c) - target| <= tol * target; each evaluation is a refit.
+
+        Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over the draws
+        of the fit at c, increases with c. The next c solves the plug-in equation
+        max_i alpha_i(c') R_i(c_k) = target with the CURRENT fit's R by bisection in numpy (the
+        posterior moves little with c, so this Newton-like step usually lands within 1% in 1-3
+        refits); the next c is the mean of the last four such root estimates,
+        damped to [c/2, 2c]. The first guess uses the unweighted fit's R = Delta_i.
+        Delta_alpha is a max over draws and so is noisy (a few %): each refit uses its own
+        Stan seed, so repeated refits near the root are fresh chances to land within ``tol``.
+        A bracketing bisection was tried first and rejected: one noisy evaluation can exclude
+        the root from the bracket for good. If ``max_refits`` is exhausted, the closest fit is
+        kept and a warning gives the achieved value.
+
+        Reachability: with g = 0, c -> 0 gives alpha -> 0 and any target > 0 is reachable from
+        below; with g > 0 the floor is the bound at c = 0 (alpha = g). Above
+        c_max = (1 - g) / (1 - D_(2)) every record but the riskiest has alpha = 1 and the bound
+        stops growing. Unreachable targets raise TargetUnreachableError saying what is
+        reachable. Tuning evaluations may use fewer draws (``tune_draws``); the final value is
+        always re-checked (and re-tuned if needed) with the full draws.
+        """
+        tol = self.tol * target
+        finite = np.isfinite(delta)
+        if not finite.any():
+            raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
+        lo_d, hi_d = delta[finite].min(), delta[finite].max()
+        D = np.zeros_like(delta)
+        if hi_d > lo_d:
+            D[finite] = (delta[finite] - lo_d) / (hi_d - lo_d)
+        below = D[finite & (D < 1)]
+        c_max = (1.0 - self.g) / (1.0 - below.max()) if below.size else 1.0
+        c_max = max(c_max, 1e-6) * 1.0001
+        R0 = np.where(finite, delta, 0.0)
+
+        def predict(c, R):
+            a = lipschitz_weights(None, c=c, g=self.g, bounds=delta)
+            return float(np.max(a * R))
+
+        def plug_in(R, lo, hi):
+            """Solve predict(c, R) = target on [lo, hi] by bisection (numpy only, no refit)."""
+            if predict(hi, R) < target:
+                return hi
+            if predict(lo, R) > target:
+                return lo
+            a, b = lo, hi
+            for _ in range(60):
+                mid = 0.5 * (a + b)
+                if predict(mid, R) < target:
+                    a = mid
+                else:
+                    b = mid
+            return 0.5 * (a + b)
+
+        def solve(final: bool, c: float, R: np.ndarray):
+            f_lo_known = self.g == 0  # f(0) = 0 exactly when g = 0
+            best = None
+            hist: list[float] = []
+            for _ in range(self.max_refits):
+                out = evaluate(c, final)
+                f = out[0]
+                if best is None or abs(f - target) < abs(best[1][0] - target):
+                    best = (c, out)
+                if abs(f - target) <= tol:
+                    return c, out
+                if f < target and c >= c_max / 1.0001 - 1e-12:
+                    raise TargetUnreachableError(
+                        f"{self.name}: target Delta_alpha {target:.4g} is above what "
+                        f"weighting can reach: with every record but the riskiest at "
+                        f"alpha = 1 the bound is {f:.4g} (unweighted {hi_d:.4g}). "
+                        f"Reachable: [{0 if self.g == 0 else 'floor at c=0'}, {f:.4g}]. "
+                        "Use a smaller target, or no target (c = 1).")
+                if f > target and c <= 1e-12 and not f_lo_known:
+                    raise TargetUnreachableError(
+                        f"{self.name}: target Delta_alpha {target:.4g} is below the bound "
+                        f"{f:.4g} reached at c -> 0 with g = {self.g}. Reachable: "
+                        f"[{f:.4g}, ~{hi_d:.4g}]. Lower g (g = 0 reaches any target down "
+                        "to 0) or raise the target.")
+                # plug-in estimate of the root from this fit's R; the next c is the running
+                # mean of these estimates (each refit's estimate is noisy, their mean is not)
+                hist.append(plug_in(out[4], 0.0, c_max))
+                c_new = float(np.mean(hist[-4:]))
+                c = float(np.clip(c_new, 0.5 * c, min(2.0 * c, c_max))) if c > 0 else c_new
+            return best
+
+        if self.g > 0 and predict(0.0, R0) > target + tol:
+            # check the floor with a real refit at c = 0 before giving up
+            c, out = solve(final=True, c=0.0, R=R0)
+            return c, out
+        c0 = plug_in(R0, 0.0, c_max)
+        tune_differs = (self.tune_draws not in (None, self.draws)) or (
+            self.tune_warmup is not None)
+        c, out = solve(final=not tune_differs, c=c0, R=R0)
+        if tune_differs:
+            c, out = solve(final=True, c=c, R=out[4])
+        return c, out
+
+    # ------------------------------------------------------------------ model hooks
+    def _contribution_scale(self, prep: dict) -> np.ndarray | float:
+        return 1.0
+
+    def _stan_data(self, prep: dict, alpha: np.ndarray, save_log_lik: bool) -> dict:
+        raise NotImplementedError
+
+    def _inits(self, prep: dict, rng: np.random.Generator) -> list[dict]:
+        raise NotImplementedError
+
+    def _record_loglik(self, prep: dict, res: StanDraws, s: slice) -> np.ndarray:
+        raise NotImplementedError
+
+    def _record_absmax(self, prep: dict, res: StanDraws, chunk: int = 200) -> np.ndarray:
+        """max_s |log p_i(theta_s)| computed in numpy from the parameter draws, in chunks."""
+        S = res[next(iter(res.param_names))].shape[0]
+        out = np.zeros(prep["n"])
+        for start in range(0, S, chunk):
+            ll = self._record_loglik(prep, res, slice(start, min(S, start + chunk)))
+            out = np.maximum(out, np.abs(ll).max(axis=0))
+        return out
+
+    def _synthesize_one(self, fit: PseudoPosteriorFit, s: int, rng: np.random.Generator,
+                        include_synthetic_weights: bool) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _frame(self, prep: dict, y_star: np.ndarray, w_star: np.ndarray,
+               w_synth: np.ndarray | None, X_frame: pd.DataFrame | None) -> pd.DataFrame:
+        out = X_frame.copy() if X_frame is not None else pd.DataFrame(index=range(len(y_star)))
+        out[self.outcome] = np.exp(y_star) if self.log else y_star
+        out[prep["weights_name"]] = w_star
+        if w_synth is not None:
+            out[f"{prep['weights_name']}_synthetic"] = w_synth
+        return out.reset_index(drop=True)
+
+    @staticmethod
+    def _ls_cells(Xc: np.ndarray, means: np.ndarray, w: np.ndarray) -> np.ndarray:
+        ok = w > 0
+        coef, *_ = np.linalg.lstsq(Xc[ok], means[ok], rcond=None)
+        return coef
+
+
+class FBS(_PseudoPosterior):
+    """Fully Bayes model for the observed sample (partial synthesis; seed 001 Section 2.1).
+
+    ``FBS(outcome="salary", predictors=["field", "gender"], log=True).fit(design,
+    target_lipschitz=3.4, m=10, seed=1).release()``. (log y, log w) ~ MVN_2(x B, Sigma) with
+    the seed 000 Appendix C priors: columns of B ~ MVN(0, diag(s) Omega diag(s)) with one shared
+    Omega ~ LKJ(6) and separate half-t(3, 0, 10) scales s_y, s_w; Sigma = diag(tau) Omega_S
+    diag(tau), Omega_S ~ LKJ(6), tau ~ half-t(3, 0, 10). Smoothed weights
+    w* = exp(x b_w + rho (ly* - x b_y) tau_w / tau_y), rescaled to sum to N.
+    Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
+    max_refits, population_size, effects, loglik, progress, stan_kwargs).
+    """
+
+    name = "FBS"
+    kind = "partial"
+    program = "fbs"
+    default_coding = "cellmeans"
+    description = ("bivariate normal model of (outcome, log weight) in the observed sample; "
+                   "synthetic outcome, smoothed weights, predictors unsynthesized")
+
+    def _Z(self, prep):
+        return np.c_[prep["y"], np.log(prep["w_raw"])]
+
+    def _stan_data(self, prep, alpha, save_log_lik):
+        cells = prep["cells"]
+        Z = self._Z(prep)
+        C = cells.Xc.shape[0]
+        w, means, cross = _cell_moments(cells.codes, C, alpha, [Z[:, 0], Z[:, 1]])
+        n = prep["n"]
+        return dict(
+            n=n, K=cells.Xc.shape[1], C=C, Xc=cells.Xc, w=w, zbar=np.c_[means[0], means[1]],
+            S11=cross[(0, 0)], S12=cross[(0, 1)], S22=cross[(1, 1)],
+            save_log_lik=int(save_log_lik),
+            cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+            Z=Z if save_log_lik else np.zeros((0, 2)),
+        )
+
+    def _inits(self, prep, rng):
+        cells = prep["cells"]
+        Z = self._Z(prep)
+        C, K = cells.Xc.shape
+        w, means, cross = _cell_moments(cells.codes, C, np.ones(prep["n"]), [Z[:, 0], Z[:, 1]])
+        B = self._ls_cells(cells.Xc, np.c_[means[0], means[1]], w)
+        tau = np.sqrt(np.array([cross[(0, 0)].sum(), cross[(1, 1)].sum()]) / prep["n"])
+        tau = np.maximum(tau, 1e-3)
+        out = []
+        for _ in range(self.chains):
+            Bj = B + 0.1 * tau * rng.standard_normal(B.shape) / np.sqrt(np.maximum(w.mean(), 1))
+            out.append(dict(B=Bj.tolist(), L_Omega_B=np.eye(K).tolist(),
+                            s_y=(np.abs(B[:, 0]) + 0.5).tolist(),
+                            s_w=(np.abs(B[:, 1]) + 0.5).tolist(),
+                            L_Omega_S=np.eye(2).tolist(),
+                            tau=(tau * np.exp(0.05 * rng.standard_normal(2))).tolist()))
+        return out
+
+    def _record_loglik(self, prep, res, s):
+        cells = prep["cells"]
+        Z = self._Z(prep)
+        B = res["B"][s]  # (S, K, 2)
+        tau = res["tau"][s]
+        rho = res["rho"][s]
+        M = np.einsum("ck,skj->scj", cells.Xc, B)[:, cells.codes]  # (S, n, 2)
+        u1 = (Z[None, :, 0] - M[..., 0]) / tau[:, 0:1]
+        u2 = (Z[None, :, 1] - M[..., 1]) / tau[:, 1:2]
+        omr2 = (1 - rho**2)[:, None]
+        const = (-_LOG2PI - np.log(tau[:, 0]) - np.log(tau[:, 1]) - 0.5 * np.log(1 - rho**2))
+        return const[:, None] - (u1**2 - 2 * rho[:, None] * u1 * u2 + u2**2) / (2 * omr2)
+
+    def _synthesize_one(self, fit, s, rng, include_synthetic_weights):
+        prep = fit._prep
+        cells = prep["cells"]
+        res = fit.weighted_fit_
+        B, tau, rho = res["B"][s], res["tau"][s], float(res["rho"][s])
+        M = (cells.Xc @ B)[cells.codes]  # (n, 2)
+        n = prep["n"]
+        e1 = rng.standard_normal(n)
+        e2 = rng.standard_normal(n)
+        ly = M[:, 0] + tau[0] * e1
+        lw = M[:, 1] + tau[1] * (rho * e1 + np.sqrt(1 - rho**2) * e2)
+        lw_smooth = M[:, 1] + rho * (ly - M[:, 0]) * tau[1] / tau[0]
+        w_s = np.exp(lw_smooth - lw_smooth.max())
+        w_s *= prep["N"] / w_s.sum()
+        w_syn = None
+        if include_synthetic_weights:
+            w_syn = np.exp(lw)
+        return self._frame(prep, ly, w_s, w_syn, prep["X_frame"])
+
+
+class FBP(_PseudoPosterior):
+    """Fully Bayes model for the population (partial synthesis; seed 001 Section 2.2).
+
+    Population y ~ N(x beta, sigma_y) (y = log outcome with log=True), pi | y ~ LN(kappa_y y +
+    x kappa_x, sigma_pi), exact sample likelihood (Leon-Novelo & Savitsky 2019) with pi = 1/w
+    on the weights' natural scale; priors beta, kappa ~ N(0, 10^2), sigma ~ half-Cauchy(0, 1)
+    (seed 000 Appendix D). Synthetic y* ~ N(x beta, sigma_y) (population-corrected); smoothed
+    weights: cell means of exp(-kappa_y y*), rescaled to sum to N (see module Decisions).
+    """
+
+    name = "FBP"
+    kind = "partial"
+    program = "fbp"
+    description = ("population model of the outcome with an informative-design model of the "
+                   "inclusion probabilities (exact sample likelihood); synthetic outcome from "
+                   "the population model, smoothed weights, predictors unsynthesized")
+
+    def _centre(self, prep):
+        """Centring constant of y in the pi model: a sampling device only (see fbp.stan)."""
+        return float(np.round(np.median(prep["y"]), 0))
+
+    def _stan_data(self, prep, alpha, save_log_lik):
+        cells = prep["cells"]
+        y = prep["y"]
+        lpi = -np.log(prep["w_raw"])
+        C = cells.Xc.shape[0]
+        w, means, cross = _cell_moments(cells.codes, C, alpha, [y, lpi])
+        return dict(
+            n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, centre=self._centre(prep), w=w,
+            ybar=means[0], pbar=means[1], Syy=cross[(0, 0)], Syp=cross[(0, 1)],
+            Spp=cross[(1, 1)], save_log_lik=int(save_log_lik),
+            cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+            y=y if save_log_lik else np.zeros(0), lpi=lpi if save_log_lik else np.zeros(0),
+        )
+
+    def _inits(self, prep, rng):
+        cells = prep["cells"]
+        y = prep["y"]
+        lpi = -np.log(prep["w_raw"])
+        C, K = cells.Xc.shape
+        w, means, cross = _cell_moments(cells.codes, C, np.ones(prep["n"]), [y, lpi])
+        beta = self._ls_cells(cells.Xc, means[0], w)
+        kx = self._ls_cells(cells.Xc, means[1], w)
+        sy = max(np.sqrt(cross[(0, 0)].sum() / prep["n"]), 1e-3)
+        sp = max(np.sqrt(cross[(1, 1)].sum() / prep["n"]), 1e-3)
+        return [dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
+                     kappa_y=float(0.1 * rng.standard_normal()),
+                     kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
+                     sigma_y=sy, sigma_pi=sp) for _ in range(self.chains)]
+
+    def _record_loglik(self, prep, res, s):
+        cells = prep["cells"]
+        y = prep["y"]
+        lpi = -np.log(prep["w_raw"])
+        centre = self._centre(prep)
+        mu = (res["beta"][s] @ cells.Xc.T)[:, cells.codes]  # (S, n)
+        k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
+        ky = res["kappa_y"][s][:, None]
+        sy = res["sigma_y"][s][:, None]
+        sp = res["sigma_pi"][s][:, None]
+        e = lpi[None] - ky * (y[None] - centre) - k
+        return (-_LOG2PI - np.log(sp) - np.log(sy) - 0.5 * (e / sp) ** 2
+                - 0.5 * ((y[None] - mu) / sy) ** 2
+                - (k + 0.5 * sp**2 + ky * (mu - centre) + 0.5 * (ky * sy) ** 2))
+
+    def _synthesize_one(self, fit, s, rng, include_synthetic_weights):
+        prep = fit._prep
+        cells = prep["cells"]
+        res = fit.weighted_fit_
+        centre = self._centre(prep)
+        mu = (cells.Xc @ res["beta"][s])[cells.codes]
+        k = (cells.Xc @ res["kappa_x_c"][s])[cells.codes]
+        ky, sy, sp = (float(res[v][s]) for v in ("kappa_y", "sigma_y", "sigma_pi"))
+        n = prep["n"]
+        y_star = mu + sy * rng.standard_normal(n)
+        lpi_star = ky * (y_star - centre) + k + sp * rng.standard_normal(n)
+        # smoothed weights: exp(-kappa_y y*), averaged within predictor cells, rescaled to N
+        lw = -ky * (y_star - centre)
+        raw = np.exp(lw - lw.max())
+        C = cells.Xc.shape[0]
+        cnt = np.bincount(cells.codes, minlength=C)
+        cell_mean = np.bincount(cells.codes, weights=raw, minlength=C) / np.maximum(cnt, 1)
+        w_s = cell_mean[cells.codes]
+        w_s *= prep["N"] / w_s.sum()
+        w_syn = None
+        if include_synthetic_weights:
+            w_syn = np.exp(-lpi_star)
+        return self._frame(prep, y_star, w_s, w_syn, prep["X_frame"])
+
+
+class PBP(_PseudoPosterior):
+    """Pseudo Bayes model for the population (full synthesis; seed 001 Section 2.3).
+
+    Pseudo likelihood prod_i p(y_i, x_i | theta)^(w_i alpha_i), w normalised to sum to n;
+    x ~ Categorical(theta) over predictor cells with a Dirichlet(1) prior, y | x ~ N(x beta,
+    sigma), beta ~ N(0, 10^2), sigma ~ half-t(3, 0, 10). Releases n synthetic (x*, y*) records
+    with constant weights N/n, no strata (simple random sample formulas); combining rule: full.
+    """
+
+    name = "PBP"
+    kind = "full"
+    program = "pbp"
+    description = ("survey-weighted pseudo likelihood model of (outcome, predictors) for the "
+                   "population; all released values synthetic, constant weights N/n")
+
+    def _wt(self, prep):
+        w = prep["w_raw"]
+        return w * prep["n"] / w.sum()
+
+    def _contribution_scale(self, prep):
+        return self._wt(prep)
+
+    def _stan_data(self, prep, alpha, save_log_lik):
+        cells = prep["cells"]
+        C = cells.Xc.shape[0]
+        A, means, cross = _cell_moments(cells.codes, C, alpha * self._wt(prep), [prep["y"]])
+        return dict(
+            n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, A=A, ybar=means[0],
+            Syy=cross[(0, 0)], save_log_lik=int(save_log_lik),
+            cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+            y=prep["y"] if save_log_lik else np.zeros(0),
+        )
+
+    def _inits(self, prep, rng):
+        cells = prep["cells"]
+        C, K = cells.Xc.shape
+        A, means, cross = _cell_moments(cells.codes, C, self._wt(prep), [prep["y"]])
+        beta = self._ls_cells(cells.Xc, means[0], A)
+        sig = max(np.sqrt(cross[(0, 0)].sum() / max(A.sum(), 1)), 1e-3)
+        theta = (A + 1.0) / (A + 1.0).sum()
+        return [dict(theta=theta.tolist(), beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
+                     sigma=sig) for _ in range(self.chains)]
+
+    def _record_loglik(self, prep, res, s):
+        cells = prep["cells"]
+        y = prep["y"]
+        mu = (res["beta"][s] @ cells.Xc.T)[:, cells.codes]
+        sig = res["sigma"][s][:, None]
+        lt = np.log(res["theta"][s])[:, cells.codes]
+        return lt - 0.5 * _LOG2PI - np.log(sig) - 0.5 * ((y[None] - mu) / sig) ** 2
+
+    def _synthesize_one(self, fit, s, rng, include_synthetic_weights):
+        prep = fit._prep
+        cells = prep["cells"]
+        res = fit.weighted_fit_
+        theta = res["theta"][s]
+        theta = theta / theta.sum()
+        n = prep["n"]
+        cell_star = rng.choice(len(theta), size=n, p=theta)
+        mu = (cells.Xc @ res["beta"][s])[cell_star]
+        y_star = mu + float(res["sigma"][s]) * rng.standard_normal(n)
+        X_frame = cells.table.iloc[cell_star].reset_index(drop=True) if self.predictors else None
+        if X_frame is not None:
+            for p in self.predictors:  # keep the confidential column dtypes
+                X_frame[p] = X_frame[p].astype(prep["X_frame"][p].dtype)
+        w_s = np.full(n, prep["N"] / n)
+        return self._frame(prep, y_star, w_s, None, X_frame)
