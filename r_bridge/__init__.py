@@ -8,6 +8,7 @@ worker thread would otherwise see none).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,12 +30,28 @@ class RError(RuntimeError):
     """An error raised by R; the message is R's own."""
 
 
+# rpy2 prepends R's library folders to LD_LIBRARY_PATH in os.environ when R starts. The running
+# process has already loaded its libraries, so the change only reaches child processes, where it
+# breaks other Pythons (their _ssl then binds Debian's OpenSSL: pyarrow and friends fail to
+# import). The value from before R started is restored right after.
+_LD_LIBRARY_PATH_AT_IMPORT = os.environ.get("LD_LIBRARY_PATH")
+
+
+def _restore_library_path() -> None:
+    if _LD_LIBRARY_PATH_AT_IMPORT is None:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+    else:
+        os.environ["LD_LIBRARY_PATH"] = _LD_LIBRARY_PATH_AT_IMPORT
+
+
 def _import_rpy2():
     try:
         import rpy2.robjects as ro
         from rpy2.robjects.conversion import localconverter
     except Exception as exc:  # rpy2 missing, or R missing under it
         raise RNotAvailableError(f"{_INSTALL_HINT} (import failed: {exc})") from exc
+    finally:
+        _restore_library_path()
     _quiet_empty_library_warning()
     return ro, localconverter
 

@@ -437,10 +437,8 @@ def _risk_sections(cfg, design, fit, release, figures) -> list[str]:
         from .privacy import identification_risk
 
         ir = identification_risk(design.data, release, known=cfg.known, outcome=outcome, r=cfg.r)
-        vals = np.asarray(getattr(ir, "ir", getattr(ir, "risk", [])), dtype=float)
-        summary = getattr(ir, "summary", None)
-        text = summary.to_html() if hasattr(summary, "to_html") else (
-            str(summary) if summary is not None else "")
+        vals = np.asarray(ir.ir, dtype=float)
+        text = ir.summary().to_html(float_format=lambda v: f"{v:.3f}")  # aggregates only
         html.append(
             f"<h3>Identification risk (Hu, Savitsky &amp; Williams), known = {cfg.known}, "
             f"r = {cfg.r}</h3>{text}"

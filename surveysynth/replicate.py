@@ -271,12 +271,16 @@ class ReplicateDesign(Estimators):
 
     # ------------------------------------------------------------------ engine hooks
     def _engine(self, engine: str):
-        if engine != "native":
-            raise ValueError(
-                f"engine={engine!r}: replicate designs are estimated natively only (their "
-                "numbers equal R's svrepdesign estimators, see docs/replicate.md)."
-            )
-        return None
+        if engine == "native":
+            return None
+        if engine == "r":  # R survey's svrepdesign estimators, through r_bridge
+            from r_bridge import engine as r_engine
+
+            return r_engine
+        raise ValueError(
+            f"engine={engine!r}: replicate designs are estimated with engine='native' or 'r' "
+            "(samplics' replicate estimators are not wired in)."
+        )
 
     def _rep_products(self, MT: sparse.csr_matrix) -> np.ndarray:
         """MT @ (replicate factors), in float64, in column blocks: (C, R)."""

@@ -37,8 +37,10 @@ def test_demo_release_fbs(tmp_path):
     assert np.isclose(manifest["epsilon"], 2 * manifest["delta_alpha"] * 3, rtol=1e-12)
     assert abs(manifest["delta_alpha"] - 3.4) <= 0.05 * 3.4
     assert f"{manifest['delta_alpha']:.4f}" in out.stdout
-    # the report embeds its pictures
+    # the report embeds its pictures and states no per-record quantity
     html = (rel / "report.html").read_text()
+    assert "array(" not in html and "<bound method" not in html
+    assert "mean" in html and "share_above_0.5" in html  # the identification-risk summary
     imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) >= 3
     assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in imgs)

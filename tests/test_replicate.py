@@ -350,7 +350,7 @@ def test_errors(api):
         d.bootstrap(10, method="rao-wu", seed=1, progress=False)
     with pytest.raises(ValueError, match="method="):
         ss.SurveyDesign(df, strata="stype", weights="pw").bootstrap(10, method="efron")
-    with pytest.raises(ValueError, match="engine='r'"):
-        ss.SurveyDesign(df, strata="stype", weights="pw").jackknife().mean("api00", engine="r")
+    with pytest.raises(ValueError, match="engine='samplics'"):
+        ss.SurveyDesign(df, strata="stype", weights="pw").jackknife().mean("api00", engine="samplics")
     with pytest.raises(ValueError, match="exactly 2 PSUs"):
         ss.SurveyDesign(df, strata="stype", weights="pw").brr()
