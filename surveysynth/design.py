@@ -335,23 +335,7 @@ class SurveyDesign(Estimators):
         return np.array([f"stage-{s + 1} stratum {h + 1}" for h in range(H)], dtype=object)
 
     # ------------------------------------------------------------------ public properties
-    @property
-    def data(self) -> pd.DataFrame:
-        """The rows of the design (of the subset, after ``subset``). Do not mutate it."""
-        if self._in.all():
-            return self._frame.copy(deep=False)
-        return self._frame.loc[self._in]
-
-    @property
-    def weights(self) -> np.ndarray:
-        """Sampling weights of the rows in :attr:`data` (read-only)."""
-        return self._w if self._in.all() else self._w[self._in]
-
-    @property
-    def n(self) -> int:
-        """Number of rows (in the subset)."""
-        return int(self._in.sum())
-
+    # data, weights, n and subset() come from Estimators (shared with ReplicateDesign)
     @property
     def n_stages(self) -> int:
         return len(self._stages)
@@ -366,33 +350,6 @@ class SurveyDesign(Estimators):
     def _variance_stages(self) -> list[Stage]:
         # R recurses into later stages only when an fpc was given (svyrecvar/multistage)
         return self._stages if self.has_fpc else self._stages[:1]
-
-    def subset(self, mask: Any) -> SurveyDesign:
-        """The domain where ``mask`` holds, keeping the full design for variance (R ``subset``).
-
-        ``mask`` is a boolean array or Series aligned with :attr:`data`. Variances count every
-        PSU of the full design (PSUs without domain rows contribute zero totals), degrees of
-        freedom count the PSUs and strata the domain reaches.
-        """
-        m = pd.Series(mask).to_numpy() if not isinstance(mask, np.ndarray) else mask
-        if isinstance(mask, pd.Series) and not mask.index.equals(self.data.index):
-            m = mask.reindex(self.data.index).to_numpy()
-        if m.dtype != bool:
-            if pd.isna(m).any():
-                raise ValueError(
-                    "subset(): the mask has missing values in "
-                    f"{first_rows(self.data.index, pd.isna(m))}; fill them with True/False."
-                )
-            m = m.astype(bool)
-        if m.shape[0] != self.n:
-            raise ValueError(f"subset(): mask has {m.shape[0]} entries for {self.n} rows.")
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        inside = self._in.copy()
-        inside[np.flatnonzero(self._in)] = m
-        inside.setflags(write=False)
-        new._in = inside
-        return new
 
     # ------------------------------------------------------------------ replicate designs
     def bootstrap(self, replicates: int = 500, method: str = "preston", seed: Any = None,

@@ -73,7 +73,58 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 class Estimators:
-    """Mixin: public estimators on top of ``_ratio_core`` / ``_df_core`` of a design."""
+    """Mixin: the rows API and the public estimators shared by every design kind.
+
+    A design provides ``_frame`` (all rows), ``_in`` (rows in the current subset), ``_w``
+    (full-sample weights) and the hooks ``_ratio_core`` / ``_df_core``.
+    """
+
+    @property
+    def data(self) -> pd.DataFrame:
+        """The rows of the design (of the subset, after ``subset``). Do not mutate it."""
+        if self._in.all():
+            return self._frame.copy(deep=False)
+        return self._frame.loc[self._in]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Full-sample sampling weights of the rows in :attr:`data` (read-only)."""
+        return self._w if self._in.all() else self._w[self._in]
+
+    @property
+    def n(self) -> int:
+        """Number of rows (in the subset)."""
+        return int(self._in.sum())
+
+    def subset(self, mask: Any):
+        """The domain where ``mask`` holds, keeping the full design for variance (R ``subset``).
+
+        ``mask`` is a boolean array or Series aligned with :attr:`data`. Variances count every
+        PSU (or replicate) of the full design; degrees of freedom count what the domain reaches.
+        """
+        m = pd.Series(mask).to_numpy() if not isinstance(mask, np.ndarray) else mask
+        if isinstance(mask, pd.Series) and not mask.index.equals(self.data.index):
+            m = mask.reindex(self.data.index).to_numpy()
+        if m.dtype != bool:
+            if pd.isna(m).any():
+                raise ValueError(
+                    "subset(): the mask has missing values in "
+                    f"{first_rows(self.data.index, pd.isna(m))}; fill them with True/False."
+                )
+            m = m.astype(bool)
+        if m.shape[0] != self.n:
+            raise ValueError(f"subset(): mask has {m.shape[0]} entries for {self.n} rows.")
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        inside = self._in.copy()
+        inside[np.flatnonzero(self._in)] = m
+        inside.setflags(write=False)
+        new._in = inside
+        new._on_subset()
+        return new
+
+    def _on_subset(self) -> None:
+        """Hook: reset caches that depend on the rows in the subset."""
 
     # ---------------------------------------------------------------- domain machinery
     def _domains(self, by: str | Sequence[str] | None, na_rows: np.ndarray | None):

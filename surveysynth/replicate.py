@@ -200,22 +200,6 @@ class ReplicateDesign(Estimators):
 
     # ------------------------------------------------------------------ properties
     @property
-    def data(self) -> pd.DataFrame:
-        """The rows of the design (of the subset, after ``subset``). Do not mutate it."""
-        if self._in.all():
-            return self._frame.copy(deep=False)
-        return self._frame.loc[self._in]
-
-    @property
-    def weights(self) -> np.ndarray:
-        """Full-sample sampling weights of the rows in :attr:`data` (read-only)."""
-        return self._w if self._in.all() else self._w[self._in]
-
-    @property
-    def n(self) -> int:
-        return int(self._in.sum())
-
-    @property
     def replicates(self) -> int:
         """Number of replicates R."""
         return int(self._rep.shape[1])
@@ -246,28 +230,8 @@ class ReplicateDesign(Estimators):
             out = out * self._w[rows, None].astype(dtype)
         return out
 
-    def subset(self, mask: Any) -> ReplicateDesign:
-        """The domain where ``mask`` holds (R ``subset``); the replicate weights are kept."""
-        m = pd.Series(mask).to_numpy() if not isinstance(mask, np.ndarray) else mask
-        if isinstance(mask, pd.Series) and not mask.index.equals(self.data.index):
-            m = mask.reindex(self.data.index).to_numpy()
-        if m.dtype != bool:
-            if pd.isna(m).any():
-                raise ValueError(
-                    "subset(): the mask has missing values in "
-                    f"{first_rows(self.data.index, pd.isna(m))}; fill them with True/False."
-                )
-            m = m.astype(bool)
-        if m.shape[0] != self.n:
-            raise ValueError(f"subset(): mask has {m.shape[0]} entries for {self.n} rows.")
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        inside = self._in.copy()
-        inside[np.flatnonzero(self._in)] = m
-        inside.setflags(write=False)
-        new._in = inside
-        new._df_cache = {}
-        return new
+    def _on_subset(self) -> None:
+        self._df_cache = {}  # design df depend on the rows in the subset
 
     # ------------------------------------------------------------------ engine hooks
     def _engine(self, engine: str):
