@@ -16,7 +16,8 @@ from surveysynth.release import SyntheticRelease, load_release
 
 @pytest.fixture(scope="module")
 def apistrat() -> pd.DataFrame:
-    pytest.importorskip("rpy2")
+    import rpy2  # noqa: F401  (installed by make test: must import)
+
     from surveysynth.datasets import load_api
 
     return load_api("apistrat")
