@@ -105,15 +105,9 @@ def pps_sample_r(pik: Any, strata: Any = None, method: str = "systematic",
     """
     if method not in ("systematic", "tille"):
         raise ValueError(f"method={method!r}: choose 'systematic' or 'tille'.")
-    p = np.asarray(pik, dtype=float)
-    if p.ndim != 1:
-        raise ValueError(f"pik must be one-dimensional, got shape {p.shape}.")
-    bad = ~np.isfinite(p) | (p < 0) | (p > 1 + 1e-12)
-    if bad.any():
-        raise ValueError(
-            f"pik must be probabilities in [0, 1]; rows {np.flatnonzero(bad)[:5].tolist()} are "
-            "not (compute them with inclusion_probabilities)."
-        )
+    from surveysynth.sampling import _check_pik
+
+    p = _check_pik(pik)
     if seed is None:
         raise ValueError("pps_sample_r needs seed= (an int or a numpy Generator) for R's set.seed.")
     if isinstance(seed, np.random.Generator):

@@ -45,6 +45,20 @@ def _stratum_codes(strata: Any, n_units: int, what: str) -> tuple[np.ndarray, pd
     return codes.astype(np.int64), pd.Index(labels)
 
 
+def _check_pik(pik: Any) -> np.ndarray:
+    """Inclusion probabilities as a 1-D float array, or a clear error (shared with r_bridge)."""
+    p = np.asarray(pik, dtype=float)
+    if p.ndim != 1:
+        raise ValueError(f"pik must be one-dimensional, got shape {p.shape}.")
+    bad = ~np.isfinite(p) | (p < 0) | (p > 1 + 1e-12)
+    if bad.any():
+        raise ValueError(
+            f"pik must be probabilities in [0, 1]; rows {_first_rows(bad)} are not "
+            "(compute them with inclusion_probabilities)."
+        )
+    return p
+
+
 def proportional_allocation(strata: Any, n: int) -> pd.Series:
     """Allocate a total sample size ``n`` to strata proportionally to their sizes.
 
@@ -154,15 +168,7 @@ def pps_systematic(
     and unit i is selected with probability pik_i. ``shuffle=True`` randomises the order within
     strata first (randomised systematic sampling: pairwise inclusion probabilities all positive).
     """
-    p = np.asarray(pik, dtype=float)
-    if p.ndim != 1:
-        raise ValueError(f"pik must be one-dimensional, got shape {p.shape}.")
-    bad = ~np.isfinite(p) | (p < 0) | (p > 1 + 1e-12)
-    if bad.any():
-        raise ValueError(
-            f"pik must be probabilities in [0, 1]; rows {_first_rows(bad)} are not "
-            "(compute them with inclusion_probabilities)."
-        )
+    p = _check_pik(pik)
     rng = _as_rng(seed)
     N = p.size
     if strata is None:

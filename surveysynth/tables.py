@@ -272,6 +272,17 @@ def _check_source(source: Any) -> tuple[list[Any], Any]:
     )
 
 
+def _cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None, K: int,
+                 cell: str, margin_label: str) -> pd.DataFrame:
+    """Label columns of one block of a table: the block's levels, ``margin_label`` elsewhere."""
+    lab = pd.DataFrame({v: [margin_label] * K for v in variables}, dtype=object)
+    if grid is not None:
+        for v in by:
+            lab[v] = grid.get_level_values(v).to_numpy(dtype=object)
+    lab["cell"] = cell
+    return lab
+
+
 def tabulate(
     source: Any,
     rows: str | Sequence[str],
@@ -333,12 +344,7 @@ def tabulate(
     for cell, by in blocks:
         g = grid(by)
         K = 1 if g is None else len(g)
-        lab = pd.DataFrame({v: [margin_label] * K for v in row_vars + col_vars}, dtype=object)
-        if g is not None:
-            for v in by:
-                lab[v] = g.get_level_values(v).to_numpy(dtype=object)
-        lab["cell"] = cell
-        labels.append(lab)
+        labels.append(_cell_labels(row_vars + col_vars, by, g, K, cell, margin_label))
         parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
     long = pd.concat(labels, ignore_index=True)
     q = np.column_stack([np.concatenate([p[i][0] for p in parts]) for i in range(len(designs))]).T

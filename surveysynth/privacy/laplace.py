@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_list, require_columns
-from ..tables import Table, _union_levels, reliability
+from ..tables import Table, _cell_labels, _union_levels, reliability
 from .guarantees import GUARANTEES
 
 
@@ -130,12 +130,7 @@ def _core(design: Any, row_vars: list[str], col_vars: list[str], value: str, eps
             K = len(grid)
         else:
             grid, K = None, 1
-        lab = pd.DataFrame({v: [margin_label] * K for v in row_vars + col_vars}, dtype=object)
-        if grid is not None:
-            for v in by:
-                lab[v] = grid.get_level_values(v).to_numpy(dtype=object)
-        lab["cell"] = cell
-        labels.append(lab)
+        labels.append(_cell_labels(row_vars + col_vars, by, grid, K, cell, margin_label))
         doms.append(dom)
         offsets.append(offsets[-1] + K)
     K_all = offsets[-1]
