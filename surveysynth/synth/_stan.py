@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import io
+import json
 import shutil
 import time
 import warnings
@@ -214,30 +215,44 @@ def _require_stan():
     return stan
 
 
-@contextlib.contextmanager
-def forget_fits(post):
-    """Delete the fit files httpstan writes to its cache while sampling ``post``.
+def _delete_own_fits(post: Any, kw: dict[str, Any]) -> None:
+    """Delete the fit files httpstan wrote to its disk cache for THIS sampling call.
 
-    httpstan keeps every seeded fit on disk (~/.cache/httpstan/.../fits) so that the same
-    request can be answered from cache; a tuning loop refits many times, and the cache grew by
-    gigabytes in a day of tests here. The compiled model stays cached; the draws are already in
-    memory when the files are removed. Only files that appeared during the block are removed.
+    httpstan keeps every seeded fit on disk (~/.cache/httpstan/.../fits) so that an identical
+    request is answered from cache; a tuning loop refits many times and the cache grew by
+    gigabytes in a day of tests. The draws are in memory once ``sample`` returns. Each fit's
+    file name is the hash httpstan computes from the request (``calculate_fit_name``), so the
+    requests pystan sent are rebuilt here exactly as pystan builds them and their names
+    computed with httpstan's own functions (in-process server, same interpreter): only our
+    fits are removed, never those of a concurrent job sampling the same model (an earlier
+    version removed every file that appeared during sampling, and broke such a job).
+    tests/test_stan_runner.py checks that nothing of ours is left and others' files survive.
     """
     try:
         import httpstan.cache
+        import httpstan.fits
+        import httpstan.schemas
+        from stan.model import DataJSONEncoder
 
-        fits = httpstan.cache.model_directory(post.model_name) / "fits"
-        before = set(fits.glob("*")) if fits.exists() else set()
-    except Exception:  # no httpstan cache layout: nothing to clean
-        yield
+        function = "stan::services::sample::hmc_nuts_diag_e_adapt"
+        kwargs = dict(kw)
+        chains = int(kwargs.pop("num_chains"))
+        kwargs = json.loads(DataJSONEncoder().encode(kwargs))
+        inits = kwargs.pop("init", [{} for _ in range(chains)])
+        for chain in range(1, chains + 1):
+            payload = dict(kwargs)
+            payload["function"] = function
+            payload["chain"] = chain
+            payload["data"] = post.data
+            payload["init"] = inits[chain - 1]
+            payload["random_seed"] = post.random_seed
+            args = httpstan.schemas.CreateFitRequest().load(json.loads(json.dumps(payload)))
+            fn = args.pop("function")
+            name = httpstan.fits.calculate_fit_name(fn, post.model_name, args)
+            with contextlib.suppress(OSError, KeyError):
+                httpstan.cache.delete_fit(name)
+    except Exception:  # never fail a fit over cache housekeeping
         return
-    try:
-        yield
-    finally:
-        if fits.exists():
-            for f in set(fits.glob("*")) - before:
-                with contextlib.suppress(OSError):
-                    f.unlink()
 
 
 def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
@@ -262,13 +277,17 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         if init is not None:
             kw["init"] = init
         try:
-            with forget_fits(post):
+            try:
                 fit = post.sample(**kw)
+            finally:
+                _delete_own_fits(post, kw)
         except RuntimeError as exc:
             if init is not None and "Initialization" in str(exc):
                 kw.pop("init")
-                with forget_fits(post):
+                try:
                     fit = post.sample(**kw)
+                finally:
+                    _delete_own_fits(post, kw)
             else:
                 raise
     t2 = time.perf_counter()
@@ -354,6 +373,8 @@ def run_stan(
         "divergences": divergences,
         "treedepth_hits": int((sampler.get("treedepth__", np.zeros(1)) >= max_depth).sum()),
         "mean_stepsize": float(np.mean(sampler["stepsize__"])) if "stepsize__" in sampler else None,
+        "mean_leapfrog": (float(np.mean(sampler["n_leapfrog__"])) if "n_leapfrog__" in sampler
+                          else None),
         "seconds_build": t_build,
         "seconds_sample": t_sample,
         "seconds_extract": time.perf_counter() - t0,

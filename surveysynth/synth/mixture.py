@@ -95,7 +95,7 @@ def _run_stan(
         )
     import stan  # heavy import, deferred
 
-    from ._stan import forget_fits
+    from ._stan import _delete_own_fits
 
     sink = io.StringIO()
     with contextlib.ExitStack() as stack:
@@ -103,9 +103,11 @@ def _run_stan(
             stack.enter_context(contextlib.redirect_stderr(sink))
             stack.enter_context(contextlib.redirect_stdout(sink))
         posterior = stan.build(code, data=data, random_seed=int(seed))
-        with forget_fits(posterior):
-            fit = posterior.sample(num_chains=int(chains), num_samples=int(draws),
-                                   num_warmup=int(warmup))
+        kw = dict(num_chains=int(chains), num_samples=int(draws), num_warmup=int(warmup))
+        try:
+            fit = posterior.sample(**kw)
+        finally:  # remove this fit (only this one) from httpstan's disk cache
+            _delete_own_fits(posterior, kw)
     return fit
 
 
