@@ -281,7 +281,11 @@ class PseudoPosteriorFit:
             notes.append(f"predictors {prep['predictors']} released as collected (public).")
         if self.synthesizer.name == "FBP":
             notes.append("FBP: weights are constant within predictor cells, so weighted cell "
-                         "means equal unweighted cell means (seed 001 Section 2.4).")
+                         "means equal unweighted cell means (seed 001 Section 2.4). Caution: "
+                         "with cell-constant weights the standard errors of counts (domain "
+                         "totals of the weights) are too small -- they miss the sampling "
+                         "variability of the weights -- and Monte Carlo intervals for field "
+                         "totals under-cover (docs/pseudo_posterior.md); use FBS for counts.")
         privacy = {
             "mechanism": f"pseudo_posterior_{self.synthesizer.name.lower()}",
             "guarantee": "pseudo_posterior",
