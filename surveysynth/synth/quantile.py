@@ -33,6 +33,12 @@ Decisions taken here (see docs/kng.md):
   ``init="nonprivate"`` starts it at the exact estimate as the paper does (not DP for finite
   chains). Later quantiles start at their already released neighbour (stepwise) or the midpoint
   of their two neighbours (sandwich), which costs no privacy.
+* ``sampler="exact"`` draws exactly (no MCMC, :func:`kng_sample_intercept_exact`) every quantile
+  whose model moves only its intercept: all quantiles of the first variable (intercept-only
+  model) in every method, and the non-median quantiles with ``slopes="fixed"``; the others
+  (medians of later variables, varying slopes, plain KNG's later variables) still use MCMC. Which
+  quantiles are exact is fixed by the configuration, not by the data, so the release may state it.
+  The default stays ``"mcmc"`` so earlier results are reproduced unchanged.
 * Input designs: the mechanism treats records as exchangeable and ignores survey weights (the
   sensitivity argument is for unweighted sums). The release has n records with weight N/n, N the
   sum of the input design's weights (or ``population_size``), or weight 1 for a DataFrame input.
@@ -48,7 +54,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .kng import _check_epsilon, _rng, clip_predictors, exact_quantile_regression, kng_sample
+from .kng import (
+    _check_epsilon,
+    _rng,
+    clip_predictors,
+    exact_quantile_regression,
+    kng_sample,
+    kng_sample_intercept_exact,
+)
 
 __all__ = ["QuantileSynthesizer", "paper_quantile_grid", "budget_ledger"]
 
@@ -194,6 +207,9 @@ class QuantileSynthesizer:
         (ub - lb)/100 with finite bounds, else 1.
     adapt : adaptive proposals (default True); False with a small ``step`` mimics the authors'
         slowly moving chains (paper reproduction only).
+    sampler : "mcmc" (default: adaptive Metropolis for every quantile) or "exact": exact draws
+        wherever only the intercept moves (see the module notes), MCMC elsewhere. The ledger
+        and epsilon are the same; the release notes say which quantiles were exact.
     seed : int or numpy Generator.
     progress : tqdm progress bar over quantiles.
     """
@@ -214,6 +230,7 @@ class QuantileSynthesizer:
         init: str = "independent",
         step: Mapping[str, float] | float | None = None,
         adapt: bool = True,
+        sampler: str = "mcmc",
         seed: int | np.random.Generator | None = None,
         progress: bool = True,
     ) -> None:
@@ -230,7 +247,10 @@ class QuantileSynthesizer:
             raise ValueError(f"sensitivity must be 'sound' or 'paper'; got {sensitivity!r}.")
         if init not in ("independent", "nonprivate"):
             raise ValueError(f"init must be 'independent' or 'nonprivate'; got {init!r}.")
+        if sampler not in ("mcmc", "exact"):
+            raise ValueError(f"sampler must be 'mcmc' or 'exact'; got {sampler!r}.")
         self.method, self.slopes, self.sensitivity, self.init = method, slopes, sensitivity, init
+        self.sampler = sampler
         self.adapt = bool(adapt)
         self.step = step
         self.n_iter = int(n_iter)
@@ -341,6 +361,31 @@ class QuantileSynthesizer:
             out[v] = c
         return out
 
+    # ------------------------------------------------------------------ sampler plan
+    def exact_plan(self) -> pd.DataFrame:
+        """Which quantiles are drawn exactly (columns variable, tau, sampler = "exact"/"mcmc").
+
+        Determined by the configuration only (never by the data): with ``sampler="exact"`` a
+        quantile is exact when its model moves only the intercept, i.e. every quantile of the
+        first (intercept-only) variable, and with ``slopes="fixed"`` (stepwise / sandwich) every
+        non-median quantile of the later variables.
+        """
+        if self.method == "nonprivate":
+            raise ValueError("method='nonprivate' samples nothing.")
+        grid = self.quantiles
+        med = int(np.argmin(np.abs(grid - 0.5)))
+        parts = []
+        for j, v in enumerate(self.variables):
+            exact = np.zeros(grid.size, dtype=bool)
+            if self.sampler == "exact":
+                if j == 0:
+                    exact[:] = True
+                elif self.method in ("stepwise", "sandwich") and self.slopes == "fixed":
+                    exact[:] = True
+                    exact[med] = False
+            parts.append(pd.DataFrame({"variable": v, "tau": grid, "sampler": np.where(exact, "exact", "mcmc")}))
+        return pd.concat(parts, ignore_index=True)
+
     # ------------------------------------------------------------------ ledger
     def ledger(self) -> pd.DataFrame:
         """Every quantile's epsilon (columns variable, tau, epsilon, role); sums to ``epsilon``."""
@@ -450,7 +495,7 @@ class QuantileSynthesizer:
             for i, tau in enumerate(grid):
                 B[i] = exact_quantile_regression(X, y, tau)
                 bar.update(1)
-            return B, pd.DataFrame({"variable": v, "tau": grid, "accept_rate": np.nan})
+            return B, pd.DataFrame({"variable": v, "tau": grid, "accept_rate": np.nan, "sampler": "exact qr"})
 
         kw = dict(
             C_X=cx, sensitivity=self.sensitivity, n_iter=self.n_iter, check_X=Z,
@@ -458,10 +503,23 @@ class QuantileSynthesizer:
             step=self.step.get(v) if isinstance(self.step, Mapping) else self.step,
         )
         accept = np.full(m, np.nan)
+        plan = self.exact_plan()
+        exact = plan.loc[plan["variable"] == v, "sampler"].to_numpy() == "exact"
 
         def draw(i, **extra):
             child = np.random.default_rng(rng.integers(0, 2**63))
-            res = kng_sample(X, y, grid[i], eps[i], seed=child, **kw, **extra)
+            if exact[i]:
+                # only the intercept moves: fixed slopes are those of the starting point (the
+                # released neighbour(s), which all carry the median's slopes); none if p == 1
+                init = extra.get("init")
+                slope_vals = None if p == 1 else np.asarray(init, dtype=float)[1:]
+                res = kng_sample_intercept_exact(
+                    X, y, grid[i], eps[i], cx, slopes=slope_vals, sensitivity=self.sensitivity,
+                    lower=extra.get("lower"), upper=extra.get("upper"), check_X=Z, lb=lb, ub=ub,
+                    seed=child,
+                )
+            else:
+                res = kng_sample(X, y, grid[i], eps[i], seed=child, **kw, **extra)
             B[i] = res.beta
             accept[i] = res.accept_rate
             bar.update(1)
@@ -502,8 +560,68 @@ class QuantileSynthesizer:
                     hi = min(k for k in range(i + 1, m) if done[k])
                     draw(i, init=0.5 * (B[lo] + B[hi]), lower=B[lo], upper=B[hi], slopes=fixed)
                     done[i] = True
-        rows = pd.DataFrame({"variable": v, "tau": grid, "accept_rate": accept})
+        rows = pd.DataFrame(
+            {"variable": v, "tau": grid, "accept_rate": accept, "sampler": np.where(exact, "exact", "mcmc")}
+        )
         return B, rows
+
+    def _median_mcmc(self) -> bool:
+        """Does some stepwise/sandwich median chain run by MCMC (where init='nonprivate' acts)?"""
+        if self.method not in ("stepwise", "sandwich"):
+            return False
+        plan = self.exact_plan()
+        med = plan["tau"].to_numpy() == self.quantiles[int(np.argmin(np.abs(self.quantiles - 0.5)))]
+        return bool((plan.loc[med, "sampler"] == "mcmc").any())
+
+    def _sampler_notes(self) -> list[str]:
+        """Release notes on how the quantiles were sampled (exact draws vs finite MCMC chains)."""
+        caveat = (
+            f"MCMC was run for a fixed {self.n_iter} iterations per quantile and not to verified "
+            "convergence; the epsilon-DP guarantee holds only to the extent the chains converged."
+        )
+        if self.sampler == "mcmc":
+            return [caveat]
+        plan = self.exact_plan()
+        is_exact = plan["sampler"] == "exact"
+        if is_exact.all():
+            return [
+                "every quantile was drawn exactly from its KNG density (only intercepts move; no "
+                "MCMC), so the epsilon-DP guarantee holds without a convergence caveat."
+            ]
+        m = self.quantiles.size
+        med_tau = float(self.quantiles[int(np.argmin(np.abs(self.quantiles - 0.5)))])
+
+        def describe(mask: pd.Series) -> str:
+            parts = []
+            for v in self.variables:
+                sel = mask & (plan["variable"] == v)
+                k = int(sel.sum())
+                if k == 0:
+                    continue
+                taus = plan.loc[sel, "tau"].to_numpy()
+                if k == m:
+                    what = f"all {m} quantiles"
+                elif k == 1 and np.isclose(taus[0], med_tau):
+                    what = "the median"
+                elif k == m - 1 and not np.isclose(taus, med_tau).any():
+                    what = f"all {m} quantiles but the median"
+                else:
+                    what = "tau = " + ", ".join(f"{t:g}" for t in taus)
+                parts.append(f"{v}: {what}")
+            return "; ".join(parts)
+
+        notes = []
+        if is_exact.any():
+            notes.append(
+                "drawn exactly from the KNG density (only the intercept moves; no MCMC, so the "
+                f"epsilon-DP guarantee holds without a convergence caveat): {describe(is_exact)}."
+            )
+        notes.append(
+            f"drawn by MCMC ({describe(~is_exact)}): the chains ran a fixed {self.n_iter} iterations "
+            "per quantile and not to verified convergence; for these quantiles the epsilon-DP "
+            "guarantee holds only to the extent the chains converged."
+        )
+        return notes
 
     # ------------------------------------------------------------------ synthesis
     def _check_fitted(self) -> None:
@@ -573,16 +691,13 @@ class QuantileSynthesizer:
             f"quantiles: total epsilon = {self.epsilon_total:.6g}; the {int(m)} synthetic data "
             "sets are post-processing of one set of released coefficients."
         )
-        notes.append(
-            f"MCMC was run for a fixed {self.n_iter} iterations per quantile and not to verified "
-            "convergence; the epsilon-DP guarantee holds only to the extent the chains converged."
-        )
+        notes.extend(self._sampler_notes())
         if self.sensitivity == "paper":
             notes.append(
                 "sensitivity='paper' (2(1-tau)C_X) understates the gradient sensitivity for "
                 "tau > 0.5: the stated epsilon is NOT guaranteed for those quantiles."
             )
-        if self.init == "nonprivate":
+        if self.init == "nonprivate" and self._median_mcmc():
             notes.append(
                 "first chains started at the non-private estimates (paper reproduction): finite "
                 "chains then leak information beyond the stated epsilon."
