@@ -119,6 +119,10 @@ def main(argv=None) -> None:
     )
     print(md)
     if not args.fast:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from benchmarks._report import write_section
 
         write_section("pseudo_posterior", md)
