@@ -255,6 +255,14 @@ def _delete_own_fits(post: Any, kw: dict[str, Any]) -> None:
         return
 
 
+def sample_and_forget(post: Any, kw: dict[str, Any]) -> Any:
+    """``post.sample(**kw)``, then remove this call's fit files from httpstan's disk cache."""
+    try:
+        return post.sample(**kw)
+    finally:
+        _delete_own_fits(post, kw)
+
+
 def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
     stan = _require_stan()
     sink = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
@@ -277,17 +285,11 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         if init is not None:
             kw["init"] = init
         try:
-            try:
-                fit = post.sample(**kw)
-            finally:
-                _delete_own_fits(post, kw)
+            fit = sample_and_forget(post, kw)
         except RuntimeError as exc:
             if init is not None and "Initialization" in str(exc):
                 kw.pop("init")
-                try:
-                    fit = post.sample(**kw)
-                finally:
-                    _delete_own_fits(post, kw)
+                fit = sample_and_forget(post, kw)
             else:
                 raise
     t2 = time.perf_counter()

@@ -95,7 +95,7 @@ def _run_stan(
         )
     import stan  # heavy import, deferred
 
-    from ._stan import _delete_own_fits
+    from ._stan import sample_and_forget
 
     sink = io.StringIO()
     with contextlib.ExitStack() as stack:
@@ -104,10 +104,7 @@ def _run_stan(
             stack.enter_context(contextlib.redirect_stdout(sink))
         posterior = stan.build(code, data=data, random_seed=int(seed))
         kw = dict(num_chains=int(chains), num_samples=int(draws), num_warmup=int(warmup))
-        try:
-            fit = posterior.sample(**kw)
-        finally:  # remove this fit (only this one) from httpstan's disk cache
-            _delete_own_fits(posterior, kw)
+        fit = sample_and_forget(posterior, kw)
     return fit
 
 
