@@ -13,7 +13,7 @@ step rules from the same start c0 (the plug-in root of the unweighted fit, typic
 Both damped to [c/2, 2c]; stop when |Delta_alpha - target| <= 1% of target (cap 60 refits).
 Slopes, starts and roots are those seen in the FBS benchmark (docs/benchmarks.md).
 
-    python benchmarks/tuning_simulation.py
+    python benchmarks/tuning_simulation.py [--reps 2000]
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ def refits(rule: str, sigma: float, b: float, c0: float, root: float,
     return cap
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=2000, help="simulated tunings per cell")
+    reps = ap.parse_args(argv).reps
     print("| noise SD | slope b | c0 -> root | mean of plug-in: mean (90%) | "
           "log-linear: mean (90%) |")
     print("|---|---|---|---|---|")
@@ -56,7 +61,7 @@ def main() -> None:
             cells = []
             for rule in ("mean of plug-in", "log-linear"):
                 rng = np.random.default_rng(1)
-                k = np.array([refits(rule, sigma, b, c0, root, rng) for _ in range(2000)])
+                k = np.array([refits(rule, sigma, b, c0, root, rng) for _ in range(reps)])
                 cells.append(f"{k.mean():.1f} ({np.percentile(k, 90):.0f})")
             print(f"| {sigma:.0%} | {b} | {c0} -> {root} | {cells[0]} | {cells[1]} |")
 
