@@ -107,9 +107,8 @@ def main(argv=None) -> None:
     from surveysynth.synth._stan import run_stan  # noqa: F401  (import cost outside timing)
 
     pop = sdr_population(seed=args.seed)
-    # n = 1,000 three times: the number of refits is random (Delta_alpha is a noisy max over
-    # draws), so one run says little about the typical time.
-    # (n, seed, tol): n = 1,000 on four samples at the default 1% tolerance, the same four at
+    # The number of refits is random (Delta_alpha is a noisy max over draws), so one run says
+    # little about the typical time. (n, seed, tol): n = 1,000 on four samples at the default 1% tolerance, the same four at
     # 5% (what a looser tolerance buys), n = 10,000 once.
     runs = ([(1000, args.seed, 0.01)] if args.fast else
             [(1000, args.seed + k, 0.01) for k in range(4)]

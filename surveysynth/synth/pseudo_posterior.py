@@ -671,8 +671,9 @@ class _PseudoPosterior:
         less well), so the plug-in step, which holds R fixed, undershoots (measured slopes b
         ~0.5-0.9, not 1), and the regression pools the noise of all refits instead of chasing
         the last one. Steps are damped to [c/2, 2c].
-        Delta_alpha is a max over draws and so is noisy (measured 2% relative SD at n = 10,000,
-        5-16% at n = 1,000, where a record of a 5-record cell can carry the max): each refit uses
+        Delta_alpha is a max over draws and so is noisy (relative SD at a fixed c measured 0.7%
+        at n = 10,000 and 12% at n = 1,000, where a record of a 5-record cell carries the max;
+        docs/benchmarks.md): each refit uses
         its own Stan seed, so refits near the root are fresh chances to land within ``tol``,
         and the number of refits is roughly 1 / P(|Delta_alpha - target| <= tol). A bracketing
         bisection was tried first and rejected: one noisy evaluation can exclude the root from
