@@ -236,6 +236,45 @@ def _constraint_rows(check_X: Any, p: int) -> np.ndarray:
     return Z
 
 
+def _kng_inputs(X, y, tau, C_X, sensitivity, lower, upper, check_X, lb, ub):
+    """Checked inputs shared by :func:`kng_sample` and :func:`kng_intercept_pieces`.
+
+    Returns the clipped predictors Xc, y as floats, the sensitivity Delta, the constraint rows Z
+    (the synthetic predictor rows; one intercept row for an intercept-only model) and the
+    neighbouring-quantile bounds Z lower, Z upper on them (-inf / inf where absent).
+    """
+    if not lb < ub:
+        raise ValueError(f"need lb < ub; got lb={lb}, ub={ub}.")
+    Xc = clip_predictors(X, C_X)
+    n, p = Xc.shape
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if y.shape[0] != n:
+        raise ValueError(f"y has {y.shape[0]} values but X has {n} rows.")
+    if not (np.isfinite(y).all() and np.isfinite(Xc).all()):
+        bad = np.flatnonzero(~(np.isfinite(y) & np.isfinite(Xc).all(axis=1)))[:5].tolist()
+        raise ValueError(f"X or y has missing/non-finite values in rows {bad}; remove them first.")
+    delta = kng_sensitivity(tau, C_X, sensitivity)
+    constrained = lower is not None or upper is not None or np.isfinite(lb) or np.isfinite(ub)
+    if check_X is None:
+        if p == 1:
+            Z = np.ones((1, 1))
+        elif constrained:
+            raise ValueError(
+                "check_X is required when bounds or neighbouring quantiles are given and the model "
+                "has predictors: pass the synthetic (public) predictor rows to check them on."
+            )
+        else:
+            Z = np.empty((0, p))
+    else:
+        Z = _constraint_rows(check_X, p)
+    for name, nb in (("lower", lower), ("upper", upper)):
+        if nb is not None and np.asarray(nb, float).ravel().shape[0] != p:
+            raise ValueError(f"{name} must have {p} coefficients (intercept first).")
+    zlow = np.full(Z.shape[0], -np.inf) if lower is None else Z @ np.asarray(lower, float).ravel()
+    zup = np.full(Z.shape[0], np.inf) if upper is None else Z @ np.asarray(upper, float).ravel()
+    return Xc, y, delta, Z, zlow, zup
+
+
 def kng_sample(
     X: Any,
     y: Any,
@@ -301,36 +340,12 @@ def kng_sample(
     if slopes not in ("fixed", "varying"):
         raise ValueError(f"slopes must be 'fixed' or 'varying'; got {slopes!r}.")
     lb, ub = float(lb), float(ub)
-    if not lb < ub:
-        raise ValueError(f"need lb < ub; got lb={lb}, ub={ub}.")
     rng = _rng(seed)
-    Xc = clip_predictors(X, C_X)
+    Xc, y, delta, Z, zlow, zup = _kng_inputs(X, y, tau, C_X, sensitivity, lower, upper,
+                                             check_X, lb, ub)
     n, p = Xc.shape
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if y.shape[0] != n:
-        raise ValueError(f"y has {y.shape[0]} values but X has {n} rows.")
-    if not (np.isfinite(y).all() and np.isfinite(Xc).all()):
-        bad = np.flatnonzero(~(np.isfinite(y) & np.isfinite(Xc).all(axis=1)))[:5].tolist()
-        raise ValueError(f"X or y has missing/non-finite values in rows {bad}; remove them first.")
-    delta = kng_sensitivity(tau, C_X, sensitivity)
     kappa = epsilon / (2.0 * delta)
     sumX = Xc.sum(axis=0)
-
-    constrained = lower is not None or upper is not None or np.isfinite(lb) or np.isfinite(ub)
-    if check_X is None:
-        if p == 1:
-            Z = np.ones((1, 1))
-        elif constrained:
-            raise ValueError(
-                "check_X is required when bounds or neighbouring quantiles are given and the model "
-                "has predictors: pass the synthetic (public) predictor rows to check them on."
-            )
-        else:
-            Z = np.empty((0, p))
-    else:
-        Z = _constraint_rows(check_X, p)
-    zlow = np.full(Z.shape[0], -np.inf) if lower is None else Z @ np.asarray(lower, float).ravel()
-    zup = np.full(Z.shape[0], np.inf) if upper is None else Z @ np.asarray(upper, float).ravel()
 
     if init is None:
         beta0 = np.zeros(p)
@@ -788,16 +803,9 @@ def kng_intercept_pieces(
     if not (c >= 0 and math.isfinite(c)):
         raise ValueError(f"c must be a non-negative number; got {c}.")
     lb, ub = float(lb), float(ub)
-    if not lb < ub:
-        raise ValueError(f"need lb < ub; got lb={lb}, ub={ub}.")
-    Xc = clip_predictors(X, C_X)
+    Xc, y, delta, Z, zlow, zup = _kng_inputs(X, y, tau, C_X, sensitivity, lower, upper,
+                                             check_X, lb, ub)
     n, p = Xc.shape
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if y.shape[0] != n:
-        raise ValueError(f"y has {y.shape[0]} values but X has {n} rows.")
-    if not (np.isfinite(y).all() and np.isfinite(Xc).all()):
-        bad = np.flatnonzero(~(np.isfinite(y) & np.isfinite(Xc).all(axis=1)))[:5].tolist()
-        raise ValueError(f"X or y has missing/non-finite values in rows {bad}; remove them first.")
     s = np.zeros(p - 1) if slopes is None else np.asarray(slopes, dtype=np.float64).ravel()
     if s.shape[0] != p - 1:
         raise ValueError(
@@ -806,27 +814,7 @@ def kng_intercept_pieces(
         )
     if not np.isfinite(s).all():
         raise ValueError("slopes must be finite.")
-    delta = kng_sensitivity(tau, C_X, sensitivity)
     kappa = epsilon / (2.0 * delta)
-
-    constrained = lower is not None or upper is not None or np.isfinite(lb) or np.isfinite(ub)
-    if check_X is None:
-        if p == 1:
-            Z = np.ones((1, 1))
-        elif constrained:
-            raise ValueError(
-                "check_X is required when bounds or neighbouring quantiles are given and the model "
-                "has predictors: pass the synthetic (public) predictor rows to check them on."
-            )
-        else:
-            Z = np.empty((0, p))
-    else:
-        Z = _constraint_rows(check_X, p)
-    for name, nb in (("lower", lower), ("upper", upper)):
-        if nb is not None and np.asarray(nb, float).ravel().shape[0] != p:
-            raise ValueError(f"{name} must have {p} coefficients (intercept first).")
-    zlow = np.full(Z.shape[0], -np.inf) if lower is None else Z @ np.asarray(lower, float).ravel()
-    zup = np.full(Z.shape[0], np.inf) if upper is None else Z @ np.asarray(upper, float).ravel()
     b_lo, b_hi = _intercept_interval(Z[:, 0], Z[:, 1:] @ s, zlow, zup, lb, ub)
     if b_lo > b_hi:
         raise ValueError(
