@@ -338,7 +338,7 @@ def replicate_from_parts(data: pd.DataFrame, repweights: np.ndarray, weights: np
                          type: str, scale: float, rscales: np.ndarray, mse: bool,  # noqa: A002
                          rho: float | None = None):
     """A ReplicateDesign from an R ``svyrep.design``'s analysis weights and scales."""
-    from surveysynth.replicate import SVREP_TYPES, ReplicateDesign
+    from surveysynth.replicate_design import SVREP_TYPES, ReplicateDesign
 
     from .convert import from_bytes
 

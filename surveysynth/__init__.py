@@ -13,7 +13,7 @@ from .design import SurveyDesign
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ReplicateDesign": ".replicate",
+    "ReplicateDesign": ".replicate_design",
     "SyntheticRelease": ".release",
     "load_release": ".release",
     "tabulate": ".tables",
@@ -28,7 +28,7 @@ _lazy = lazy_getattr(__name__, _EXPORTS)
 
 
 def __getattr__(name: str):
-    if name in ("synth", "privacy", "datasets", "utility", "simulate"):
+    if name in ("synth", "privacy", "datasets", "synthetic_utility", "simulate"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

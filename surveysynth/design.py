@@ -356,21 +356,21 @@ class SurveyDesign(Estimators):
                   mse: bool = False, **options: Any):
         """Bootstrap replicate design (Preston's multistage rescaled bootstrap by default).
 
-        See :func:`surveysynth.replicate.bootstrap`; returns a ReplicateDesign.
+        See :func:`surveysynth.replicate_design.bootstrap`; returns a ReplicateDesign.
         """
-        from .replicate import bootstrap
+        from .replicate_design import bootstrap
 
         return bootstrap(self, replicates=replicates, method=method, seed=seed, mse=mse, **options)
 
     def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
         """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
-        from .replicate import jackknife
+        from .replicate_design import jackknife
 
         return jackknife(self, method=method, mse=mse, **options)
 
     def brr(self, fay_rho: float = 0.0, mse: bool = False, **options: Any):
         """Balanced repeated replication (Fay's method with ``fay_rho`` > 0), 2 PSUs/stratum."""
-        from .replicate import brr
+        from .replicate_design import brr
 
         return brr(self, fay_rho=fay_rho, mse=mse, **options)
 

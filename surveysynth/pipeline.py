@@ -373,7 +373,7 @@ def _utility_sections(cfg, design, release, figures) -> list[str]:
         html.append(f'<img src="data:image/png;base64,{{{{utility_{t.name}.png}}}}">')
     outcome = cfg.synth.get("outcome")
     if outcome is not None:
-        from .utility import ecdf_utility, pmse
+        from .synthetic_utility import ecdf_utility, pmse
 
         orig = design.data[outcome].to_numpy(dtype=float)
         syns = [d.data[outcome].to_numpy(dtype=float) for d in release.designs]

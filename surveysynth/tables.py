@@ -9,7 +9,7 @@ variation, confidence interval, unweighted number of records and a reliability f
 The source may be
 
 * a :class:`~surveysynth.design.SurveyDesign` (Taylor linearization) or a
-  :class:`~surveysynth.replicate.ReplicateDesign` (replicate variance): each block is the
+  :class:`~surveysynth.replicate_design.ReplicateDesign` (replicate variance): each block is the
   design's own domain estimator, so every cell equals R ``svyby(..., svytotal)`` /
   ``svyby(..., svymean)`` (margins: ``svyby`` by one variable, ``svytotal``/``svymean``), or
 * a :class:`~surveysynth.release.SyntheticRelease`: every cell is computed on each of the m

@@ -21,7 +21,7 @@ from scipy.special import logsumexp
 from surveysynth.datasets.risk import CE_KNOWN, ce_like, nb_mixture
 from surveysynth.privacy import GUARANTEES, risk_weights
 from surveysynth.synth import MixtureSynthesizer, NBSynthesizer
-from surveysynth.utility import ecdf_utility
+from surveysynth.synthetic_utility import ecdf_utility
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"chains": 2, "draws": 300, "warmup": 300, "progress": False}

@@ -9,8 +9,8 @@ import pytest
 
 import surveysynth as ss
 from r_bridge import r_session
-from surveysynth.replicate import ReplicateDesign
-from surveysynth.variance.replicate import rank_like_r, replicate_variance
+from surveysynth.replicate_design import ReplicateDesign
+from surveysynth.variance.replicate_weights import rank_like_r, replicate_variance
 from tests.conftest import assert_rel
 
 TOL = 1e-10
@@ -307,7 +307,7 @@ def test_replicate_variance_and_rank_helpers():
     assert_rel(v, 0.7 * (rs[:, None] * (th - 1) ** 2).sum(axis=0), 1e-13)
     th[2, 1] = np.nan
     with pytest.warns(UserWarning, match="discarded"):
-        from surveysynth.variance.replicate import warn_dropped
+        from surveysynth.variance.replicate_weights import warn_dropped
 
         v2, dropped = replicate_variance(th, np.zeros(3), 1.0, np.ones(30), mse=False)
         warn_dropped(dropped)

@@ -10,7 +10,7 @@ from conftest import assert_rel
 from r_bridge import r_session
 from surveysynth import SurveyDesign
 from surveysynth.release import SyntheticRelease
-from surveysynth.replicate import ReplicateDesign
+from surveysynth.replicate_design import ReplicateDesign
 from surveysynth.tables import Table, tabulate
 
 R_DESIGN = (

@@ -1,4 +1,4 @@
-"""Tests for surveysynth.utility against brute-force and independent references."""
+"""Tests for surveysynth.synthetic_utility against brute-force and independent references."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from surveysynth.utility import ecdf_utility
+from surveysynth.synthetic_utility import ecdf_utility
 
 
 def _brute_ecdf(orig, syn):
@@ -79,7 +79,7 @@ def test_ecdf_errors_and_no_mutation():
 # ---------------------------------------------------------------- pMSE, k-marginal, WRT, specific
 import statsmodels.api as sm  # noqa: E402
 
-from surveysynth.utility import (  # noqa: E402
+from surveysynth.synthetic_utility import (  # noqa: E402
     ci_overlap,
     coef_difference,
     k_marginal_score,

@@ -36,7 +36,7 @@ from surveysynth.privacy.identification import (
     whack_a_mole,
 )
 from surveysynth.synth.mixture import MixtureSynthesizer
-from surveysynth.utility import ecdf_utility
+from surveysynth.synthetic_utility import ecdf_utility
 
 
 def md_table(df: pd.DataFrame, floatfmt: str = "{:.4f}") -> str:

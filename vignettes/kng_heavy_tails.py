@@ -28,7 +28,7 @@ import pandas as pd
 
 from surveysynth.datasets.kng import kng_simulation
 from surveysynth.synth.quantile import QuantileSynthesizer
-from surveysynth.utility import coef_difference, k_marginal_score, nrmse, pmse, wasserstein_ratio
+from surveysynth.synthetic_utility import coef_difference, k_marginal_score, nrmse, pmse, wasserstein_ratio
 
 PAPER_T1 = pd.DataFrame(
     {

@@ -107,7 +107,7 @@ def _cell_sensitivity(dom: np.ndarray, D: int, w: np.ndarray, y: np.ndarray) -> 
 def _core(design: Any, row_vars: list[str], col_vars: list[str], value: str, epsilon: float,
           replicates: int, rng: np.random.Generator, na_rm: bool, margin_label: str):
     """All arrays of the mechanism (noisy and true estimates, replicates, labels)."""
-    from ..variance.replicate import preston_factors
+    from ..variance.replicate_weights import preston_factors
 
     na_rows = design._na_rows([value], na_rm, "laplace_tables")
     y = design._numeric(value)

@@ -1,4 +1,4 @@
-"""The estimation engine: Taylor linearization (and, in replicate.py, replicate variance)."""
+"""The estimation engine: Taylor linearization (taylor.py) and replicate weights and variance (replicate_weights.py)."""
 
 from .taylor import LONELY_OPTIONS, LonelyPSUError, Stage, taylor_variance
 
