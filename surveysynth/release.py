@@ -37,95 +37,34 @@ import numpy as np
 import pandas as pd
 
 from .combine import NOTE_FALLBACK, combine
-from .privacy.guarantees import GUARANTEES
+from .privacy.record import PrivacyRecord
 
 RELEASE_KINDS = ("partial", "full")
-PRIVACY_KEYS = ("mechanism", "guarantee", "epsilon", "delta_alpha", "m", "seed", "notes")
-OPTIONAL_PRIVACY_KEYS = ("ledger",)
 MANIFEST = "manifest.json"
 FORMAT = "surveysynth-release"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _WEIGHT_COLUMN = "__surveysynth_weight__"
 _VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff")
+NOT_FOR_PUBLICATION = (
+    "CONFIDENTIAL - NOT FOR PUBLICATION. Computed from the confidential data for the "
+    "disclosure review; never copy this file into a public release."
+)
 
 
-def _json_scalar(value: Any, where: str) -> Any:
-    """A JSON-safe copy of a scalar (numpy scalars to Python); arrays are refused."""
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        v = float(value)
-        if not np.isfinite(v):
-            return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
-        return v
-    raise ValueError(
-        f"privacy{where}: {type(value).__name__} is not allowed in a privacy record (only "
-        "strings, numbers, None). A release never carries per-record quantities such as risk "
-        "weights or bounds; summarize them (e.g. their maximum) instead."
-    )
-
-
-def _clean_privacy(privacy: dict[str, Any], m: int) -> dict[str, Any]:
-    if not isinstance(privacy, dict):
-        raise ValueError("privacy must be a dict with keys " + ", ".join(PRIVACY_KEYS) + ".")
-    missing = [k for k in PRIVACY_KEYS if k not in privacy]
-    if missing:
+def _as_record(privacy: Any, m: int) -> PrivacyRecord:
+    if isinstance(privacy, dict):
+        privacy = PrivacyRecord.from_dict(privacy)
+    if not isinstance(privacy, PrivacyRecord):
         raise ValueError(
-            f"privacy: missing key(s) {missing}. Required: {list(PRIVACY_KEYS)} (use None for "
-            "epsilon / delta_alpha / seed when they do not apply); optional: ['ledger']."
+            "privacy must be a PrivacyRecord built by surveysynth.privacy.record.build_record "
+            f"(the one builder that generates the guarantee text), got {type(privacy).__name__}."
         )
-    extra = [k for k in privacy if k not in PRIVACY_KEYS + OPTIONAL_PRIVACY_KEYS]
-    if extra:
+    if privacy.m != m:
         raise ValueError(
-            f"privacy: unknown key(s) {extra}. Allowed: {list(PRIVACY_KEYS + OPTIONAL_PRIVACY_KEYS)}; "
-            "put anything else in 'notes' (as text)."
+            f"privacy record m={privacy.m} but the release holds {m} synthetic designs: they "
+            "must agree (epsilon usually scales with m)."
         )
-    if privacy["guarantee"] not in GUARANTEES:
-        raise ValueError(
-            f"privacy['guarantee']={privacy['guarantee']!r} is not a known guarantee label. "
-            f"Choose one of {sorted(GUARANTEES)} (surveysynth.privacy.GUARANTEES)."
-        )
-    if not isinstance(privacy["mechanism"], str) or not privacy["mechanism"]:
-        raise ValueError("privacy['mechanism'] must be a non-empty string naming the mechanism.")
-    pm = privacy["m"]
-    if not isinstance(pm, numbers.Integral) or int(pm) != m:
-        raise ValueError(
-            f"privacy['m']={pm!r} but the release holds {m} synthetic designs: they must agree "
-            "(epsilon usually scales with m)."
-        )
-    out: dict[str, Any] = {"mechanism": privacy["mechanism"], "guarantee": privacy["guarantee"]}
-    for key in ("epsilon", "delta_alpha"):
-        v = privacy[key]
-        if v is not None:
-            if not isinstance(v, numbers.Real) or isinstance(v, bool) or not v >= 0:
-                raise ValueError(f"privacy[{key!r}]={v!r}: must be a non-negative number or None.")
-            v = float(v)
-        out[key] = v
-    out["m"] = m
-    seed = privacy["seed"]
-    if seed is None or isinstance(seed, (str, numbers.Integral)) and not isinstance(seed, bool):
-        out["seed"] = seed if not isinstance(seed, numbers.Integral) else int(seed)
-    else:
-        out["seed"] = str(seed)  # e.g. a Generator: recorded by its description only
-    notes = privacy["notes"]
-    if isinstance(notes, str) or not isinstance(notes, (list, tuple)):
-        raise ValueError("privacy['notes'] must be a list of strings.")
-    if not all(isinstance(s, str) for s in notes):
-        raise ValueError("privacy['notes'] must be a list of strings.")
-    out["notes"] = list(notes)
-    if "ledger" in privacy and privacy["ledger"] is not None:
-        ledger = privacy["ledger"]
-        if isinstance(ledger, pd.DataFrame):
-            ledger = ledger.to_dict("records")
-        if not isinstance(ledger, (list, tuple)) or not all(isinstance(e, dict) for e in ledger):
-            raise ValueError("privacy['ledger'] must be a list of dicts (one per budget spend).")
-        out["ledger"] = [
-            {str(k): _json_scalar(v, f"['ledger'][{i}][{k!r}]") for k, v in e.items()}
-            for i, e in enumerate(ledger)
-        ]
-    return out
+    return privacy
 
 
 def _design_spec(design: Any) -> dict[str, Any]:
@@ -162,12 +101,14 @@ class SyntheticRelease:
         One design per synthetic data set, each holding synthetic data only.
     kind : ``"partial"`` (some variables kept as collected: Reiter's partial-synthesis rule) or
         ``"full"`` (every released value synthetic: Raghunathan-Reiter-Rubin full-synthesis rule).
-    privacy : dict
-        ``mechanism`` (str), ``guarantee`` (a key of ``surveysynth.privacy.GUARANTEES``),
-        ``epsilon`` (float or None), ``delta_alpha`` (Lipschitz bound or None), ``m`` (int, must
-        equal ``len(designs)``), ``seed``, ``notes`` (list of str) and optional ``ledger`` (list of
-        dicts of scalars). Arrays are refused: a release never carries per-record values.
+    privacy : PrivacyRecord
+        Built by :func:`surveysynth.privacy.record.build_record` (the one builder: guarantee
+        label and text generated from what was done, scalars only, no seed).
     n_original : the confidential sample size (a count), used by the full-synthesis fallback.
+        It is published in the manifest when given (listed there as published without budget).
+    confidential : dict, optional
+        What the disclosure review needs (tuning path, diagnostics, seed, ...): kept in memory
+        and written only to ``confidential/`` by :meth:`save`, never to ``public/``.
     """
 
     def __init__(
@@ -177,6 +118,7 @@ class SyntheticRelease:
         privacy: dict[str, Any],
         *,
         n_original: int | None = None,
+        confidential: dict[str, Any] | None = None,
     ) -> None:
         if kind not in RELEASE_KINDS:
             raise ValueError(
@@ -206,8 +148,9 @@ class SyntheticRelease:
             n_original = int(n_original)
         self._designs = tuple(designs)
         self._kind = kind
-        self._privacy = _clean_privacy(privacy, len(self._designs))
+        self._privacy = _as_record(privacy, len(self._designs))
         self._n_original = n_original
+        self._confidential = dict(confidential or {})
 
     # ---------------------------------------------------------------- properties
     @property
@@ -225,20 +168,23 @@ class SyntheticRelease:
         return len(self._designs)
 
     @property
-    def privacy(self) -> dict[str, Any]:
-        """A copy of the privacy record (with ``guarantee_text``)."""
-        out = json.loads(json.dumps(self._privacy))
-        out["guarantee_text"] = GUARANTEES[self._privacy["guarantee"]]
-        return out
+    def privacy(self) -> PrivacyRecord:
+        """The public privacy record (frozen)."""
+        return self._privacy
 
     @property
     def epsilon(self) -> float | None:
-        return self._privacy["epsilon"]
+        return self._privacy.epsilon
 
     @property
     def guarantee(self) -> str:
         """The exact text of the release's privacy guarantee."""
-        return GUARANTEES[self._privacy["guarantee"]]
+        return self._privacy.guarantee_text
+
+    @property
+    def confidential(self) -> dict[str, Any]:
+        """The disclosure-review material (not for publication); a shallow copy."""
+        return dict(self._confidential)
 
     @property
     def n_original(self) -> int | None:
@@ -259,8 +205,8 @@ class SyntheticRelease:
         size = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
         return (
             f"SyntheticRelease(kind={self.kind!r}, m={self.m}, rows per set={size}, "
-            f"columns={len(self.columns)}, mechanism={self._privacy['mechanism']!r}, "
-            f"guarantee={self._privacy['guarantee']!r}, epsilon={eps})"
+            f"columns={len(self.columns)}, mechanism={self._privacy.mechanism!r}, "
+            f"guarantee={self._privacy.guarantee!r}, epsilon={eps})"
         )
 
     # ---------------------------------------------------------------- combining
@@ -346,24 +292,50 @@ class SyntheticRelease:
 
     # ---------------------------------------------------------------- persistence
     def manifest(self) -> dict[str, Any]:
-        """The JSON manifest written by :meth:`save` (without the file list)."""
-        from . import __version__
+        """The public manifest written by :meth:`save` (without the file list)."""
+        from ._versions import versions
 
+        record = self._privacy.to_dict()
+        pwb = list(record["published_without_budget"])
+        if self._n_original is not None:
+            pwb.append({"item": f"confidential sample size n = {self._n_original}",
+                        "reason": "the full-synthesis combining rule needs n (T_f* fallback)"})
+        record["published_without_budget"] = pwb
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "package_version": __version__,
+            "part": "public",
             "kind": self._kind,
             "m": self.m,
             "n_original": self._n_original,
             "columns": self.columns,
-            "privacy": self._privacy,
-            "guarantee_text": GUARANTEES[self._privacy["guarantee"]],
+            "privacy": record,
+            "versions": versions(),
         }
 
-    def save(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write the release to the directory ``path``: ``synthetic_<l>.parquet`` per data set and
-        ``manifest.json``. Nothing else is written. Returns the directory."""
+    def save(self, path: str | Path, overwrite: bool = False,
+             confidential: dict[str, Any] | None = None) -> Path:
+        """Write ``path/public/`` and ``path/confidential/``; returns ``path``.
+
+        ``public/``: ``synthetic_<l>.parquet`` per data set and ``manifest.json`` (method,
+        privacy record with the exact guarantee, ledger, m, versions). ``confidential/``: the
+        disclosure-review material (``confidential=`` merged over what the synthesizer attached),
+        every file headed by a not-for-publication notice.
+        """
+        path = Path(path)
+        if path.exists() and any(path.iterdir()) and not overwrite:
+            raise ValueError(
+                f"save(): {str(path)!r} exists and is not empty. Fix: choose a new directory or "
+                "pass overwrite=True."
+            )
+        pub = path / "public"
+        self.save_public(pub, overwrite=overwrite)
+        write_confidential(path / "confidential", {**self._confidential, **(confidential or {})},
+                           overwrite=overwrite)
+        return path
+
+    def save_public(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write only the public part (synthetic data sets and manifest) to ``path``."""
         path = Path(path)
         if path.exists() and any(path.iterdir()) and not overwrite:
             raise ValueError(
@@ -396,21 +368,55 @@ class SyntheticRelease:
         return path
 
 
+def write_confidential(path: Path, items: dict[str, Any], overwrite: bool = False) -> Path:
+    """Write disclosure-review material: DataFrames as CSV (first line the notice), everything
+    else in one ``confidential.json`` whose first key is the notice, plus a README."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "README.txt").write_text(NOT_FOR_PUBLICATION + "\n")
+    scalars: dict[str, Any] = {"notice": NOT_FOR_PUBLICATION}
+    for key, value in items.items():
+        name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(key))
+        if isinstance(value, pd.DataFrame):
+            with open(path / f"{name}.csv", "w") as fh:
+                fh.write(f"# {NOT_FOR_PUBLICATION}\n")
+                value.to_csv(fh, index=True)
+        elif isinstance(value, bytes):
+            (path / name).write_bytes(value)
+        else:
+            scalars[str(key)] = value
+    (path / "confidential.json").write_text(json.dumps(scalars, indent=2, default=_jsonable))
+    return path
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, Path):
+        return str(v)
+    return str(v)
+
+
 def load_release(path: str | Path) -> SyntheticRelease:
-    """Read a release written by :meth:`SyntheticRelease.save` and rebuild its designs."""
+    """Read a release written by :meth:`SyntheticRelease.save` (the folder holding ``public/``,
+    or the ``public/`` folder itself) and rebuild its designs. Reads nothing confidential."""
     from .design import SurveyDesign
 
     path = Path(path)
+    if (path / "public" / MANIFEST).exists():
+        path = path / "public"
     mf = path / MANIFEST
     if not mf.exists():
         raise ValueError(f"load_release: no {MANIFEST} in {str(path)!r}; is it a saved release?")
     manifest = json.loads(mf.read_text())
     if manifest.get("format") != FORMAT:
         raise ValueError(f"load_release: {str(mf)!r} is not a surveysynth release manifest.")
-    if manifest.get("format_version", 0) > FORMAT_VERSION:
+    if manifest.get("format_version", 0) != FORMAT_VERSION:
         raise ValueError(
-            f"load_release: format version {manifest['format_version']} is newer than this "
-            f"package reads ({FORMAT_VERSION}); upgrade surveysynth."
+            f"load_release: format version {manifest.get('format_version')} is not the one this "
+            f"package reads ({FORMAT_VERSION}); use the surveysynth version that wrote it."
         )
     designs = []
     for entry in manifest["datasets"]:
@@ -422,6 +428,10 @@ def load_release(path: str | Path) -> SyntheticRelease:
             frame = frame.drop(columns=[wcol])
             spec["weights"] = w
         designs.append(SurveyDesign(frame, **spec))
-    return SyntheticRelease(
-        designs, manifest["kind"], manifest["privacy"], n_original=manifest.get("n_original")
-    )
+    record = dict(manifest["privacy"])
+    n_orig = manifest.get("n_original")
+    if n_orig is not None:  # the manifest adds the n entry itself; do not duplicate it
+        record["published_without_budget"] = [
+            e for e in record["published_without_budget"]
+            if not e["item"].startswith("confidential sample size n =")]
+    return SyntheticRelease(designs, manifest["kind"], record, n_original=n_orig)

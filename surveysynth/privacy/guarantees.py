@@ -1,31 +1,170 @@
-"""The exact wording of every privacy guarantee the package can attach to a release.
+"""Guarantee labels generated from what a mechanism actually did.
 
-A release manifest names one of these keys and carries its text verbatim, so that no
-release ever claims more than its mechanism delivers.
+One function per mechanism family turns the facts of a run (sensitivity rule, initialisation,
+sampler, who chose the risk weights, whether they depend on the confidential data, over how
+many draws a bound is an empirical maximum, ...) into a :class:`Guarantee`: a one-line
+``label`` for the manifest's ``guarantee`` field, a flag ``differentially_private``, and the
+full ``text``. A configuration that is not differentially private says so at the start of the
+label itself ("not differentially private: ..."), not only in a note. Nobody types a guarantee
+text by hand: :func:`surveysynth.privacy.record.build_record` calls these functions, so the
+label is read off the run, as OpenDP reads a guarantee off a measurement.
+
+The texts are printed, one per configuration, in docs/privacy.md (tests/test_privacy_labels.py
+checks that page against these functions).
 """
 
 from __future__ import annotations
 
-GUARANTEES: dict[str, str] = {
-    "pseudo_posterior": (
-        "asymptotic, database-local (epsilon, delta)-probabilistic differential privacy: each "
-        "draw from the risk-weighted pseudo posterior satisfies 2*Delta_alpha-DP asymptotically, "
-        "for the confidential database at hand (Savitsky, Williams & Hu); m draws compose to "
-        "epsilon = 2*Delta_alpha*m. Not a worst-case (global) epsilon-DP guarantee."
-    ),
-    "kng": (
-        "pure epsilon-differential privacy under exact sampling from the K-norm gradient "
-        "mechanism (Reimherr & Awan); the release draws by MCMC, so the guarantee holds only to "
-        "the extent the chain has converged to the KNG density."
-    ),
-    "laplace_local": (
-        "Laplace mechanism calibrated to local (data-dependent) sensitivity over the published "
-        "cells, as in Hu, Savitsky & Williams' baseline; local sensitivity does not give a formal "
-        "worst-case epsilon-DP guarantee."
-    ),
-    "identification_risk": (
-        "no formal differential privacy guarantee: likelihood contributions are downweighted by "
-        "identification risk (Hu, Savitsky & Williams); disclosure risk is measured, not bounded."
-    ),
-    "none": "no privacy protection: synthetic data from the unweighted model.",
+from dataclasses import dataclass
+from typing import Any
+
+NOT_DP = "not differentially private"
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """A guarantee as a manifest states it."""
+
+    label: str
+    differentially_private: bool
+    text: str
+
+
+def _fmt(x: Any) -> str:
+    return "unknown" if x is None else f"{float(x):.4g}"
+
+
+def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
+    """Risk-weighted pseudo posterior (FBS, FBP, PBP, and the mixture/NB with Lipschitz alpha).
+
+    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller"),
+    ``draws`` (S, posterior draws the bound is a maximum over), ``bound_draws`` ("final_fit":
+    draws that played no part in choosing c, or "same_fit"), ``delta_alpha``, ``m``,
+    ``epsilon``.
+    """
+    src = facts.get("alpha_source", "lipschitz_tuned")
+    S = facts.get("draws")
+    bound = (
+        f"Delta_alpha = {_fmt(facts.get('delta_alpha'))} is an empirical maximum of "
+        f"|alpha_i log p(y_i | theta_s)| over the S = {S} posterior draws of the released fit"
+    )
+    if facts.get("bound_draws") == "final_fit":
+        bound += (" (a final fit whose draws played no part in choosing the tuning constant c, "
+                  "so the reported bound is not selected downward by the stopping rule)")
+    bound += ("; it is not an analytic supremum over the parameter space, and a fresh set of "
+              "draws gives a somewhat different maximum")
+    eps = (f"m = {facts.get('m')} synthetic data sets compose to epsilon = 2 * Delta_alpha * m = "
+           f"{_fmt(facts.get('epsilon'))}")
+    if src == "caller":
+        label = (f"{NOT_DP} unless the caller-supplied risk weights are independent of the "
+                 "confidential data: pseudo posterior bound measured for the given weights")
+        text = (
+            f"{label}. The per-record risk weights alpha were supplied by the caller; the package "
+            "cannot know whether they were computed from the confidential data. If they were "
+            "not, each released draw satisfies (2*Delta_alpha)-differential privacy "
+            "asymptotically and locally to this database (Savitsky, Williams & Hu), and "
+            f"{eps}. {bound}."
+        )
+        return Guarantee(label, False, text)
+    label = ("asymptotic, database-local (epsilon, delta)-probabilistic differential privacy "
+             "of the risk-weighted pseudo posterior, with risk weights computed from the "
+             "confidential data (not privatized)")
+    how = ("The risk weights alpha_i = clip(c (1 - D_i) + g, 0, 1) are computed from the "
+           "confidential data (each record's normalised bound D_i under the unweighted fit)")
+    if src == "lipschitz_tuned":
+        how += (", and the constant c was tuned on the confidential data to bring the bound to a "
+                "target")
+    how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
+            "given these weights, and a neighbouring database would in general get other "
+            "weights, so the loss between neighbours with recomputed weights can exceed the "
+            "stated epsilon")
+    text = (
+        f"{label}. Each draw from the alpha-weighted pseudo posterior satisfies "
+        "(2*Delta_alpha)-differential privacy asymptotically (as the sample grows), for the "
+        "confidential database at hand (Savitsky, Williams & Hu); this is not a worst-case "
+        f"(global) epsilon-DP guarantee. {eps}. {bound}. {how}."
+    )
+    return Guarantee(label, True, text)
+
+
+def kng(facts: dict[str, Any]) -> Guarantee:
+    """KNG quantile synthesis (seed 004).
+
+    facts: ``sensitivity`` ("sound" or "paper"), ``init`` ("independent" or "nonprivate" and
+    whether it acted: ``nonprivate_start_used``), ``sampler`` ("exact", "mcmc" or "mixed"),
+    ``n_iter``, ``epsilon``, ``method``.
+    """
+    eps = _fmt(facts.get("epsilon"))
+    problems = []
+    if facts.get("sensitivity") == "paper":
+        problems.append("the gradient sensitivity 2(1 - tau)C_X (the paper's) understates the "
+                        "true sensitivity for tau > 0.5, so the noise is too small for those "
+                        "quantiles")
+    if facts.get("nonprivate_start_used"):
+        problems.append("chains started at the non-private quantile-regression estimates, and a "
+                        "finite chain's output depends on its start")
+    sampler = facts.get("sampler")
+    if problems:
+        label = f"{NOT_DP}: " + "; ".join(p.split(",")[0] for p in problems)
+        text = (f"{label}. This is the paper's procedure reproduced for comparison: "
+                + "; ".join(problems) + f". The nominal budget epsilon = {eps} is not a "
+                "guarantee.")
+        return Guarantee(label, False, text)
+    if sampler == "exact":
+        label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
+        text = (f"{label}. Every quantile's coefficients were drawn exactly from the KNG density "
+                "(Reimherr & Awan) with the sound sensitivity 2 max(tau, 1 - tau) C_X and "
+                "data-independent public bounds; budgets compose sequentially over variables "
+                "and quantiles; the synthetic data sets are post-processing of the released "
+                "coefficients.")
+        return Guarantee(label, True, text)
+    which = "every quantile" if sampler == "mcmc" else "some quantiles"
+    label = (f"{NOT_DP} as run: {which} drawn by a finite MCMC chain approximating the pure "
+             f"epsilon-DP K-norm gradient mechanism (epsilon = {eps})")
+    text = (f"{label}. Pure epsilon-DP holds only for exact draws from the KNG density; the "
+            f"chains ran a fixed {facts.get('n_iter')} iterations per quantile and their output "
+            "is not proven to be such a draw. Use sampler='exact' where only intercepts move "
+            "for a proven guarantee.")
+    return Guarantee(label, False, text)
+
+
+def laplace(facts: dict[str, Any]) -> Guarantee:
+    """Laplace tables. facts: ``sensitivity`` ("local" or "global"), ``sampler``, ``epsilon``."""
+    eps = _fmt(facts.get("epsilon"))
+    sampler = facts.get("sampler", "unknown sampler")
+    if facts.get("sensitivity") == "global":
+        label = f"pure epsilon-differential privacy, epsilon = {eps} (Laplace mechanism, global sensitivity from public bounds)"
+        text = (f"{label}. Sensitivities come from public bounds on the weights and the value, "
+                f"not from the data; noise drawn by {sampler}.")
+        return Guarantee(label, True, text)
+    label = (f"{NOT_DP}: Laplace noise calibrated to local (data-dependent) sensitivity "
+             f"(nominal epsilon = {eps})")
+    text = (f"{label}. The sensitivities are computed from the confidential records of each "
+            "cell and margin, as in Hu, Savitsky & Williams' baseline; the noise scale itself "
+            "depends on the data, so there is no worst-case epsilon-DP guarantee. Noise drawn "
+            f"by {sampler}.")
+    return Guarantee(label, False, text)
+
+
+def identification_risk(facts: dict[str, Any]) -> Guarantee:
+    """Identification-risk weighted synthesis (seed 002). facts: ``weights``, ``r``."""
+    label = (f"{NOT_DP}: likelihood contributions downweighted by identification risk "
+             f"({facts.get('weights')} weights)")
+    text = (f"{label}. Risk weights computed from the confidential data (Hu, Savitsky & "
+            f"Williams; ball radius r = {facts.get('r')}); disclosure risk is measured in the "
+            "confidential report, not bounded.")
+    return Guarantee(label, False, text)
+
+
+def no_protection(facts: dict[str, Any]) -> Guarantee:
+    label = f"{NOT_DP}: synthetic data from an unweighted model, no privacy protection"
+    return Guarantee(label, False, label + ".")
+
+
+FAMILIES = {
+    "pseudo_posterior": pseudo_posterior,
+    "kng": kng,
+    "laplace": laplace,
+    "identification_risk": identification_risk,
+    "none": no_protection,
 }

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 __all__ = [
     "ConvergenceWarning",
@@ -52,94 +51,39 @@ def load_program(name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# diagnostics (numpy, vectorised over parameters)
+# diagnostics: ArviZ (rank-normalised split R-hat and bulk ESS, Vehtari et al. 2021)
 
 
-def _split(x: np.ndarray) -> np.ndarray:
-    """(chains, draws, P) -> (2*chains, draws//2, P), dropping the middle draw if odd."""
-    c, n = x.shape[:2]
-    half = n // 2
-    return np.concatenate([x[:, :half], x[:, n - half :]], axis=0)
+def _arviz():
+    import warnings as _w
+
+    with _w.catch_warnings():
+        _w.simplefilter("ignore", FutureWarning)  # ArviZ's refactor notice on import
+        import arviz
+
+    return arviz
 
 
-def _rank_normal(x: np.ndarray) -> np.ndarray:
-    """Rank-normalise pooled draws per parameter (Blom offsets 3/8), ties averaged."""
-    c, n, p = x.shape
-    flat = x.reshape(c * n, p)
-    ranks = pd.DataFrame(flat).rank(axis=0, method="average").to_numpy()
-    z = special.ndtri((ranks - 0.375) / (c * n + 0.25))
-    return z.reshape(c, n, p)
-
-
-def _rhat_basic(x: np.ndarray) -> np.ndarray:
-    c, n = x.shape[:2]
-    means = x.mean(axis=1)
-    W = x.var(axis=1, ddof=1).mean(axis=0)
-    B = n * means.var(axis=0, ddof=1)
-    var_plus = (n - 1) / n * W + B / n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sqrt(var_plus / W)
+def _as_cdp(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    x = np.asarray(x, dtype=float)
+    squeeze = x.ndim == 2
+    return (x[..., None] if squeeze else x), squeeze
 
 
 def rhat(x: np.ndarray) -> np.ndarray:
-    """Rank-normalised split R-hat, max of bulk and folded (tail) versions.
+    """Rank-normalised split R-hat (max of bulk and folded), by ArviZ (``method="rank"``).
 
-    ``x``: (chains, draws) or (chains, draws, P). Constant parameters give NaN.
+    ``x``: (chains, draws) or (chains, draws, P).
     """
-    x = np.asarray(x, dtype=float)
-    squeeze = x.ndim == 2
-    if squeeze:
-        x = x[..., None]
-    s = _split(x)
-    bulk = _rhat_basic(_rank_normal(s))
-    med = np.median(s.reshape(-1, s.shape[2]), axis=0)
-    tail = _rhat_basic(_rank_normal(np.abs(s - med)))
-    out = np.fmax(bulk, tail)
+    x, squeeze = _as_cdp(x)
+    out = np.asarray(_arviz().rhat(_arviz().convert_to_dataset({"x": x}), method="rank")["x"])
     return out[0] if squeeze else out
 
 
-def _autocov(x: np.ndarray) -> np.ndarray:
-    """Autocovariance along axis 1 of (chains, draws, P) by FFT (biased, divided by n)."""
-    n = x.shape[1]
-    xc = x - x.mean(axis=1, keepdims=True)
-    m = 1 << int(np.ceil(np.log2(2 * n)))
-    f = np.fft.rfft(xc, n=m, axis=1)
-    ac = np.fft.irfft(f * np.conj(f), n=m, axis=1)[:, :n]
-    return ac / n
-
-
-def _ess(x: np.ndarray) -> np.ndarray:
-    """ESS of (chains, draws, P) with Geyer's initial monotone sequence (Stan's estimator)."""
-    c, n, p = x.shape
-    acov = _autocov(x)  # (c, n, p)
-    chain_var = acov[:, 0] * n / (n - 1.0)
-    W = chain_var.mean(axis=0)
-    var_plus = W * (n - 1.0) / n
-    if c > 1:
-        var_plus = var_plus + x.mean(axis=1).var(axis=0, ddof=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = 1.0 - (W - acov.mean(axis=0)) / var_plus  # (n, p)
-    rho[0] = 1.0
-    # pair sums P_k = rho_{2k} + rho_{2k+1}; keep the initial positive, monotone part
-    npairs = n // 2
-    pairs = rho[: 2 * npairs].reshape(npairs, 2, p).sum(axis=1)
-    positive = np.cumprod(pairs > 0, axis=0).astype(bool)
-    mono = np.minimum.accumulate(np.where(positive, pairs, np.inf), axis=0)
-    mono = np.where(positive, mono, 0.0)
-    tau = -1.0 + 2.0 * mono.sum(axis=0)
-    tau = np.maximum(tau, 1.0 / np.log10(c * n))
-    ess = c * n / tau
-    ess[~np.isfinite(ess) | (var_plus <= 0)] = np.nan
-    return ess
-
-
 def ess_bulk(x: np.ndarray) -> np.ndarray:
-    """Bulk effective sample size (rank-normalised split chains). ``x``: (chains, draws[, P])."""
-    x = np.asarray(x, dtype=float)
-    squeeze = x.ndim == 2
-    if squeeze:
-        x = x[..., None]
-    out = _ess(_rank_normal(_split(x)))
+    """Bulk effective sample size by ArviZ (``method="bulk"``). ``x``: (chains, draws[, P])."""
+    x, squeeze = _as_cdp(x)
+    out = np.asarray(_arviz().ess(_arviz().convert_to_dataset({"x": x}), method="bulk")["x"])
     return out[0] if squeeze else out
 
 
@@ -373,6 +317,7 @@ def run_stan(
         "max_rhat": float(diag["rhat"].max()) if len(diag) else float("nan"),
         "min_ess_bulk": float(diag["ess_bulk"].min()) if len(diag) else float("nan"),
         "divergences": divergences,
+        "transitions": int(chains) * int(draws),
         "treedepth_hits": int((sampler.get("treedepth__", np.zeros(1)) >= max_depth).sum()),
         "mean_stepsize": float(np.mean(sampler["stepsize__"])) if "stepsize__" in sampler else None,
         "mean_leapfrog": (float(np.mean(sampler["n_leapfrog__"])) if "n_leapfrog__" in sampler
