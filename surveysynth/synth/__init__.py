@@ -10,7 +10,7 @@ _EXPORTS = {
     "PBP": ".pseudo_posterior",
     "MixtureSynthesizer": ".mixture",
     "NBSynthesizer": ".mixture",
-    "QuantileSynthesizer": ".quantile",
+    "QuantileSynthesizer": ".quantile_synthesizer",
     "TargetUnreachableError": ".pseudo_posterior",
     "ConvergenceWarning": "._stan",
 }
