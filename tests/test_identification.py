@@ -15,10 +15,9 @@ from scipy import stats
 
 from surveysynth.datasets.risk import CE_KNOWN, ce_like, nb_mixture
 from surveysynth.privacy import identification_risk, risk_weights
-from surveysynth.privacy.identification import (
-    IdentificationRisk,
+from surveysynth.privacy.identification import IdentificationRisk, data_risk
+from surveysynth.privacy.identification_report import (
     bootstrap_estimates,
-    data_risk,
     plot_risk_violins,
     plot_whack_a_mole,
     whack_a_mole,

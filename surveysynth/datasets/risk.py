@@ -14,14 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..privacy.randomness import secret_rng
+
 __all__ = ["nb_mixture", "ce_like", "CE_KNOWN"]
 
 #: The intruder-known pattern variables of seed 002 Section 2.3 (40 patterns).
 CE_KNOWN = ["gender", "age", "region"]
-
-
-def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
 def nb_mixture(
@@ -43,7 +41,7 @@ def nb_mixture(
     w = np.asarray(weights, dtype=float)
     if w.shape != (2,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
         raise ValueError(f"weights must be two non-negative numbers summing to 1; got {weights}.")
-    rng = _rng(seed)
+    rng = secret_rng(seed)
     comp = np.where(rng.random(n) < w[0], 0, 1)
     mu_i = np.asarray(mu, dtype=float)[comp]
     phi_i = np.asarray(phi, dtype=float)[comp]
@@ -73,7 +71,7 @@ def ce_like(
         raise ValueError(f"n must be at least 50 for 40 known patterns to be populated; got {n}.")
     if not 0 <= loss_share < 0.5:
         raise ValueError(f"loss_share must be in [0, 0.5); got {loss_share}.")
-    rng = _rng(seed)
+    rng = secret_rng(seed)
 
     def cat(levels, p):
         p = np.asarray(p, dtype=float)

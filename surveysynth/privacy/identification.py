@@ -1,19 +1,15 @@
-"""Identification risk of partially synthetic data and identification-risk weights.
+"""Identification risk of partially synthetic data: the measures (seed 002; METHODS.md 11).
 
-Implements METHODS.md section 11 (Hu, Savitsky & Williams, "Risk-Efficient Bayesian Data
-Synthesis for Privacy Protection", seed 002):
+* :func:`data_risk` — the risk of the confidential data itself, ``IR^c_i`` (seed 002 eq. 2);
+* :func:`identification_risk` — the risk ``IR_i`` of a release of L synthetic sets (eq. 1,
+  averaged over the sets), with ``IR^c`` and a summary (:class:`IdentificationRisk`);
+* the input checks and the exact range-count kernel shared with the risk weights
+  (:mod:`surveysynth.privacy.identification_weights`).
 
-* :func:`risk_weights` — per-record weights alpha in [0, 1] from the identification risk of the
-  CONFIDENTIAL data: marginal ``alpha^m_i = 1 - IR^c_i`` (seed 002 eq. 3) or pairwise
-  ``alpha^pw_i = 1 - sum_{j != i} IR^c_ij / (|M| - 1)`` (eqs. 6-9);
-* :func:`data_risk` — the data risk ``IR^c_i`` itself (eq. 2);
-* :func:`identification_risk` — the risk ``IR_i`` of a release of L synthetic sets (eq. 1, averaged
-  over the sets), together with ``IR^c`` and a summary;
-* :func:`whack_a_mole` — records whose risk rises by at least 0.25 under a weighted synthesizer
-  against the unweighted one (seed 002 Figs. 3, 5b, 9) and counts above 0.5;
-* :func:`plot_whack_a_mole`, :func:`plot_risk_violins` — the pictures of seed 002 Figs. 2, 3, 8, 9;
-* :func:`bootstrap_estimates` — bootstrapped point estimates and 95% intervals of the mean, median
-  and 90% quantile of the outcome, as seed 002 Tables 4 and 6 report them.
+The weights live in :mod:`~surveysynth.privacy.identification_weights`; the curator's
+diagnostics (whack-a-mole, plots, bootstrapped estimates) in
+:mod:`~surveysynth.privacy.identification_report`. Every per-record quantity here is derived from
+the confidential data: it is for the disclosure review and never part of a public release.
 
 Definitions (with the Decisions of METHODS.md section 11)
 --------------------------------------------------------
@@ -46,30 +42,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
-    "risk_weights",
     "data_risk",
     "identification_risk",
     "IdentificationRisk",
-    "whack_a_mole",
-    "WhackAMole",
-    "plot_whack_a_mole",
-    "plot_risk_violins",
-    "bootstrap_estimates",
+    "risk_summary",
+    "as_frame",
+    "known_columns",
+    "check_radius",
+    "outcome_values",
+    "check_known",
+    "pattern_codes",
+    "risk_counts",
 ]
-
 
 # --------------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------------
 
 
-def _frame(data: Any, name: str) -> pd.DataFrame:
+def as_frame(data: Any, name: str) -> pd.DataFrame:
     """The DataFrame behind a DataFrame or a SurveyDesign-like object (``.data``)."""
     if isinstance(data, pd.DataFrame):
         return data
@@ -82,7 +79,7 @@ def _frame(data: Any, name: str) -> pd.DataFrame:
     )
 
 
-def _known_list(known: Any) -> list[str]:
+def known_columns(known: Any) -> list[str]:
     if known is None:
         return []
     if isinstance(known, str):
@@ -94,7 +91,7 @@ def _known_list(known: Any) -> list[str]:
     return known
 
 
-def _check_r(r: Any) -> float:
+def check_radius(r: Any) -> float:
     try:
         rv = float(r)
     except (TypeError, ValueError):
@@ -107,7 +104,7 @@ def _check_r(r: Any) -> float:
     return rv
 
 
-def _outcome_values(frame: pd.DataFrame, outcome: str, name: str) -> np.ndarray:
+def outcome_values(frame: pd.DataFrame, outcome: str, name: str) -> np.ndarray:
     if not isinstance(outcome, str):
         raise ValueError(f"outcome must be one column name (str); got {outcome!r}.")
     if outcome not in frame.columns:
@@ -129,7 +126,7 @@ def _outcome_values(frame: pd.DataFrame, outcome: str, name: str) -> np.ndarray:
     return y
 
 
-def _check_known_present(frame: pd.DataFrame, known: list[str], name: str) -> None:
+def check_known(frame: pd.DataFrame, known: list[str], name: str) -> None:
     missing = [k for k in known if k not in frame.columns]
     if missing:
         raise ValueError(
@@ -147,7 +144,7 @@ def _check_known_present(frame: pd.DataFrame, known: list[str], name: str) -> No
             )
 
 
-def _pattern_codes(frame: pd.DataFrame, known: list[str]) -> np.ndarray:
+def pattern_codes(frame: pd.DataFrame, known: list[str]) -> np.ndarray:
     """Integer pattern code 0..P-1 per record (one pattern when ``known`` is empty)."""
     if not known:
         return np.zeros(len(frame), dtype=np.int64)
@@ -155,7 +152,7 @@ def _pattern_codes(frame: pd.DataFrame, known: list[str]) -> np.ndarray:
     return codes.to_numpy(dtype=np.int64)
 
 
-def _ball(y: np.ndarray, r: float) -> tuple[np.ndarray, np.ndarray]:
+def ball(y: np.ndarray, r: float) -> tuple[np.ndarray, np.ndarray]:
     rad = r * np.abs(y)
     return y - rad, y + rad
 
@@ -211,9 +208,9 @@ def _in_ball_counts(group_pts, pts, group_q, lo, hi, weights=None):
     return le_hi - lt_lo
 
 
-def _core(y: np.ndarray, codes: np.ndarray, r: float, pairwise: bool):
+def risk_counts(y: np.ndarray, codes: np.ndarray, r: float, pairwise: bool):
     """IR^c, pattern sizes and (optionally) the pairwise sums S_i = sum_{j != i} |M| IR^c_ij."""
-    lo, hi = _ball(y, r)
+    lo, hi = ball(y, r)
     size = np.bincount(codes)[codes]
     inside = _in_ball_counts(codes, y, codes, lo, hi)
     ir_c = (size - inside) / size
@@ -253,87 +250,14 @@ def data_risk(data: Any, known: Sequence[str] | str | None, outcome: str, r: flo
     -------
     float array of length n, in record order.
     """
-    frame = _frame(data, "data")
-    known_l = _known_list(known)
-    r = _check_r(r)
-    _check_known_present(frame, known_l, "data")
-    y = _outcome_values(frame, outcome, "data")
-    codes = _pattern_codes(frame, known_l)
-    return _core(y, codes, r, pairwise=False)[0]
+    frame = as_frame(data, "data")
+    known_l = known_columns(known)
+    r = check_radius(r)
+    check_known(frame, known_l, "data")
+    y = outcome_values(frame, outcome, "data")
+    codes = pattern_codes(frame, known_l)
+    return risk_counts(y, codes, r, pairwise=False)[0]
 
-
-def risk_weights(
-    data: Any,
-    known: Sequence[str] | str | None,
-    outcome: str,
-    r: float = 0.2,
-    kind: Literal["marginal", "pairwise"] = "marginal",
-    scale: float = 1.0,
-    shift: float = 0.0,
-    on_singleton: Literal["raise", "marginal"] = "raise",
-) -> np.ndarray:
-    """Identification-risk weights alpha_i in [0, 1] for a risk-weighted pseudo posterior.
-
-    ``kind="marginal"``: ``alpha^m_i = 1 - IR^c_i`` (seed 002 eq. 3).
-    ``kind="pairwise"``: ``alpha^pw_i = 1 - sum_{j in M_i, j != i} IR^c_ij / (|M_i| - 1)`` with the
-    joint risk ``IR^c_ij = #{h in M: y_h outside both B(y_i) and B(y_j)} / |M|`` (eqs. 6-9). The
-    pairwise weight ties records together (a risky record whose neighbours are also risky is
-    downweighted less) and always satisfies ``alpha^pw_i >= alpha^m_i``.
-
-    Both are then adjusted as ``alpha = clip(scale * alpha + shift, 0, 1)`` (METHODS.md section 11;
-    defaults leave them unchanged; seed 002's supplement uses such adjustments to trade utility
-    for risk).
-
-    A pattern with a single record has ``IR^c = 0`` (alpha^m = 1) but no pairs, so its pairwise
-    weight is undefined (0/0). ``on_singleton="raise"`` (default) raises a ValueError naming those
-    records; ``on_singleton="marginal"`` gives them the marginal weight (1, before adjustment) —
-    the record is alone in its pattern, so the intruder's guess is certain anyway; downweighting its
-    outcome cannot change that, which is why the paper's CE patterns have no singletons.
-
-    Parameters
-    ----------
-    data : DataFrame or SurveyDesign; never modified.
-    known : intruder-known pattern columns ([] or None: all records form one pattern).
-    outcome : numeric column, original scale.
-    r : ball radius as a fraction of |y_i|; must be > 0.
-    kind, scale, shift, on_singleton : see above.
-
-    Returns
-    -------
-    float array alpha of length n, in record order. Keep it on the fit object: it must never be
-    released.
-    """
-    if kind not in ("marginal", "pairwise"):
-        raise ValueError(f"kind must be 'marginal' or 'pairwise'; got {kind!r}.")
-    if on_singleton not in ("raise", "marginal"):
-        raise ValueError(f"on_singleton must be 'raise' or 'marginal'; got {on_singleton!r}.")
-    scale_f, shift_f = float(scale), float(shift)
-    if not (np.isfinite(scale_f) and np.isfinite(shift_f)):
-        raise ValueError(f"scale and shift must be finite numbers; got scale={scale!r}, shift={shift!r}.")
-    frame = _frame(data, "data")
-    known_l = _known_list(known)
-    r = _check_r(r)
-    _check_known_present(frame, known_l, "data")
-    y = _outcome_values(frame, outcome, "data")
-    codes = _pattern_codes(frame, known_l)
-    ir_c, size, s = _core(y, codes, r, pairwise=(kind == "pairwise"))
-    if kind == "marginal":
-        alpha = 1.0 - ir_c
-    else:
-        single = size == 1
-        if single.any() and on_singleton == "raise":
-            rows = frame.index[single][:5].tolist()
-            pats = frame.loc[single, known_l].head(3).to_dict("records") if known_l else []
-            raise ValueError(
-                f"{int(single.sum())} record(s) are alone in their known pattern (rows {rows}, first shown; "
-                f"patterns {pats}): the pairwise weight needs at least one other record in the pattern "
-                "and is undefined (0/0) for them. Use kind='marginal', or on_singleton='marginal' to give "
-                "these records their marginal weight, or coarsen the known variables."
-            )
-        denom = size * (size - 1.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            alpha = np.where(single, 1.0 - ir_c, 1.0 - s / np.where(single, 1.0, denom))
-    return np.clip(scale_f * alpha + shift_f, 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,11 +288,11 @@ def _synthetic_outcomes(
         return arr
     designs = getattr(synthetic, "designs", None)
     if designs is not None and not isinstance(synthetic, (pd.DataFrame, list, tuple)):
-        frames = [_frame(d, f"synthetic.designs[{k}]") for k, d in enumerate(designs)]
+        frames = [as_frame(d, f"synthetic.designs[{k}]") for k, d in enumerate(designs)]
     elif isinstance(synthetic, (list, tuple)):
-        frames = [_frame(d, f"synthetic[{k}]") for k, d in enumerate(synthetic)]
+        frames = [as_frame(d, f"synthetic[{k}]") for k, d in enumerate(synthetic)]
     else:
-        frames = [_frame(synthetic, "synthetic")]
+        frames = [as_frame(synthetic, "synthetic")]
     if not frames:
         raise ValueError("synthetic holds no data sets; pass at least one synthetic data set.")
     out = np.empty((len(frames), n))
@@ -379,7 +303,7 @@ def _synthetic_outcomes(
                 f"{nm} has {len(f)} rows but the original has {n}: identification risk is defined for "
                 "partially synthetic data whose rows correspond one-to-one to the original records."
             )
-        _check_known_present(f, known, nm)
+        check_known(f, known, nm)
         for col in known:
             a = original[col].to_numpy(dtype=object)
             b = f[col].to_numpy(dtype=object)
@@ -390,7 +314,7 @@ def _synthetic_outcomes(
                     f"known variable {col!r} differs between the original and {nm} at positions {rows}: "
                     "known-pattern variables must be released unsynthesized and in the original row order."
                 )
-        out[k] = _outcome_values(f, outcome, nm)
+        out[k] = outcome_values(f, outcome, nm)
     return out
 
 
@@ -424,10 +348,10 @@ class IdentificationRisk:
     def summary(self, quantiles: Sequence[float] = (0.25, 0.5, 0.75, 0.9, 0.99)) -> pd.DataFrame:
         """Mean, quantiles, IQR, max and the count/share above ``threshold`` for the data risk
         (row "data") and the release risk (row "synthetic")."""
-        return _risk_summary({"data": self.data_risk, "synthetic": self.ir}, self.threshold, quantiles)
+        return risk_summary({"data": self.data_risk, "synthetic": self.ir}, self.threshold, quantiles)
 
 
-def _risk_summary(risks: Mapping[str, np.ndarray], threshold: float, quantiles: Sequence[float]) -> pd.DataFrame:
+def risk_summary(risks: Mapping[str, np.ndarray], threshold: float, quantiles: Sequence[float]) -> pd.DataFrame:
     rows = {}
     for name, v in risks.items():
         v = np.asarray(v, dtype=float)
@@ -476,16 +400,16 @@ def identification_risk(
     -------
     IdentificationRisk (``.ir``, ``.ir_by_set``, ``.data_risk``, ``.summary()``).
     """
-    frame = _frame(original, "original")
-    known_l = _known_list(known)
-    r = _check_r(r)
-    _check_known_present(frame, known_l, "original")
-    y = _outcome_values(frame, outcome, "original")
+    frame = as_frame(original, "original")
+    known_l = known_columns(known)
+    r = check_radius(r)
+    check_known(frame, known_l, "original")
+    y = outcome_values(frame, outcome, "original")
     ys = _synthetic_outcomes(synthetic, frame, known_l, outcome)
-    codes = _pattern_codes(frame, known_l)
+    codes = pattern_codes(frame, known_l)
     n_pat = int(codes.max()) + 1 if codes.size else 1
-    ir_c, size, _ = _core(y, codes, r, pairwise=False)
-    lo, hi = _ball(y, r)
+    ir_c, size, _ = risk_counts(y, codes, r, pairwise=False)
+    lo, hi = ball(y, r)
     n_sets = ys.shape[0]
     n = y.size
     per_block = max(1, int(block_records) // max(n, 1))
@@ -509,253 +433,3 @@ def identification_risk(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# whack-a-mole
-# --------------------------------------------------------------------------------------------
-
-
-def _risk_vector(x: Any, name: str) -> np.ndarray:
-    v = x.ir if isinstance(x, IdentificationRisk) else np.asarray(x, dtype=float)
-    if v.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D per-record risk vector or an IdentificationRisk.")
-    if not np.isfinite(v).all():
-        raise ValueError(f"{name} has non-finite risks at positions {np.flatnonzero(~np.isfinite(v))[:5].tolist()}.")
-    return v
-
-
-@dataclass
-class WhackAMole:
-    """Whack-a-mole diagnostic (seed 002 Section 2.3.2): records made riskier by weighting.
-
-    Attributes
-    ----------
-    rise_records : positions of records whose IR rose by at least ``rise`` from the unweighted to
-        the weighted synthesizer.
-    n_rise : their number.
-    n_above_weighted / n_above_unweighted : records with IR > ``threshold`` under each.
-    mean_weighted / mean_unweighted : mean IR.
-    n_below_diagonal : records whose IR fell (weighted < unweighted).
-    """
-
-    weighted: np.ndarray
-    unweighted: np.ndarray
-    rise: float
-    threshold: float
-    rise_records: np.ndarray
-    n_rise: int
-    n_above_weighted: int
-    n_above_unweighted: int
-    mean_weighted: float
-    mean_unweighted: float
-    n_below_diagonal: int
-
-    def as_dict(self) -> dict[str, float]:
-        """The numbers (no per-record values)."""
-        return {
-            "rise": self.rise,
-            "threshold": self.threshold,
-            "n_rise": self.n_rise,
-            "n_above_weighted": self.n_above_weighted,
-            "n_above_unweighted": self.n_above_unweighted,
-            "mean_weighted": self.mean_weighted,
-            "mean_unweighted": self.mean_unweighted,
-            "n_below_diagonal": self.n_below_diagonal,
-        }
-
-    def plot(self, ax: Any = None, labels: tuple[str, str] = ("Synthesizer", "Marginal")) -> Any:
-        """Scatter plot of seed 002 Figs. 3 / 9 (see :func:`plot_whack_a_mole`)."""
-        return plot_whack_a_mole(self.weighted, self.unweighted, self.rise, self.threshold, ax=ax, labels=labels)
-
-
-def whack_a_mole(weighted: Any, unweighted: Any, rise: float = 0.25, threshold: float = 0.5) -> WhackAMole:
-    """Compare per-record risks of a weighted synthesizer with the unweighted one.
-
-    ``weighted`` / ``unweighted``: per-record IR vectors (same records, same order) or
-    :class:`IdentificationRisk` objects. Counts the records whose risk rises by at least ``rise``
-    (seed 002 highlights a rise of 0.25) and those above ``threshold`` (0.5 in the paper).
-    """
-    w = _risk_vector(weighted, "weighted")
-    u = _risk_vector(unweighted, "unweighted")
-    if w.shape != u.shape:
-        raise ValueError(f"weighted and unweighted risks must have the same length; got {w.size} and {u.size}.")
-    # tolerance so that a rise of exactly 0.25 (e.g. 0.5 - 0.25 in floating point) counts
-    up = np.flatnonzero(w - u >= rise - 1e-12)
-    return WhackAMole(
-        weighted=w,
-        unweighted=u,
-        rise=float(rise),
-        threshold=float(threshold),
-        rise_records=up,
-        n_rise=int(up.size),
-        n_above_weighted=int((w > threshold).sum()),
-        n_above_unweighted=int((u > threshold).sum()),
-        mean_weighted=float(w.mean()),
-        mean_unweighted=float(u.mean()),
-        n_below_diagonal=int((w < u).sum()),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# plots (matplotlib Figure objects, no pyplot state)
-# --------------------------------------------------------------------------------------------
-
-
-def _new_axes(ax: Any, figsize: tuple[float, float]):
-    if ax is not None:
-        return ax.figure, ax
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, layout="constrained")
-    return fig, fig.subplots()
-
-
-def plot_whack_a_mole(
-    weighted: Any,
-    unweighted: Any,
-    rise: float = 0.25,
-    threshold: float = 0.5,
-    ax: Any = None,
-    labels: tuple[str, str] = ("Synthesizer", "Marginal"),
-) -> Any:
-    """Scatter of per-record IR, weighted (y) against unweighted (x), as seed 002 Figs. 3 and 9:
-    the y = x line, records whose risk rose by >= ``rise`` enlarged and highlighted, and the
-    ``threshold`` line. Returns the matplotlib Figure."""
-    wm = whack_a_mole(weighted, unweighted, rise, threshold)
-    fig, ax = _new_axes(ax, (5.0, 5.0))
-    hit = np.zeros(wm.weighted.size, dtype=bool)
-    hit[wm.rise_records] = True
-    ax.scatter(wm.unweighted[~hit], wm.weighted[~hit], s=6, c="0.35", alpha=0.5, label="records")
-    ax.scatter(
-        wm.unweighted[hit], wm.weighted[hit], s=28, c="gold", edgecolors="k", linewidths=0.4,
-        label=f"rise >= {rise:g} ({wm.n_rise})",
-    )
-    ax.plot([0, 1], [0, 1], color="tab:blue", lw=1)
-    ax.axhline(threshold, color="tab:red", lw=0.8, ls="--", label=f"IR = {threshold:g} ({wm.n_above_weighted} above)")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel(f"IR, {labels[0]}")
-    ax.set_ylabel(f"IR, {labels[1]}")
-    ax.legend(loc="upper left", fontsize=8)
-    return fig
-
-
-def plot_risk_violins(risks: Mapping[str, Any], ax: Any = None, title: str | None = None) -> Any:
-    """Violin plots of per-record risk distributions (seed 002 Figs. 2, 5a, 8) with a horizontal
-    bar at the mean. ``risks``: label -> per-record IR vector or IdentificationRisk."""
-    if not risks:
-        raise ValueError("risks is empty; pass e.g. {'Data': ..., 'Synthesizer': ..., 'Marginal': ...}.")
-    vals = [_risk_vector(v, f"risks[{k!r}]") for k, v in risks.items()]
-    fig, ax = _new_axes(ax, (1.6 + 1.3 * len(vals), 4.0))
-    pos = np.arange(1, len(vals) + 1)
-    parts = ax.violinplot(vals, positions=pos, showextrema=False, widths=0.8)
-    for body in parts["bodies"]:
-        body.set_alpha(0.6)
-    means = [v.mean() for v in vals]
-    ax.hlines(means, pos - 0.3, pos + 0.3, colors="k", lw=2)
-    ax.set_xticks(pos, list(risks.keys()))
-    ax.set_ylabel("identification risk")
-    ax.set_ylim(-0.02, 1.02)
-    if title:
-        ax.set_title(title)
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
-# bootstrapped utility estimates (seed 002 Tables 4 and 6)
-# --------------------------------------------------------------------------------------------
-
-_STATS = {
-    "mean": lambda a: a.mean(axis=-1),
-    "median": lambda a: np.median(a, axis=-1),
-}
-
-
-def _stat_fn(name: str):
-    if name in _STATS:
-        return _STATS[name]
-    if name.startswith("q"):
-        try:
-            q = float(name[1:]) / 100.0
-        except ValueError:
-            q = -1.0
-        if 0.0 < q < 1.0:
-            return lambda a: np.quantile(a, q, axis=-1)
-    raise ValueError(f"unknown statistic {name!r}; use 'mean', 'median' or 'qNN' (e.g. 'q90').")
-
-
-def bootstrap_estimates(
-    original: Any,
-    synthetic: Any,
-    outcome: str,
-    statistics: Sequence[str] = ("mean", "median", "q90"),
-    B: int = 1000,  # noqa: N803 - the usual symbol
-    level: float = 0.95,
-    seed: int | np.random.Generator | None = None,
-    labels: tuple[str, str] = ("Data", "Synthetic"),
-) -> pd.DataFrame:
-    """Bootstrapped point estimates and percentile intervals, as seed 002 Tables 4 and 6.
-
-    Data: the statistic on the original outcome, with the percentile interval of ``B`` bootstrap
-    resamples of records. Synthetic (L sets): the point estimate is the mean of the statistic over
-    the L sets (seed 002 Section 2.4.4); the interval is the percentile interval of the pooled
-    bootstrap replicates, ``B`` resamples of each set (**Decision**: the paper says only "obtained
-    through bootstrapping"; pooling the sets' bootstrap distributions carries the between-set
-    variability into the interval, which matches its Table 6 where L = 1 gives data-like lengths and
-    larger L longer ones). Unweighted (simple random) resampling of records, as the paper's tables.
-
-    Returns a DataFrame with columns ``source, statistic, estimate, ci_low, ci_high, length``.
-    """
-    frame = _frame(original, "original")
-    y = _outcome_values(frame, outcome, "original")
-    if isinstance(synthetic, np.ndarray):
-        ys = list(np.atleast_2d(np.asarray(synthetic, dtype=float)))
-    else:
-        if getattr(synthetic, "designs", None) is not None and not isinstance(synthetic, (list, tuple, pd.DataFrame)):
-            items = list(synthetic.designs)
-        elif isinstance(synthetic, (list, tuple)):
-            items = list(synthetic)
-        else:
-            items = [synthetic]
-        ys = []
-        for k, d in enumerate(items):
-            if isinstance(d, (np.ndarray, pd.Series)):
-                v = np.asarray(d, dtype=float)
-                if v.ndim != 1 or not np.isfinite(v).all():
-                    raise ValueError(f"synthetic[{k}] must be a finite 1-D array of outcome values.")
-                ys.append(v)
-            else:
-                ys.append(_outcome_values(_frame(d, f"synthetic[{k}]"), outcome, f"synthetic[{k}]"))
-    if not ys:
-        raise ValueError("synthetic holds no data sets.")
-    if int(B) < 10:
-        raise ValueError(f"B must be at least 10 bootstrap resamples; got {B}.")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1); got {level}.")
-    rng = np.random.default_rng(seed)
-    fns = {s: _stat_fn(s) for s in statistics}
-    a = (1 - level) / 2
-    rows = []
-
-    def boot(v: np.ndarray) -> dict[str, np.ndarray]:
-        idx = rng.integers(0, v.size, size=(int(B), v.size))
-        res = v[idx]
-        return {s: f(res) for s, f in fns.items()}
-
-    bd = boot(y)
-    for s, f in fns.items():
-        lo_, hi_ = np.quantile(bd[s], [a, 1 - a])
-        rows.append((labels[0], s, float(f(y)), lo_, hi_))
-    pooled = {s: [] for s in fns}
-    point = {s: [] for s in fns}
-    for v in ys:
-        v = np.asarray(v, dtype=float)
-        b = boot(v)
-        for s, f in fns.items():
-            pooled[s].append(b[s])
-            point[s].append(float(f(v)))
-    for s in fns:
-        lo_, hi_ = np.quantile(np.concatenate(pooled[s]), [a, 1 - a])
-        rows.append((labels[1], s, float(np.mean(point[s])), lo_, hi_))
-    out = pd.DataFrame(rows, columns=["source", "statistic", "estimate", "ci_low", "ci_high"])
-    out["length"] = out["ci_high"] - out["ci_low"]
-    return out
