@@ -10,16 +10,14 @@ from scipy import integrate, stats
 
 from surveysynth.datasets.kng import kng_simulation
 from surveysynth.synth.kng import (
-    _log_gauss_mass,
-    _series_rel,
-    _truncnorm_ppf,
     kng_intercept_draws,
     kng_intercept_pieces,
     kng_log_density,
     kng_sample_intercept_exact,
     quantile_gradient,
 )
-from surveysynth.synth.quantile import QuantileSynthesizer, paper_quantile_grid
+from surveysynth.synth.kng.truncated_gauss import _log_gauss_mass, _series_rel, _truncnorm_ppf
+from surveysynth.synth.quantile_synthesizer import QuantileSynthesizer, paper_quantile_grid
 
 # hand data: 7 records, x clipped at C_X = 5 (the 9 becomes 5), tied residuals at 3 and ties in y
 X7 = np.array([[1, 2.0], [1, 0.5], [1, 3], [1, 9], [1, 1], [1, 2], [1, 4]])
@@ -118,7 +116,7 @@ def _reference_cdf(tau, eps, c, lo_b, hi_b, slopes=S7, X=X7, y=Y7, C_X=5.0, node
 def test_exact_draws_goodness_of_fit(tau, eps, c, lb, ub):
     Z = np.array([[1, 0.0]])  # slope part 0: the bounds act on the intercept directly
     P = kng_intercept_pieces(X7, Y7, tau, eps, 5.0, slopes=S7, check_X=Z, lb=lb, ub=ub, c=c)
-    draws = kng_intercept_draws(P, 20_000, seed=2024)
+    draws = kng_intercept_draws(P, 20_000, random_state=2024)
     assert draws.min() >= lb and draws.max() <= ub
     cdf = _reference_cdf(tau, eps, c, lb, ub)
     res = stats.kstest(draws, cdf)
@@ -137,7 +135,7 @@ def test_exact_draw_matches_kng_density_shape_not_uniform():
     wrong = np.random.default_rng(1).uniform(-30, 40, 2000)
     assert stats.kstest(wrong, cdf).pvalue < 1e-10
     P = kng_intercept_pieces(X7, Y7, 0.6, 3.0, 5.0, slopes=S7, check_X=Z, lb=-30, ub=40, c=0.05)
-    assert stats.kstest(kng_intercept_draws(P, 2000, seed=3), cdf).pvalue > 1e-3
+    assert stats.kstest(kng_intercept_draws(P, 2000, random_state=3), cdf).pvalue > 1e-3
 
 
 # ------------------------------------------------------------------ constraints, seeds, large epsilon
@@ -150,11 +148,11 @@ def test_constraints_seed_and_large_epsilon():
     kw = dict(slopes=[3.0], check_X=Z, lower=low, upper=up, lb=0, ub=300)
     P = kng_intercept_pieces(X, y, 0.6, 0.5, 46, **kw)
     assert (P.b_lo, P.b_hi) == pytest.approx((5.0, 30.0), abs=1e-12)
-    d = kng_intercept_draws(P, 5000, seed=1)
+    d = kng_intercept_draws(P, 5000, random_state=1)
     assert d.min() >= P.b_lo and d.max() <= P.b_hi
-    a = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, seed=7, **kw)
-    b = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, seed=np.random.default_rng(7), **kw)
-    c = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, seed=8, **kw)
+    a = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, random_state=7, **kw)
+    b = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, random_state=np.random.default_rng(7), **kw)
+    c = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, random_state=8, **kw)
     assert a.beta.tolist() == b.beta.tolist() and a.beta[0] != c.beta[0]
     assert a.beta[1] == 3.0 and a.sampler == "exact" and a.n_iter == 0
     pred = Z @ a.beta
@@ -169,13 +167,13 @@ def test_constraints_seed_and_large_epsilon():
     np.testing.assert_array_equal(sub.log_mass, direct.log_mass)
     # a single feasible point is returned as is
     pt = kng_sample_intercept_exact(X, y, 0.6, 0.5, 46, slopes=[3.0], check_X=Z, lower=low,
-                                    upper=low, seed=1)
+                                    upper=low, random_state=1)
     assert pt.beta == pytest.approx([5.0, 3.0], abs=1e-12)
     # huge epsilon: the draw lies in the set of check-loss minimisers [r_(k), r_(k+1)), k = tau n
     yy = np.random.default_rng(5).exponential(10, 200)
     r = np.sort(yy)
     for tau, k in ((0.5, 100), (0.3, 60), (0.95, 190)):
-        bs = [kng_sample_intercept_exact(np.ones((200, 1)), yy, tau, 1e4, 1.0, seed=s).beta[0]
+        bs = [kng_sample_intercept_exact(np.ones((200, 1)), yy, tau, 1e4, 1.0, random_state=s).beta[0]
               for s in range(5)]
         assert all(r[k - 1] <= v < r[k] for v in bs), (tau, bs)
         assert r[k - 1] == np.quantile(yy, tau, method="inverted_cdf")
@@ -194,7 +192,7 @@ def test_errors():
     with pytest.raises(ValueError, match="non-finite"):
         kng_intercept_pieces(X7, np.r_[Y7[:-1], np.nan], 0.5, 1.0, 5.0, slopes=S7)
     with pytest.raises(ValueError, match="sampler"):
-        QuantileSynthesizer(["X1"], sampler="gibbs")
+        QuantileSynthesizer(variables=["X1"], bounds={"X1": (0, 1)}, sampler="gibbs").exact_plan()
 
 
 # ------------------------------------------------------------------ synthesizer integration
@@ -208,10 +206,11 @@ def test_synthesizer_exact_fixed_slopes(method):
     df = kng_simulation(600, seed=3)
     before = df.copy()
     kw = dict(method=method, slopes="fixed", epsilon=1.0, budget=BUD, n_iter=200, **SIM)
-    s = QuantileSynthesizer(sampler="exact", seed=1, **kw).fit(df)
-    ref = QuantileSynthesizer(seed=1, **kw)
-    assert s.ledger().equals(ref.ledger()) and s.epsilon_total == ref.epsilon_total
+    s = QuantileSynthesizer(random_state=1, **kw).fit(df)  # sampler="exact" is the default
+    ref = QuantileSynthesizer(sampler="mcmc", random_state=1, **kw)
+    assert s.quantile_budget().equals(ref.quantile_budget()) and s.epsilon_total == ref.epsilon_total
     assert math.isclose(s.epsilon_total, 1.0, rel_tol=0, abs_tol=1e-14)
+    assert s.epsilon_spent_ == s.epsilon_total
     assert df.equals(before)
     diag = s.diagnostics_.set_index(["variable", "tau"])
     assert (diag.loc["X1", "sampler"] == "exact").all()
@@ -231,15 +230,16 @@ def test_synthesizer_exact_fixed_slopes(method):
             Zp = np.column_stack([Zp, d[v].to_numpy()])
         B3 = s.coefficients_["X3"].to_numpy()
         assert np.all(B3[:, 1:] == B3[24, 1:])
-    notes = s.privacy_record(1)["notes"]
-    ex = [n for n in notes if n.startswith("drawn exactly")]
-    mc = [n for n in notes if n.startswith("drawn by MCMC")]
+    rec = s.privacy_record(1)
+    ex = [n for n in rec.notes if n.startswith("drawn exactly")]
+    mc = [n for n in rec.notes if n.startswith("drawn by MCMC")]
     assert len(ex) == 1 and len(mc) == 1
     assert "X1: all 49 quantiles; X2: all 49 quantiles but the median; X3: all 49 quantiles but the median" in ex[0]
     assert "(X2: the median; X3: the median)" in mc[0] and "not to verified convergence" in mc[0]
-    assert s.privacy_record(1)["epsilon"] == pytest.approx(1.0)
+    assert rec.epsilon == pytest.approx(1.0) and rec.facts["sampler"] == "mixed"
+    assert not rec.differentially_private
     # same seed -> same coefficients
-    t = QuantileSynthesizer(sampler="exact", seed=1, **kw).fit(df)
+    t = QuantileSynthesizer(random_state=1, **kw).fit(df)
     for v in SIM["variables"]:
         assert s.coefficients_[v].equals(t.coefficients_[v])
 
@@ -248,25 +248,27 @@ def test_synthesizer_exact_notes_other_methods():
     df = kng_simulation(300, seed=8)
     grid = [0.1, 0.25, 0.5, 0.75, 0.9]
     # a single (intercept-only) variable: every quantile exact, no MCMC caveat at all
-    s = QuantileSynthesizer(["X1"], quantiles=grid, method="sandwich", anchors=[0.1, 0.5, 0.9],
-                            epsilon=1.0, bounds={"X1": (0, 1000)}, init="nonprivate",
-                            sampler="exact", seed=2, progress=False).fit(df)
-    notes = s.privacy_record()["notes"]
-    assert any(n.startswith("every quantile was drawn exactly") for n in notes)
-    assert not any("not to verified convergence" in n for n in notes)
-    assert not any("non-private" in n for n in notes)  # the exact median ignores the start
+    s = QuantileSynthesizer(variables=["X1"], quantiles=grid, method="sandwich",
+                            anchors=[0.1, 0.5, 0.9], epsilon=1.0, bounds={"X1": (0, 1000)},
+                            init="nonprivate", random_state=2, progress=False).fit(df)
+    rec = s.privacy_record()
+    assert any(n.startswith("every quantile was drawn exactly") for n in rec.notes)
+    assert not any("not to verified convergence" in n for n in rec.notes)
+    assert rec.facts["nonprivate_start_used"] is False  # the exact median ignores the start
+    assert rec.differentially_private and rec.facts["sampler"] == "exact"
     B = s.coefficients_["X1"].to_numpy()[:, 0]
     assert np.all(np.diff(B) >= 0) and B.min() >= 0 and B.max() <= 1000
     # plain KNG, varying slopes: X1 exact, the later variables entirely MCMC
-    s = QuantileSynthesizer(quantiles=grid, method="kng", epsilon=1.0, n_iter=50, sampler="exact",
-                            seed=2, **SIM).fit(df)
-    notes = s.privacy_record()["notes"]
+    s = QuantileSynthesizer(quantiles=grid, method="kng", epsilon=1.0, n_iter=50,
+                            random_state=2, **SIM).fit(df)
+    notes = s.privacy_record().notes
     assert any(n.startswith("drawn exactly") and "X1: all 5 quantiles." in n for n in notes)
     assert any(n.startswith("drawn by MCMC (X2: all 5 quantiles; X3: all 5 quantiles)") for n in notes)
-    # default sampler unchanged: the original caveat only
-    s = QuantileSynthesizer(quantiles=grid, method="kng", epsilon=1.0, n_iter=20, seed=2, **SIM).fit(df)
-    assert not any(n.startswith("drawn") for n in s.privacy_record()["notes"])
-    assert (s.diagnostics_["sampler"] == "mcmc").all()
+    # sampler="mcmc": every quantile by MCMC
+    s = QuantileSynthesizer(quantiles=grid, method="kng", epsilon=1.0, n_iter=20, sampler="mcmc",
+                            random_state=2, **SIM).fit(df)
+    assert not any(n.startswith("drawn exactly") for n in s.privacy_record().notes)
+    assert (s.diagnostics_["sampler"] == "mcmc").all() and s.sampler_used_ == "mcmc"
     assert paper_quantile_grid().size == 49
 
 

@@ -434,7 +434,7 @@ class QuantileSynthesizer(Synthesizer):
         frame, source, weights_name, integer = _input_frame(design, cfg)
         self.population_ = self._population(source)
         for v in integer:
-            lb, ub = cfg.bounds[v]
+            lb, ub = cfg.bounds.get(v, (-np.inf, np.inf))
             if math.ceil(lb) > math.floor(ub):
                 raise ValueError(
                     f"bounds[{v!r}] = ({lb}, {ub}) contain no integer, but column {v!r} is an "
@@ -443,7 +443,7 @@ class QuantileSynthesizer(Synthesizer):
         n = frame.shape[0]
         outside = {}
         for v in cfg.variables:
-            lb, ub = cfg.bounds[v]
+            lb, ub = cfg.bounds.get(v, (-np.inf, np.inf))
             y = frame[v].to_numpy()
             outside[v] = int(np.count_nonzero((y < lb) | (y > ub)))
         self.data_outside_bounds_ = outside  # confidential: curator only
