@@ -66,7 +66,7 @@ def _quiet_empty_library_warning() -> None:
     from rpy2.rinterface_lib import callbacks
 
     current = callbacks.consolewrite_warnerror
-    if getattr(current, "_surveysynth_filter", False):
+    if getattr(current, "surveysynth_filter", False):
         return
     pending: list[str] = []
 
@@ -86,7 +86,7 @@ def _quiet_empty_library_warning() -> None:
         pending.clear()
         current(text)
 
-    filtered._surveysynth_filter = True  # type: ignore[attr-defined]
+    filtered.surveysynth_filter = True  # type: ignore[attr-defined]
     callbacks.consolewrite_warnerror = filtered
 
 

@@ -138,7 +138,7 @@ def _strvec(ro, values) -> Any:
 
 
 def _is_replicate(design: Any) -> bool:
-    return hasattr(design, "repweights") or type(design).__name__ == "ReplicateDesign"
+    return getattr(design, "design_kind", None) == "replicate"
 
 
 def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
@@ -154,8 +154,9 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
     """
     if _is_replicate(design):
         return _replicate_to_r(design, frame=frame, subset=subset)
-    data = design._frame if frame is None else frame
-    if frame is not None and frame.shape[0] != design._frame.shape[0]:
+    full_data = design.full_data
+    data = full_data if frame is None else frame
+    if frame is not None and frame.shape[0] != full_data.shape[0]:
         raise ValueError("to_r: frame must have the design's rows (internal error).")
     wvar = design.weights_var
     weights = [wvar] if isinstance(wvar, str) else None
@@ -177,12 +178,12 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
             # weights that follow from the fpc are left to R, as in a hand-written call
             rd = build(ro.NULL)
             w_r = 1.0 / np.array(rd.rx2("prob"), dtype=float)
-            if not np.allclose(w_r, design._w, rtol=1e-12, atol=0):
+            if not np.allclose(w_r, design.full_weights, rtol=1e-12, atol=0):
                 rd = None
         if rd is None:
-            rd = build(ro.NULL if weights else ro.FloatVector(np.ascontiguousarray(design._w)))
-        if subset and not design._in.all():
-            rd = _rfun(ro, "subset")(rd, ro.BoolVector(design._in.tolist()))
+            rd = build(ro.NULL if weights else ro.FloatVector(np.ascontiguousarray(design.full_weights)))
+        if subset and design.is_subset:
+            rd = _rfun(ro, "subset")(rd, ro.BoolVector(design.in_subset.tolist()))
         return rd
 
 
@@ -293,7 +294,7 @@ def design_from_parts(data: pd.DataFrame, ids: list[str] | None, strata: list[st
             lonely_psu=lonely_psu,
             adjust_domain_lonely=bool(adjust_domain_lonely),
         )
-    if not np.allclose(design._w, w_r, rtol=1e-12, atol=0):
+    if not np.allclose(design.full_weights, w_r, rtol=1e-12, atol=0):
         raise ValueError(
             "from_r: the rebuilt weights differ from the R design's 1/prob (internal error); "
             "please report it."
@@ -309,17 +310,15 @@ def design_parts(design: Any) -> dict:
     """
     from .convert import frame_to_parts, to_bytes
 
+    full_data = design.full_data
     out: dict[str, Any] = {
-        "n": int(design._frame.shape[0]),
-        "columns": frame_to_parts(design._frame),
-        "inside": to_bytes(design._in, "u1"),
-        "weights_vec": to_bytes(design._w),
+        "n": int(full_data.shape[0]),
+        "columns": frame_to_parts(full_data),
+        "inside": to_bytes(design.in_subset, "u1"),
+        "weights_vec": to_bytes(design.full_weights),
     }
     if _is_replicate(design):
-        full = type(design).__new__(type(design))
-        full.__dict__.update(design.__dict__)
-        full._in = np.ones(design._frame.shape[0], dtype=bool)
-        repw = full.replicate_weights("analysis")
+        repw = design.full_design().replicate_weights("analysis")
         out.update(kind="replicate", repweights=to_bytes(repw), replicates=int(repw.shape[1]),
                    type=str(design.type), scale=float(design.scale),
                    rscales=to_bytes(design.rscales), mse=bool(design.mse),
@@ -362,26 +361,24 @@ def replicate_from_parts(data: pd.DataFrame, repweights: np.ndarray, weights: np
 
 def _replicate_to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
     """A ReplicateDesign as an R ``svyrep.design`` (analysis weights, explicit scales)."""
-    data = design._frame if frame is None else frame
-    full = type(design).__new__(type(design))
-    full.__dict__.update(design.__dict__)
-    full._in = np.ones(design._frame.shape[0], dtype=bool)
-    repw = np.asfortranarray(full.replicate_weights("analysis"), dtype=np.float64)
+    data = design.full_data if frame is None else frame
+    repw = np.asfortranarray(design.full_design().replicate_weights("analysis"),
+                             dtype=np.float64)
     with r_session("survey") as (ro, _):
         rmat = ro.r["matrix"](ro.FloatVector(repw.ravel(order="F")), nrow=repw.shape[0])
         rho = design.rho
         rd = _rfun(ro, "svrepdesign")(
             pandas_to_r(data),
             rmat,
-            ro.FloatVector(np.ascontiguousarray(design._w, dtype=np.float64)),
+            ro.FloatVector(np.ascontiguousarray(design.full_weights, dtype=np.float64)),
             str(design.type),
             float(design.scale),
             ro.FloatVector(np.ascontiguousarray(design.rscales, dtype=np.float64)),
             bool(design.mse),
             ro.NULL if rho is None else float(rho),
         )
-        if subset and not design._in.all():
-            rd = _rfun(ro, "subset")(rd, ro.BoolVector(design._in.tolist()))
+        if subset and design.is_subset:
+            rd = _rfun(ro, "subset")(rd, ro.BoolVector(design.in_subset.tolist()))
         return rd
 
 

@@ -1,7 +1,9 @@
 """R ``survey`` as an estimation engine: ``design.mean(..., engine="r")`` and friends.
 
-:func:`estimate` is called by ``surveysynth.estimate`` with the domain codes it has already
-computed. It rebuilds the design in R with :func:`r_bridge.designs.to_r`, subsets it to the
+:class:`REngine` registers with surveysynth's engine registry through the entry-point group
+``surveysynth.engines`` (pyproject.toml); the estimation core looks it up there and never
+imports this module. Its :meth:`REngine.estimate` (:func:`estimate`) is called with the domain
+codes the design has already computed. It rebuilds the design in R with :func:`r_bridge.designs.to_r`, subsets it to the
 rows in a domain (``dom >= 0``: the design's subset minus ``na_rm`` rows, R's
 ``design[rows, ]``, which keeps every PSU for the variance), and calls ``svytotal``,
 ``svymean``, ``svyratio`` or ``svyquantile`` directly, or through ``svyby`` over the ``by``
@@ -27,6 +29,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from surveysynth.engines import Engine
+from surveysynth.estimate import category_levels, is_categorical
 
 from . import r_session
 from .designs import to_r
@@ -82,21 +87,19 @@ function(design, dom_col, stat, vars, dens, byvars, quantiles, level, lonely, ad
 
 def _levels_frame(design: Any, call: dict, by_df: pd.DataFrame | None) -> tuple[pd.DataFrame, list]:
     """The design's full frame with analysis and by columns recoded for R (not mutating it)."""
-    from surveysynth.estimate import _is_categorical, _levels
-
-    frame = design._frame
+    frame = design.full_data
     new: dict[str, Any] = {}
     stat = call["stat"]
     for c in call.get("variables", []):
         s = frame[c]
-        if stat == "proportion" or (stat in ("mean", "total") and _is_categorical(s)):
-            levels = _levels(s[design._in])
+        if stat == "proportion" or (stat in ("mean", "total") and is_categorical(s)):
+            levels = category_levels(s[design.in_subset])
             codes = pd.Index(levels).get_indexer(s)
             new[c] = pd.Categorical.from_codes(codes, categories=[str(x) for x in levels])
     by_cols = list(by_df.columns) if by_df is not None else []
     for c in by_cols:
         levels = list(by_df[c].cat.categories) if isinstance(by_df[c].dtype, pd.CategoricalDtype) \
-            else _levels(by_df[c])
+            else category_levels(by_df[c])
         codes = pd.Index(levels).get_indexer(frame[c])
         new[c] = pd.Categorical.from_codes(codes, categories=[str(x) for x in levels])
     if _DOM in frame.columns:
@@ -171,3 +174,21 @@ def estimate(design: Any, call: dict, *, dom: np.ndarray, D: int, by: Any = None
         return (est[order], se[order], None if lo is None else lo[order],
                 None if hi is None else hi[order])
     return est[order], se[order]
+
+
+class REngine(Engine):
+    """R ``survey`` through rpy2: ``svytotal``, ``svymean``, ``svyratio``, ``svyquantile``,
+    ``svyby``, on the design rebuilt in R (linearization and replicate designs)."""
+
+    name = "r"
+    description = "R survey through rpy2 (svydesign / svrepdesign estimators)"
+    required_module = "rpy2"
+    install_hint = ("pip install 'surveysynth[r]' and R with the survey package "
+                    "(scripts/setup.sh installs both)")
+    design_kinds = ("taylor", "replicate")
+
+    def estimate(self, design: Any, call: dict, *, dom: np.ndarray, D: int, by: Any = None,
+                 by_df: pd.DataFrame | None = None, na_rm: bool = False,
+                 return_ci: bool = False) -> tuple:
+        return estimate(design, call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm,
+                        return_ci=return_ci)

@@ -64,9 +64,9 @@ def _rfun(ro, name: str):
 def _codes(strata: Any, N: int, what: str) -> tuple[np.ndarray, pd.Index]:
     if strata is None:
         return np.zeros(N, dtype=np.int64), pd.Index([0])
-    from surveysynth.sampling import _stratum_codes
+    from surveysynth.sampling import stratum_codes
 
-    return _stratum_codes(strata, N, what)
+    return stratum_codes(strata, N, what)
 
 
 def inclusion_probabilities_r(size: Any, n: Any, strata: Any = None) -> np.ndarray:
@@ -105,9 +105,9 @@ def pps_sample_r(pik: Any, strata: Any = None, method: str = "systematic",
     """
     if method not in ("systematic", "tille"):
         raise ValueError(f"method={method!r}: choose 'systematic' or 'tille'.")
-    from surveysynth.sampling import _check_pik
+    from surveysynth.sampling import check_pik
 
-    p = _check_pik(pik)
+    p = check_pik(pik)
     if seed is None:
         raise ValueError("pps_sample_r needs seed= (an int or a numpy Generator) for R's set.seed.")
     if isinstance(seed, np.random.Generator):

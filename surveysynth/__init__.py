@@ -23,7 +23,9 @@ _EXPORTS = {
     "run_release": ".pipeline",
     "load_config": ".pipeline",
 }
-__all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets", *sorted(_EXPORTS)]
+# synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
+__all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
+           *sorted(_EXPORTS)]
 _lazy = lazy_getattr(__name__, _EXPORTS)
 
 

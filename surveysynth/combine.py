@@ -170,3 +170,26 @@ def combine(
             "note": note,
         }
     )
+
+
+def combine_sets(
+    estimates: ArrayLike,
+    variances: ArrayLike,
+    kind: str,
+    n_syn: float,
+    n_original: float | None = None,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`combine` for the m synthetic sets of a release (the rule a release applies).
+
+    ``n_original`` is the confidential sample size when the release publishes it; without it
+    the full-synthesis fallback takes n = n_syn and its note says so, so a reader sees that
+    the fallback variance rests on that assumption.
+    """
+    n = n_original if n_original is not None else n_syn
+    out = combine(estimates, variances, kind=kind, n=n, n_syn=n_syn, level=level)
+    if n_original is None and kind == "full":
+        notes = out["note"].to_numpy(dtype=object).copy()
+        notes[notes == NOTE_FALLBACK] = NOTE_FALLBACK + " (n_original unknown: n taken as n_syn)"
+        out["note"] = notes
+    return out

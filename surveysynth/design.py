@@ -336,9 +336,18 @@ class SurveyDesign(Estimators):
 
     # ------------------------------------------------------------------ public properties
     # data, weights, n and subset() come from Estimators (shared with ReplicateDesign)
+    design_kind = "taylor"
+
     @property
     def n_stages(self) -> int:
+        """Number of sampling stages (columns of ``ids``; 1 without clustering)."""
         return len(self._stages)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The sampling stages in integer codes (:class:`~surveysynth.variance.taylor.Stage`),
+        read by replicate-weight generators and engines. Their arrays cover the full sample."""
+        return tuple(self._stages)
 
     @property
     def degf(self) -> float:

@@ -21,18 +21,31 @@ Conventions (R ``survey`` 4.1, the reference):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from ._validate import as_list, first_rows, require_columns
+from .engines import get_engine
 
-ENGINES = ("native", "samplics", "r")
+
+class Domains(NamedTuple):
+    """Domain codes of a design's rows, from :meth:`Estimators.domains`.
+
+    ``codes`` holds the domain of every row of :attr:`Estimators.full_data` (``-1`` outside
+    every domain: outside the subset, or removed by ``na_rm``), ``count`` the number of
+    domains, ``labels`` their ``by`` values in R ``svyby``'s order (None without ``by``).
+    Unpacks as ``codes, count, labels``.
+    """
+
+    codes: np.ndarray
+    count: int
+    labels: pd.DataFrame | None
 
 
-def _levels(series: pd.Series) -> list:
+def category_levels(series: pd.Series) -> list:
     """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         return list(series.cat.categories)
@@ -43,7 +56,8 @@ def _levels(series: pd.Series) -> list:
         return sorted(values.tolist(), key=str)
 
 
-def _is_categorical(series: pd.Series) -> bool:
+def is_categorical(series: pd.Series) -> bool:
+    """True unless the column is numeric (booleans count as categorical, as R factors)."""
     return not (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
 
 
@@ -72,12 +86,36 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
     return out
 
 
-class Estimators:
-    """Mixin: the rows API and the public estimators shared by every design kind.
+def confidence_interval(est: Any, se: Any, df: Any, level: float,
+                        ci: str) -> tuple[np.ndarray, np.ndarray]:
+    """Wald interval ``est -+ crit * se``: normal (R ``confint``) or t with ``df`` (``ci="t"``,
+    normal where df is infinite)."""
+    if ci not in ("normal", "t"):
+        raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: must be in (0, 1).")
+    q = (1 + level) / 2
+    if ci == "normal":
+        crit = stats.norm.ppf(q)
+    else:
+        crit = np.where(np.isfinite(df), stats.t.ppf(q, np.maximum(df, 1e-300)), stats.norm.ppf(q))
+    return est - crit * se, est + crit * se
 
-    A design provides ``_frame`` (all rows), ``_in`` (rows in the current subset), ``_w``
-    (full-sample weights) and the hooks ``_ratio_core`` / ``_df_core``.
+
+class Estimators:
+    """Base of every design kind: the rows API, the domain-estimation API and the estimators.
+
+    A design stores ``_frame`` (all rows of the full sample), ``_in`` (rows in the current
+    subset) and ``_w`` (full-sample weights), and implements the hooks ``_ratio_core`` and
+    ``_df_core``. Code outside the design class reads them only through the public API below
+    (:attr:`full_data`, :attr:`in_subset`, :attr:`full_weights`, :meth:`domains`,
+    :meth:`missing_rows`, :meth:`numeric_values`, :meth:`level_indicators`,
+    :meth:`domain_ratios`, :meth:`domain_df`): tables, engines, privacy mechanisms and the R
+    bridge estimate over domains with these, and never touch a private attribute.
     """
+
+    #: the design kind engines are chosen for (``"taylor"`` or ``"replicate"``)
+    design_kind: str = "taylor"
 
     @property
     def data(self) -> pd.DataFrame:
@@ -95,6 +133,43 @@ class Estimators:
     def n(self) -> int:
         """Number of rows (in the subset)."""
         return int(self._in.sum())
+
+    # ---------------------------------------------------------------- full-sample access
+    @property
+    def full_data(self) -> pd.DataFrame:
+        """All rows of the full sample, including rows outside the subset (read-only view).
+
+        Domain codes (:meth:`domains`) and :attr:`in_subset` index these rows; variances use
+        them all, as R keeps the full design after ``subset``. Do not mutate it.
+        """
+        return self._frame.copy(deep=False)
+
+    @property
+    def in_subset(self) -> np.ndarray:
+        """Boolean mask over :attr:`full_data`: True for the rows of :attr:`data` (read-only)."""
+        return self._in
+
+    @property
+    def full_weights(self) -> np.ndarray:
+        """Full-sample sampling weights of every row of :attr:`full_data` (read-only)."""
+        return self._w
+
+    @property
+    def is_subset(self) -> bool:
+        """True when the design was restricted by :meth:`subset` (some rows are outside)."""
+        return not bool(self._in.all())
+
+    def full_design(self):
+        """The same design without its subset: every row of :attr:`full_data` in scope."""
+        if not self.is_subset:
+            return self
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        inside = np.ones(self._frame.shape[0], dtype=bool)
+        inside.setflags(write=False)
+        new._in = inside
+        new._on_subset()
+        return new
 
     def subset(self, mask: Any):
         """The domain where ``mask`` holds, keeping the full design for variance (R ``subset``).
@@ -126,15 +201,20 @@ class Estimators:
     def _on_subset(self) -> None:
         """Hook: reset caches that depend on the rows in the subset."""
 
-    # ---------------------------------------------------------------- domain machinery
-    def _domains(self, by: str | Sequence[str] | None, na_rows: np.ndarray | None):
-        """Domain codes per row of the full frame (-1 outside), count, and the by-frame."""
+    # ---------------------------------------------------------------- domain-estimation API
+    def domains(self, by: str | Sequence[str] | None = None,
+                na_rows: np.ndarray | None = None) -> Domains:
+        """Domain codes of every row of :attr:`full_data` (R ``svyby``'s groups).
+
+        Rows outside the subset, and ``na_rows`` (from :meth:`missing_rows`), get code -1.
+        Without ``by`` every row in scope is domain 0. Missing ``by`` values are an error.
+        """
         inside = self._in.copy()
         if na_rows is not None:
             inside &= ~na_rows
         by_cols = as_list(by)
         if not by_cols:
-            return np.where(inside, 0, -1), 1, None
+            return Domains(np.where(inside, 0, -1), 1, None)
         require_columns(self._frame, by_cols, "by")
         codes, level_lists = [], []
         for c in by_cols:
@@ -145,7 +225,7 @@ class Estimators:
                     f"by: column {c!r} has missing values in {first_rows(self._frame.index, na)}. "
                     "Fix: recode them as a level of their own, or subset() the design first."
                 )
-            levels = _levels(s[inside])
+            levels = category_levels(s[inside])
             lookup = pd.Index(levels)
             code = lookup.get_indexer(s)
             codes.append(code)
@@ -173,9 +253,14 @@ class Estimators:
         for c in by_cols:
             if isinstance(self._frame[c].dtype, pd.CategoricalDtype):
                 by_df[c] = pd.Categorical(by_df[c], categories=self._frame[c].cat.categories)
-        return dom, int(present.shape[0]), by_df
+        return Domains(dom, int(present.shape[0]), by_df)
 
-    def _na_rows(self, columns: list[str], na_rm: bool, what: str) -> np.ndarray | None:
+    def missing_rows(self, columns: list[str], na_rm: bool, what: str) -> np.ndarray | None:
+        """Rows of :attr:`full_data` in scope with a missing value in ``columns`` (None: none).
+
+        Without ``na_rm`` a missing value is a ValueError naming the column, the first rows
+        and the fix (``what`` names the caller in the message).
+        """
         na = np.zeros(self._frame.shape[0], dtype=bool)
         for c in columns:
             na |= self._frame[c].isna().to_numpy()
@@ -192,22 +277,48 @@ class Estimators:
             )
         return na
 
-    def _numeric(self, col: str) -> np.ndarray:
+    def numeric_values(self, col: str) -> np.ndarray:
+        """Values of numeric column ``col`` over :attr:`full_data` as float (NaN if missing)."""
         s = self._frame[col]
-        if _is_categorical(s):
+        if is_categorical(s):
             raise ValueError(
                 f"column {col!r} is {s.dtype}, not numeric: use proportion() for the share of each "
                 "level, or total()/mean() after converting it."
             )
         return s.to_numpy(dtype=float, na_value=np.nan)
 
-    def _indicators(self, col: str) -> tuple[np.ndarray, list]:
+    def level_indicators(self, col: str) -> tuple[np.ndarray, list]:
+        """0/1 indicator columns of the levels of ``col`` (levels seen in the subset, R order).
+
+        Rows of :attr:`full_data` in a (n_full, L) float matrix, NaN where ``col`` is missing.
+        """
         s = self._frame[col]
-        levels = _levels(s[self._in])
+        levels = category_levels(s[self._in])
         codes = pd.Index(levels).get_indexer(s)
         Y = (codes[:, None] == np.arange(len(levels))[None, :]).astype(float)
         Y[s.isna().to_numpy()] = np.nan
         return Y, levels
+
+    def domain_ratios(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
+                      count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Domain ratios of weighted totals sum(w Y) / sum(w X) and their design variances.
+
+        ``Y`` and ``X`` are (n_full, V) arrays over :attr:`full_data` (no NaN: zero-fill
+        first); ``X=None`` gives totals. ``codes``/``count`` come from :meth:`domains`.
+        Returns ``(estimate, variance, influence)``: (count, V) arrays and the (n_full, V)
+        linearized values (Taylor designs) or score values (replicate designs). Every
+        estimator of the package is built on this one call; so can any table or mechanism.
+        """
+        return self._ratio_core(Y, X, codes, count)
+
+    def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
+        """Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
+        return self._df_core(codes, count)
+
+    # kept until privacy/laplace.py reads the public names (then remove these aliases)
+    _domains = domains
+    _na_rows = missing_rows
+    _numeric = numeric_values
 
     def _variables(self, variables, allow_categorical: bool):
         """Expand variables to value columns: (matrix, labels[(variable, level)])."""
@@ -218,30 +329,18 @@ class Estimators:
         mats, labels = [], []
         for c in cols:
             s = self._frame[c]
-            if _is_categorical(s):
+            if is_categorical(s):
                 if not allow_categorical:
-                    self._numeric(c)
-                Y, levels = self._indicators(c)
+                    self.numeric_values(c)
+                Y, levels = self.level_indicators(c)
                 mats.append(Y)
                 labels += [(c, lev) for lev in levels]
             else:
-                mats.append(self._numeric(c)[:, None])
+                mats.append(self.numeric_values(c)[:, None])
                 labels.append((c, None))
         return np.column_stack(mats), labels, cols
 
     # ---------------------------------------------------------------- output
-    @staticmethod
-    def _ci(est, se, df, level: float, ci: str):
-        if ci not in ("normal", "t"):
-            raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
-        if not 0 < level < 1:
-            raise ValueError(f"level={level}: must be in (0, 1).")
-        q = (1 + level) / 2
-        if ci == "normal":
-            crit = stats.norm.ppf(q)
-        else:
-            crit = np.where(np.isfinite(df), stats.t.ppf(q, np.maximum(df, 1e-300)), stats.norm.ppf(q))
-        return est - crit * se, est + crit * se
 
     @staticmethod
     def _frame_out(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
@@ -259,7 +358,7 @@ class Estimators:
         est = np.asarray(est, float).reshape(D * V)
         se = np.asarray(se, float).reshape(D * V)
         dfv = np.repeat(np.asarray(df, float), V)
-        lo, hi = Estimators._ci(est, se, dfv, level, ci)
+        lo, hi = confidence_interval(est, se, dfv, level, ci)
         rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
         if deff is not None:
             rows["deff"] = np.asarray(deff, float).reshape(D * V)
@@ -295,22 +394,14 @@ class Estimators:
 
     # ---------------------------------------------------------------- engines
     def _engine(self, engine: str):
-        if engine not in ENGINES:
-            raise ValueError(f"engine={engine!r}: choose one of {ENGINES}.")
-        if engine == "native":
-            return None
-        if engine == "samplics":
-            from .engines import samplics_engine
-
-            return samplics_engine
-        from r_bridge import engine as r_engine
-
-        return r_engine
+        """The registered engine for ``engine=`` (None: the design's own native hooks)."""
+        eng = get_engine(engine, kind=self.design_kind)
+        return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
                       R_call) -> pd.DataFrame:
-        na_rows = self._na_rows(cols, na_rm, kind)
-        dom, D, by_df = self._domains(by, na_rows)
+        na_rows = self.missing_rows(cols, na_rm, kind)
+        dom, D, by_df = self.domains(by, na_rows)
         eng = self._engine(engine)
         if eng is not None:
             est, se = eng.estimate(self, R_call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm)
@@ -367,7 +458,7 @@ class Estimators:
         require_columns(self._frame, cols, "variables")
         mats, labels = [], []
         for c in cols:
-            Y, levels = self._indicators(c)
+            Y, levels = self.level_indicators(c)
             mats.append(Y)
             labels += [(c, lev) for lev in levels]
         Y = np.column_stack(mats)
@@ -383,8 +474,8 @@ class Estimators:
         nums, dens = as_list(numerator), as_list(denominator)
         require_columns(self._frame, nums + dens, "ratio")
         pairs = [(a, b) for b in dens for a in nums]
-        Y = np.column_stack([self._numeric(a) for a, _ in pairs])
-        X = np.column_stack([self._numeric(b) for _, b in pairs])
+        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs])
+        X = np.column_stack([self.numeric_values(b) for _, b in pairs])
         labels = [(f"{a}/{b}", None) for a, b in pairs]
         call = {"stat": "ratio", "numerator": nums, "denominator": dens}
         return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,
@@ -404,8 +495,8 @@ class Estimators:
         ps = np.atleast_1d(np.asarray(quantiles, dtype=float))
         if ((ps < 0) | (ps > 1) | np.isnan(ps)).any():
             raise ValueError(f"quantiles={quantiles!r}: each must be in [0, 1].")
-        na_rows = self._na_rows(cols, na_rm, "quantile")
-        dom, D, by_df = self._domains(by, na_rows)
+        na_rows = self.missing_rows(cols, na_rm, "quantile")
+        dom, D, by_df = self.domains(by, na_rows)
         df = self._df_core(dom, D)
         eng = self._engine(engine)
         alpha = 1 - level
@@ -424,7 +515,7 @@ class Estimators:
         else:
             se = np.empty((D, V))
             for j, c in enumerate(cols):
-                x = self._numeric(c)
+                x = self.numeric_values(c)
                 sl = slice(j * ps.shape[0], (j + 1) * ps.shape[0])
                 q, l_, h_ = self._woodruff(x, ps, dom, D, df, crit, alpha)
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_

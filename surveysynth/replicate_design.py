@@ -87,6 +87,8 @@ class ReplicateDesign(Estimators):
         always computed in float64).
     """
 
+    design_kind = "replicate"
+
     # ------------------------------------------------------------------ construction
     def __init__(
         self,
@@ -169,11 +171,16 @@ class ReplicateDesign(Estimators):
                     mse, combined_weights, np.ones(n, dtype=bool))
 
     @classmethod
-    def _from_factors(cls, frame: pd.DataFrame, pw: np.ndarray, factors: np.ndarray,
-                      index: np.ndarray | None, type_: str, scale: float, rscales: np.ndarray,
-                      rho: float | None, mse: bool, inside: np.ndarray,
-                      source: str = "") -> ReplicateDesign:
-        """Internal: a design from compact factors (replicate weight = pw * factors[index])."""
+    def from_factors(cls, frame: pd.DataFrame, pw: np.ndarray, factors: np.ndarray,
+                     index: np.ndarray | None, type_: str, scale: float, rscales: np.ndarray,
+                     rho: float | None, mse: bool, inside: np.ndarray,
+                     source: str = "") -> ReplicateDesign:
+        """A design from compact replicate factors: replicate weight = pw * factors[index].
+
+        ``frame``/``pw``/``inside`` are a design's ``full_data``, ``full_weights`` and
+        ``in_subset``; ``factors`` (K, R) and ``index`` (row -> factor row, None: identity)
+        come from the generators of :mod:`surveysynth.variance.replicate_weights`.
+        """
         new = object.__new__(cls)
         new.weights_var = None
         new._setup(frame, pw, factors, index, type_, scale, rscales, rho, mse, False, inside)
@@ -234,18 +241,6 @@ class ReplicateDesign(Estimators):
         self._df_cache = {}  # design df depend on the rows in the subset
 
     # ------------------------------------------------------------------ engine hooks
-    def _engine(self, engine: str):
-        if engine == "native":
-            return None
-        if engine == "r":  # R survey's svrepdesign estimators, through r_bridge
-            from r_bridge import engine as r_engine
-
-            return r_engine
-        raise ValueError(
-            f"engine={engine!r}: replicate designs are estimated with engine='native' or 'r' "
-            "(samplics' replicate estimators are not wired in)."
-        )
-
     def _rep_products(self, MT: sparse.csr_matrix) -> np.ndarray:
         """MT @ (replicate factors), in float64, in column blocks: (C, R)."""
         rep = self._rep
@@ -474,10 +469,27 @@ def _repweights_matrix(frame: pd.DataFrame, repweights: Any, n: int) -> tuple[np
 
 def _scales(type_, scale, rscales, rho, R, combined, rep, bootstrap_average, fpc, fpctype):
     """scale and rscales exactly as R's svrepdesign.default sets them."""
+    rscales = _check_scale_args(type_, scale, rscales, rho, R)
+    scale, rscales = _type_scales(type_, scale, rscales, rho, R, bootstrap_average)
+    scale, rscales = _jackknife_scales(type_, scale, rscales, R, combined, rep)
+    if type_ == "other" and (rscales is None or scale is None):
+        warnings.warn("scale or rscales not specified, set to 1", UserWarning, stacklevel=3)
+    if rscales is None:
+        rscales = np.ones(R)
+    if fpc is not None:
+        rscales = _fpc_rscales(type_, rscales, R, fpc, fpctype)
+    if scale is None:
+        scale = 1.0
+    rscales = np.broadcast_to(np.asarray(rscales, dtype=float), (R,)).copy()
+    return float(scale), rscales
+
+
+def _check_scale_args(type_, scale, rscales, rho, R):
+    """R's checks on rho, rscales and scale; rscales as an array (or None)."""
     if type_ == "Fay" and rho is None:
         raise ValueError("type='Fay': give rho, Fay's coefficient (R: 'you must supply rho').")
     if type_ in ("JK1", "JKn", "ACS", "successive-difference", "JK2", "other") and rho is not None:
-        warnings.warn(f"rho not relevant to type {type_!r}: ignored.", UserWarning, stacklevel=3)
+        warnings.warn(f"rho not relevant to type {type_!r}: ignored.", UserWarning, stacklevel=4)
     if rscales is not None:
         rscales = np.atleast_1d(np.asarray(rscales, dtype=float))
         if rscales.shape[0] not in (1, R):
@@ -491,65 +503,66 @@ def _scales(type_, scale, rscales, rho, R, combined, rep, bootstrap_average, fpc
         raise ValueError(f"scale={scale}: must be finite and non-negative.")
     if type_ in ("ACS", "successive-difference") and (scale is not None or rscales is not None):
         warnings.warn(f"with type {type_} scale= and rscales= are not needed and will be ignored",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=4)
+    return rscales
+
+
+def _type_scales(type_, scale, rscales, rho, R, bootstrap_average):
+    """The scales R fixes by type: BRR, Fay, bootstrap, ACS/successive-difference, JK2."""
     if type_ == "BRR":
         if scale is not None:
-            warnings.warn("type='BRR' does not use 'scale='", UserWarning, stacklevel=3)
+            warnings.warn("type='BRR' does not use 'scale='", UserWarning, stacklevel=4)
         scale = 1.0 / R
-    if type_ == "Fay":
+    elif type_ == "Fay":
         if not 0 <= rho < 1:
             raise ValueError(f"rho={rho}: Fay's coefficient must be in [0, 1).")
         scale = 1.0 / (R * (1.0 - rho) ** 2)
-    if type_ == "bootstrap":
+    elif type_ == "bootstrap":
         avg = 1.0 if bootstrap_average is None else float(bootstrap_average)
-        if scale is None:
-            scale = avg / (R - 1)
-        if rscales is None:
-            rscales = np.ones(R)
+        scale = avg / (R - 1) if scale is None else scale
+        rscales = np.ones(R) if rscales is None else rscales
+    elif type_ in ("ACS", "successive-difference"):
+        rscales, scale = np.ones(R), 4.0 / R
+    elif type_ == "JK2":
+        rscales, scale = np.ones(R), 1.0
+    return scale, rscales
+
+
+def _jackknife_scales(type_, scale, rscales, R, combined, rep):
+    """JK1's scale and JKn's rscales when not given: guessed as R guesses them (or an error)."""
     if type_ == "JK1" and scale is None:
         if not combined:
             warnings.warn("scale (n-1)/n not provided: guessing from weights", UserWarning,
-                          stacklevel=3)
+                          stacklevel=4)
             scale = 1.0 / float(rep[:, 0].max())
         else:
             warnings.warn("scale (n-1)/n not provided: guessing n=number of replicates",
-                          UserWarning, stacklevel=3)
+                          UserWarning, stacklevel=4)
             scale = (R - 1.0) / R
     if type_ == "JKn" and rscales is None:
-        if not combined:
-            warnings.warn("rscales (n-1)/n not provided: guessing from weights", UserWarning,
-                          stacklevel=3)
-            rscales = 1.0 / rep.max(axis=0)
-        else:
+        if combined:
             raise ValueError(
                 "type='JKn' with combined weights: give rscales ((n_h - 1)/n_h for each "
                 "replicate of stratum h); R: 'Must provide rscales for combined JKn weights'."
             )
-    if type_ in ("ACS", "successive-difference"):
-        rscales = np.ones(R)
-        scale = 4.0 / R
-    if type_ == "JK2":
-        rscales = np.ones(R)
-        scale = 1.0
-    if type_ == "other" and (rscales is None or scale is None):
-        warnings.warn("scale or rscales not specified, set to 1", UserWarning, stacklevel=3)
-    if rscales is None:
-        rscales = np.ones(R)
-    if fpc is not None:
-        if fpctype not in ("fraction", "correction"):
-            raise ValueError("fpc given: set fpctype='fraction' or 'correction' (R).")
-        if type_ in ("BRR", "Fay", "JK2", "ACS", "successive-difference", "bootstrap"):
-            raise ValueError(f"fpc is not available for type {type_!r} (R).")
-        fpc = np.atleast_1d(np.asarray(fpc, dtype=float))
-        if fpc.shape[0] != np.broadcast_to(rscales, (R,)).shape[0] or fpc.shape[0] != R:
-            raise ValueError(f"fpc has length {fpc.shape[0]}: need one value per replicate ({R}).")
-        if ((fpc > 1) | (fpc < 0)).any():
-            raise ValueError("fpc: values must be in [0, 1] (R: 'Illegal fpc value').")
-        rscales = rscales * (fpc if fpctype == "correction" else 1.0 - fpc)
-    if scale is None:
-        scale = 1.0
-    rscales = np.broadcast_to(np.asarray(rscales, dtype=float), (R,)).copy()
-    return float(scale), rscales
+        warnings.warn("rscales (n-1)/n not provided: guessing from weights", UserWarning,
+                      stacklevel=4)
+        rscales = 1.0 / rep.max(axis=0)
+    return scale, rscales
+
+
+def _fpc_rscales(type_, rscales, R, fpc, fpctype):
+    """rscales times the per-replicate fpc (R: ``fraction`` 1 - f, ``correction`` as given)."""
+    if fpctype not in ("fraction", "correction"):
+        raise ValueError("fpc given: set fpctype='fraction' or 'correction' (R).")
+    if type_ in ("BRR", "Fay", "JK2", "ACS", "successive-difference", "bootstrap"):
+        raise ValueError(f"fpc is not available for type {type_!r} (R).")
+    fpc = np.atleast_1d(np.asarray(fpc, dtype=float))
+    if fpc.shape[0] != np.broadcast_to(rscales, (R,)).shape[0] or fpc.shape[0] != R:
+        raise ValueError(f"fpc has length {fpc.shape[0]}: need one value per replicate ({R}).")
+    if ((fpc > 1) | (fpc < 0)).any():
+        raise ValueError("fpc: values must be in [0, 1] (R: 'Illegal fpc value').")
+    return rscales * (fpc if fpctype == "correction" else 1.0 - fpc)
 
 
 # ---------------------------------------------------------------------- from SurveyDesign
@@ -580,7 +593,7 @@ def bootstrap(design: Any, replicates: int = 500, method: str = "preston", seed:
     if not isinstance(replicates, (int, np.integer)) or replicates < 2:
         raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
     rng = as_generator(seed)
-    stages = design._stages
+    stages = design.stages
     if method == "preston":
         if not design.has_fpc and len(stages) > 1:
             warnings.warn(
@@ -600,8 +613,8 @@ def bootstrap(design: Any, replicates: int = 500, method: str = "preston", seed:
         fac, index = rao_wu_factors(stages[0], int(replicates), rng, dtype=dtype)
         type_, scale, rscales = "subbootstrap", 1.0 / (replicates - 1), np.ones(replicates)
         src = f"Rao-Wu rescaled bootstrap (n_h - 1 draws), {replicates} replicates"
-    return ReplicateDesign._from_factors(design._frame, design._w, fac, index, type_, scale,
-                                         rscales, None, mse, design._in, src)
+    return ReplicateDesign.from_factors(design.full_data, design.full_weights, fac, index, type_, scale,
+                                         rscales, None, mse, design.in_subset, src)
 
 
 def jackknife(design: Any, method: str = "auto", mse: bool = False) -> ReplicateDesign:
@@ -620,14 +633,14 @@ def jackknife(design: Any, method: str = "auto", mse: bool = False) -> Replicate
         raise ValueError("JK1 cannot be used for a stratified design (R): use method='JKn'.")
     if method == "JKn" and not design.has_strata:
         raise ValueError("JKn needs a stratified design (R): use method='JK1'.")
-    st = design._stages[0]
-    if design.has_fpc and len(design._stages) > 1:
+    st = design.stages[0]
+    if design.has_fpc and design.n_stages > 1:
         warnings.warn("Finite population corrections after first stage have been dropped",
                       UserWarning, stacklevel=3)
     f = np.asarray(st.fpc_factor, dtype=float) if design.has_fpc else None
     fac, index, scale, rscales = jackknife_factors(st, method == "JKn", f, design.lonely_psu)
-    return ReplicateDesign._from_factors(design._frame, design._w, fac, index, method, scale,
-                                         rscales, None, mse, design._in,
+    return ReplicateDesign.from_factors(design.full_data, design.full_weights, fac, index, method, scale,
+                                         rscales, None, mse, design.in_subset,
                                          f"{method} jackknife, {fac.shape[1]} replicates")
 
 
@@ -644,8 +657,8 @@ def brr(design: Any, fay_rho: float = 0.0, mse: bool = False,
     if design.has_fpc:
         warnings.warn("Finite population correction dropped in conversion", UserWarning,
                       stacklevel=3)
-    fac, index, scale = brr_factors(design._stages[0], fay_rho, hadamard)
+    fac, index, scale = brr_factors(design.stages[0], fay_rho, hadamard)
     type_ = "BRR" if fay_rho == 0 else "Fay"
-    return ReplicateDesign._from_factors(design._frame, design._w, fac, index, type_, scale,
-                                         np.ones(fac.shape[1]), fay_rho, mse, design._in,
+    return ReplicateDesign.from_factors(design.full_data, design.full_weights, fac, index, type_, scale,
+                                         np.ones(fac.shape[1]), fay_rho, mse, design.in_subset,
                                          f"{type_}, {fac.shape[1]} half-samples")

@@ -13,23 +13,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["inclusion_probabilities", "pps_systematic", "proportional_allocation"]
+from .variance.replicate_weights import as_generator
+
+__all__ = [
+    "check_pik",
+    "inclusion_probabilities",
+    "pps_systematic",
+    "proportional_allocation",
+    "stratum_codes",
+]
 
 _EPS = 1e-6  # R UPsystematic: units with pik <= eps or >= 1 - eps are fixed, not drawn
-
-
-def _as_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(seed)
 
 
 def _first_rows(mask: np.ndarray, k: int = 5) -> list[int]:
     return np.flatnonzero(mask)[:k].tolist()
 
 
-def _stratum_codes(strata: Any, n_units: int, what: str) -> tuple[np.ndarray, pd.Index]:
-    """Integer codes 0..H-1 per unit and the stratum labels, validated."""
+def stratum_codes(strata: Any, n_units: int, what: str) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes 0..H-1 per unit and the sorted stratum labels, validated (``what`` names
+    the caller in errors); shared with r_bridge's R sampling functions."""
     s = pd.Series(np.asarray(strata) if not isinstance(strata, pd.Series) else strata.to_numpy())
     if len(s) != n_units:
         raise ValueError(
@@ -45,7 +48,7 @@ def _stratum_codes(strata: Any, n_units: int, what: str) -> tuple[np.ndarray, pd
     return codes.astype(np.int64), pd.Index(labels)
 
 
-def _check_pik(pik: Any) -> np.ndarray:
+def check_pik(pik: Any) -> np.ndarray:
     """Inclusion probabilities as a 1-D float array, or a clear error (shared with r_bridge)."""
     p = np.asarray(pik, dtype=float)
     if p.ndim != 1:
@@ -114,7 +117,7 @@ def inclusion_probabilities(size: Any, n: Any, strata: Any = None) -> np.ndarray
         codes = np.zeros(N, dtype=np.int64)
         n_h = np.array([float(n)])
     else:
-        codes, labels = _stratum_codes(strata, N, "inclusion_probabilities")
+        codes, labels = stratum_codes(strata, N, "inclusion_probabilities")
         if not isinstance(n, (Mapping, pd.Series)):
             raise ValueError(
                 "with strata, n must be a dict or Series mapping each stratum label to its "
@@ -168,13 +171,13 @@ def pps_systematic(
     and unit i is selected with probability pik_i. ``shuffle=True`` randomises the order within
     strata first (randomised systematic sampling: pairwise inclusion probabilities all positive).
     """
-    p = _check_pik(pik)
-    rng = _as_rng(seed)
+    p = check_pik(pik)
+    rng = as_generator(seed)
     N = p.size
     if strata is None:
         codes = np.zeros(N, dtype=np.int64)
     else:
-        codes, _ = _stratum_codes(strata, N, "pps_systematic")
+        codes, _ = stratum_codes(strata, N, "pps_systematic")
     H = int(codes.max()) + 1 if N else 0
     u = rng.uniform(size=H)
     key = rng.permutation(N) if shuffle else np.arange(N)

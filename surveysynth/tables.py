@@ -12,8 +12,10 @@ The source may be
   :class:`~surveysynth.replicate_design.ReplicateDesign` (replicate variance): each block is the
   design's own domain estimator, so every cell equals R ``svyby(..., svytotal)`` /
   ``svyby(..., svymean)`` (margins: ``svyby`` by one variable, ``svytotal``/``svymean``), or
-* a :class:`~surveysynth.release.SyntheticRelease`: every cell is computed on each of the m
-  synthetic designs and combined with the release's rule (partial or full synthesis).
+* a :class:`~surveysynth.release.SyntheticRelease` (or any object with ``designs``, ``kind``,
+  ``m``, ``n_syn`` and ``n_original``, read duck-typed, so this module imports nothing of the
+  release layer): every cell is computed on each of the m synthetic designs and combined with
+  the release's rule (partial or full synthesis, :func:`surveysynth.combine.combine_sets`).
 
 Decisions (docs/tables.md):
 
@@ -40,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from ._validate import as_list, require_columns
-from .estimate import Estimators, _levels
+from .combine import combine_sets
+from .estimate import category_levels, confidence_interval
 
 STATS = ("total", "mean")
 CELL_TYPES = ("interior", "row margin", "column margin", "grand total")
@@ -206,18 +209,15 @@ class Table:
 # --------------------------------------------------------------------------------------------
 
 
-def _design_levels(design: Any, var: str) -> list:
-    frame = design._frame
-    return _levels(frame[var][design._in])
-
-
-def _union_levels(designs: Sequence[Any], var: str) -> list:
-    first = designs[0]._frame[var]
+def union_levels(designs: Sequence[Any], var: str) -> list:
+    """Levels of ``var`` over several designs: the categories of a categorical column, else
+    the sorted union of the levels each design's rows hold."""
+    first = designs[0].full_data[var]
     if isinstance(first.dtype, pd.CategoricalDtype):
         return list(first.cat.categories)
     allv: list = []
     for d in designs:
-        allv += _design_levels(d, var)
+        allv += category_levels(d.data[var])
     allv = list(dict.fromkeys(allv))
     try:
         return sorted(allv)
@@ -228,18 +228,17 @@ def _union_levels(designs: Sequence[Any], var: str) -> list:
 def _block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str | None,
            stat: str, na_rm: bool):
     """Estimates, variances, df and unweighted n of one table block on the full level grid."""
-    frame = design._frame
-    na_rows = design._na_rows([value], na_rm, "tabulate") if value is not None else None
-    dom, D, by_df = design._domains(by or None, na_rows)
-    n_all = frame.shape[0]
+    na_rows = design.missing_rows([value], na_rm, "tabulate") if value is not None else None
+    dom, D, by_df = design.domains(by or None, na_rows)
+    n_all = design.in_subset.shape[0]
     if value is None:
         Y = np.ones((n_all, 1))
     else:
-        y = design._numeric(value)
+        y = design.numeric_values(value)
         Y = np.where(np.isnan(y), 0.0, y)[:, None]
     X = np.ones_like(Y) if stat == "mean" else None
-    est, var, _ = design._ratio_core(Y, X, dom, D)
-    df = np.asarray(design._df_core(dom, D), float).reshape(D)
+    est, var, _ = design.domain_ratios(Y, X, dom, D)
+    df = np.asarray(design.domain_df(dom, D), float).reshape(D)
     n_unw = np.bincount(dom[dom >= 0], minlength=D).astype(float)
     est, var = est[:, 0], var[:, 0]
     if grid is None:
@@ -258,13 +257,17 @@ def _block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str | 
     return e, v, d, n
 
 
-def _check_source(source: Any) -> tuple[list[Any], Any]:
-    from .release import SyntheticRelease
+def _is_design(obj: Any) -> bool:
+    return callable(getattr(obj, "domain_ratios", None)) and hasattr(obj, "full_data")
 
-    if isinstance(source, SyntheticRelease):
-        return list(source.designs), source
-    if isinstance(source, Estimators) and hasattr(source, "_ratio_core"):
+
+def _check_source(source: Any) -> tuple[list[Any], Any]:
+    """The designs to tabulate and the release-like source (None for a single design)."""
+    if _is_design(source):
         return [source], None
+    designs = getattr(source, "designs", None)
+    if designs is not None and hasattr(source, "kind") and all(map(_is_design, designs)):
+        return list(designs), source
     raise ValueError(
         f"tabulate(source=...): expected a SurveyDesign, ReplicateDesign or SyntheticRelease, "
         f"got {type(source).__name__}. Fix: build a design first, e.g. "
@@ -272,8 +275,8 @@ def _check_source(source: Any) -> tuple[list[Any], Any]:
     )
 
 
-def _cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None, K: int,
-                 cell: str, margin_label: str) -> pd.DataFrame:
+def cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None, K: int,
+                cell: str, margin_label: str) -> pd.DataFrame:
     """Label columns of one block of a table: the block's levels, ``margin_label`` elsewhere."""
     lab = pd.DataFrame({v: [margin_label] * K for v in variables}, dtype=object)
     if grid is not None:
@@ -281,6 +284,11 @@ def _cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None
             lab[v] = grid.get_level_values(v).to_numpy(dtype=object)
     lab["cell"] = cell
     return lab
+
+
+# kept until privacy/laplace.py imports the public names (then remove these aliases)
+_cell_labels = cell_labels
+_union_levels = union_levels
 
 
 def tabulate(
@@ -328,8 +336,8 @@ def tabulate(
     if value is not None and value in row_vars + col_vars:
         raise ValueError(f"value={value!r} is also a classification variable.")
     for d in designs:
-        require_columns(d._frame, row_vars + col_vars + ([value] if value else []), "tabulate")
-    levels = {v: _union_levels(designs, v) for v in row_vars + col_vars}
+        require_columns(d.full_data, row_vars + col_vars + ([value] if value else []), "tabulate")
+    levels = {v: union_levels(designs, v) for v in row_vars + col_vars}
 
     def grid(vs: list[str]) -> pd.MultiIndex | None:
         if not vs:
@@ -344,7 +352,7 @@ def tabulate(
     for cell, by in blocks:
         g = grid(by)
         K = 1 if g is None else len(g)
-        labels.append(_cell_labels(row_vars + col_vars, by, g, K, cell, margin_label))
+        labels.append(cell_labels(row_vars + col_vars, by, g, K, cell, margin_label))
         parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
     long = pd.concat(labels, ignore_index=True)
     q = np.column_stack([np.concatenate([p[i][0] for p in parts]) for i in range(len(designs))]).T
@@ -354,11 +362,12 @@ def tabulate(
     meta: dict[str, Any] = {"cv_max": cv_max, "n_min": n_min, "level": level}
     if release is None:
         est, se, df, n_unw = q[0], np.sqrt(u[0]), dfs[0], nn[0]
-        lo, hi = Estimators._ci(est, se, df, level, ci)
+        lo, hi = confidence_interval(est, se, df, level, ci)
         meta["source"] = type(source).__name__
         extra = {}
     else:
-        comb = release._combine_arrays(q, u, level)
+        comb = combine_sets(q, u, kind=release.kind, n_syn=release.n_syn,
+                            n_original=getattr(release, "n_original", None), level=level)
         est, se, df = (comb[c].to_numpy(float) for c in ("estimate", "se", "df"))
         lo, hi = comb.ci_low.to_numpy(float), comb.ci_high.to_numpy(float)
         n_unw = nn.mean(axis=0)

@@ -67,7 +67,7 @@ def test_psus_not_nested(df):
     with pytest.raises(ValueError, match="Clusters not nested in strata.*nest=True"):
         ss.SurveyDesign(bad, ids="psu", strata="st", weights="w")
     d = ss.SurveyDesign(bad, ids="psu", strata="st", weights="w", nest=True)
-    assert d._stages[0].n_clusters == 16
+    assert d.stages[0].n_clusters == 16
 
 
 def test_lonely_psu_fail_names_stratum(df):

@@ -129,7 +129,7 @@ def test_r_engine_quantile_intervals(designs, name, by):
     d = designs[name].subset(designs[name].data["api00"] > 500)
     ps = [0.1, 0.5, 0.75]
     native = d.quantile(["api00", "api99"], ps, by=by, level=0.9)
-    dom, D, by_df = d._domains(by, None)
+    dom, D, by_df = d.domains(by, None)
     call = {"stat": "quantile", "variables": ["api00", "api99"], "quantiles": ps, "level": 0.9}
     est, se, lo, hi = engine.estimate(d, call, dom=dom, D=D, by=by, by_df=by_df, na_rm=False,
                                       return_ci=True)

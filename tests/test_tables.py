@@ -9,6 +9,7 @@ from conftest import assert_rel
 
 from r_bridge import r_session
 from surveysynth import SurveyDesign
+from surveysynth.privacy.record import build_record
 from surveysynth.release import SyntheticRelease
 from surveysynth.replicate_design import ReplicateDesign
 from surveysynth.tables import Table, tabulate
@@ -97,8 +98,7 @@ def test_counts_add_up_for_design_and_release(strat, api):
         f = df.assign(**{"sch.wide": rng.permutation(df["sch.wide"].to_numpy()),
                          "pw": df["pw"] * rng.uniform(0.8, 1.2, len(df))})
         sets.append(SurveyDesign(f, strata="stype", weights="pw"))
-    priv = dict(mechanism="test", guarantee="none", epsilon=None, delta_alpha=None, m=3,
-                seed=1, notes=[])
+    priv = build_record("none", "test", m=3, epsilon=None, seeded=True)
     rel = SyntheticRelease(sets, "partial", priv)
     for src in (strat, rel):
         lg = tabulate(src, "stype", "sch.wide").long

@@ -13,8 +13,13 @@ and lonely-PSU rules ``"adjust"``/``"average"``.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from ..estimate import is_categorical
+from .base import Engine
 
 
 class UnsupportedBySamplics(NotImplementedError):
@@ -34,18 +39,19 @@ def _check(design, call) -> None:
             "or 'r'."
         )
     if design.lonely_psu in ("adjust", "average"):
-        stage = design._stages[0]
+        stage = design.stages[0]
         if (stage.n_psu == 1).any():
             raise UnsupportedBySamplics(
                 f"engine='samplics' has no lonely_psu={design.lonely_psu!r} rule (it only fails, "
                 "or skips the stratum as R's 'remove'/'certainty' do). Use engine='native' or 'r'."
             )
-    if getattr(design, "repweights", None) is not None:
+    if design.design_kind != "taylor":
         raise UnsupportedBySamplics("engine='samplics' is for linearization designs only.")
 
 
-def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, na_rm=False,
-             return_ci: bool = False):
+def estimate(design: Any, call: dict, dom: np.ndarray, D: int, by: Any = None,
+             by_df: pd.DataFrame | None = None, na_rm: bool = False,
+             return_ci: bool = False) -> tuple:
     """Estimates and standard errors, shape (D, V), ordered as the native engine orders them."""
     _check(design, call)
     with warnings.catch_warnings():
@@ -53,10 +59,10 @@ def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, n
         from samplics.estimation import TaylorEstimator
         from samplics.utils.types import PopParam, SinglePSUEst
 
-    stage = design._stages[0]
+    stage = design.stages[0]
     stratum = stage.stratum_of_cluster[stage.cluster]
     psu = stage.cluster
-    w = design._w
+    w = design.full_weights
     one_stratum = stage.n_strata == 1
     if one_stratum:
         fpc = float(stage.fpc_factor[0])
@@ -73,23 +79,21 @@ def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, n
     use_domain = D > 1 or (dom < 0).any()
 
     stat = call["stat"]
-    frame = design._frame
+    frame = design.full_data
     columns: list[tuple[np.ndarray, np.ndarray | None, object]] = []
     if stat == "ratio":
         for b in call["denominator"]:
             for a in call["numerator"]:
-                columns.append((design._numeric(a), design._numeric(b), PopParam.ratio))
+                columns.append((design.numeric_values(a), design.numeric_values(b), PopParam.ratio))
     else:
         param = PopParam.total if stat == "total" else PopParam.mean
         for c in call["variables"]:
             s = frame[c]
-            from ..estimate import _is_categorical
-
-            if stat == "proportion" or _is_categorical(s):
-                Y, _ = design._indicators(c)
+            if stat == "proportion" or is_categorical(s):
+                Y, _ = design.level_indicators(c)
                 columns += [(Y[:, j], None, param) for j in range(Y.shape[1])]
             else:
-                columns.append((design._numeric(c), None, param))
+                columns.append((design.numeric_values(c), None, param))
 
     est = np.empty((D, len(columns)))
     se = np.empty((D, len(columns)))
@@ -114,3 +118,19 @@ def estimate(design, call: dict, dom: np.ndarray, D: int, by=None, by_df=None, n
             est[0, j] = est_obj.point_est
             se[0, j] = est_obj.stderror
     return est, se
+
+
+class SamplicsEngine(Engine):
+    """samplics' TaylorEstimator (linearization designs; see the module docstring)."""
+
+    name = "samplics"
+    description = "samplics 0.6.1 TaylorEstimator (one-stage linearization)"
+    required_module = "samplics"
+    install_hint = "pip install 'samplics==0.6.1' (a dependency of surveysynth)"
+    design_kinds = ("taylor",)
+
+    def estimate(self, design: Any, call: dict, *, dom: np.ndarray, D: int, by: Any = None,
+                 by_df: pd.DataFrame | None = None, na_rm: bool = False,
+                 return_ci: bool = False) -> tuple:
+        return estimate(design, call, dom, D, by=by, by_df=by_df, na_rm=na_rm,
+                        return_ci=return_ci)
