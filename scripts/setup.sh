@@ -32,5 +32,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing surveysynth with dev extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip "setuptools<81" wheel
   .venv/bin/python -m pip install -q -e ".[dev]"
+  # an in-tree *.egg-info from an older build shadows the installed metadata (and with it the
+  # surveysynth.engines entry points) whenever Python runs from the project folder
+  rm -rf ./*.egg-info
   touch "$stamp"
 fi
