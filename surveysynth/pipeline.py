@@ -1,22 +1,26 @@
 """The release pipeline: one TOML file in, one release folder out.
 
 ``surveysynth release CONFIG.toml`` reads a confidential file (CSV or Parquet), builds its
-survey design, runs a synthesizer to its privacy target, and writes a folder a disclosure
-review board can read:
+survey design, runs a synthesizer through the one synthesizer protocol
+(``Synth(**settings).fit(design).release()``), and writes:
 
     <output.folder>/
-      manifest.json       method, epsilon and the exact guarantee text, Delta, m, seeds,
-                          package and dependency versions, input SHA-256, the config, file list
-      synthetic/          the m synthetic data sets (Parquet) and their release manifest
-      tables/<name>.csv   each published table, from the synthetic release (SE, CV, CI, flags)
-      tables/<name>.xlsx
-      report.html         risk, utility and MCMC diagnostics, pictures embedded as PNG
-      figures/*.png       the same pictures as files
+      public/                      what may be published, and nothing else
+        manifest.json              method, kind, m, the privacy record (exact guarantee text,
+                                   epsilon ledger, what is published without budget, whether
+                                   the run was seeded), package versions, file list
+        synthetic/                 the m synthetic data sets (Parquet, random row order) and
+                                   their release manifest
+        tables/<name>.csv|.xlsx    each published table, computed from the synthetic release
+      confidential/                for the disclosure review only; every file says so
+        README.txt                 the not-for-publication notice
+        report.html, figures/      release vs confidential data, risk, tuning, MCMC diagnostics
+        confidential.json          seed (if any), input file and its SHA-256, the config,
+                                   convergence verdict, fit summary
+        *.csv                      tuning path, per-parameter diagnostics, risk summaries
 
-What the folder never holds: a confidential record value, weight, per-record risk weight or
-bound. The report compares the release with the confidential data only through aggregates that
-are about the comparison (relative differences of cell estimates, CI overlap, ECDF and
-propensity-score distances, identification-risk summaries).
+Nothing derived from the confidential data reaches ``public/`` unless the privacy record covers
+it or lists it under ``published_without_budget`` with the reason.
 
 Every config error is found before any MCMC starts and names the key and the fix. The folder is
 written under a temporary name beside the target and renamed into place at the end, so a run
@@ -26,10 +30,8 @@ the next run to the same target removes).
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -52,7 +54,7 @@ _TOP_KEYS = {"input", "design", "synthesizer", "tables", "report", "output"}
 _DESIGN_KEYS = {"ids", "strata", "weights", "probs", "fpc", "nest", "lonely_psu"}
 _SYNTH_KEYS = {
     "method", "outcome", "predictors", "variables", "log", "target_epsilon", "target_lipschitz",
-    "epsilon", "m", "seed", "init", "fit", "known", "r", "weights",
+    "epsilon", "m", "seed", "init", "fit", "known", "r", "weights", "population_size",
 }
 _TABLE_KEYS = {"name", "rows", "cols", "value", "stat", "cv_max", "n_min"}
 
@@ -143,7 +145,7 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
             f"synthesizer.method = {method!r} is not a known synthesizer. Choose one of "
             f"{list(SYNTHESIZERS)}."
         )
-    m = syn.get("m", 1)
+    m = syn.get("m", 5)
     if not isinstance(m, int) or m < 1:
         raise ConfigError(f"synthesizer.m = {m!r}: must be a positive integer (number of synthetic sets).")
     for key in ("target_epsilon", "target_lipschitz", "epsilon"):
@@ -249,256 +251,146 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    from . import __version__
-
-    out = {"surveysynth": __version__, "python": sys.version.split()[0]}
-    for pkg in ("numpy", "scipy", "pandas", "pyarrow", "pystan", "httpstan", "matplotlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
 def _say(msg: str, quiet: bool) -> None:
     if not quiet:
         print(f"[surveysynth release] {msg}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- synthesis
-def _construct(method: str, s: dict[str, Any]):
-    """Build the synthesizer object (cheap: no data, no MCMC) so option errors surface early."""
-    init = dict(s.get("init", {}))
-    if not isinstance(init, dict) or not isinstance(s.get("fit", {}), dict):
+def _synth_class(method: str):
+    from . import synth
+
+    return {"FBS": synth.FBS, "FBP": synth.FBP, "PBP": synth.PBP,
+            "quantile": synth.QuantileSynthesizer, "mixture": synth.MixtureSynthesizer,
+            "nb": synth.NBSynthesizer}[method]
+
+
+def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
+    """Constructor settings of the synthesizer from the [synthesizer] section."""
+    init = s.get("init", {})
+    fit_opts = s.get("fit", {})
+    if not isinstance(init, dict) or not isinstance(fit_opts, dict):
         raise ConfigError("synthesizer.init and synthesizer.fit must be tables of options.")
+    out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "weights")}
+    if "predictors" in out:
+        out["predictors"] = _as_list(out["predictors"])
+    if "variables" in out:
+        out["variables"] = _as_list(out["variables"])
+    if method in ("mixture", "nb"):
+        out["alpha"] = s.get("weights", "pairwise")
+        if "known" in s:
+            out["known"] = _as_list(s["known"])
+        if "r" in s:
+            out["r"] = s["r"]
+    if "seed" in s:
+        out["random_state"] = s["seed"]
+    return {**out, **init, **fit_opts}
+
+
+def _construct(method: str, s: dict[str, Any]):
+    """Build and validate the synthesizer (cheap: no data, no MCMC) so option errors surface
+    before any MCMC starts."""
     try:
-        if method in ("FBS", "FBP", "PBP"):
-            from . import synth
-
-            return getattr(synth, method)(outcome=s["outcome"], predictors=_as_list(s.get("predictors")),
-                                          log=s.get("log", True), **init)
-        if method == "quantile":
-            from .synth import QuantileSynthesizer
-
-            init.setdefault("progress", False)
-            return QuantileSynthesizer(variables=_as_list(s["variables"]), epsilon=s["epsilon"],
-                                       seed=s.get("seed"), **init)
-        from .synth import MixtureSynthesizer, NBSynthesizer
-
-        cls = MixtureSynthesizer if method == "mixture" else NBSynthesizer
-        return cls(outcome=s["outcome"], predictors=_as_list(s.get("predictors")), **init)
+        syn = _synth_class(method)(**_settings(method, s))
+        validate = getattr(syn, "_validate", None)
+        if callable(validate):
+            validate()
+        return syn
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"synthesizer.init: {exc}") from exc
+        raise ConfigError(f"[synthesizer]: {exc}") from exc
 
 
 def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True):
-    """Run the configured synthesizer; returns (fit object, SyntheticRelease)."""
-    s = cfg.synth
-    init = dict(s.get("init", {}))
-    fit_opts = dict(s.get("fit", {}))
-    seed = s.get("seed")
-    m = s.get("m", 1)
-    if cfg.method in ("FBS", "FBP", "PBP"):
-        from . import synth
-
-        cls = getattr(synth, cfg.method)
-        syn = cls(outcome=s["outcome"], predictors=_as_list(s.get("predictors")),
-                  log=s.get("log", True), **init)
-        target = ({"target_epsilon": s["target_epsilon"]} if "target_epsilon" in s
-                  else {"target_lipschitz": s["target_lipschitz"]})
-        fit = syn.fit(design, m=m, seed=seed, progress=progress, **target, **fit_opts)
-        return fit, fit.release()
-    if cfg.method == "quantile":
-        from .synth import QuantileSynthesizer
-
-        init.setdefault("progress", progress)
-        syn = QuantileSynthesizer(variables=_as_list(s["variables"]), epsilon=s["epsilon"],
-                                  seed=seed, **init)
-        syn.fit(design)
-        return syn, syn.release(m)
-    from .synth import MixtureSynthesizer, NBSynthesizer
-
-    cls = MixtureSynthesizer if cfg.method == "mixture" else NBSynthesizer
-    syn = cls(outcome=s["outcome"], predictors=_as_list(s.get("predictors")), **init)
-    fit = syn.fit(design, weights=s.get("weights", "pairwise"), known=cfg.known, r=s.get("r", cfg.r),
-                  seed=seed, m=m, **fit_opts)
-    return fit, fit.release()
+    """Run the configured synthesizer through the protocol; returns (synthesizer, release)."""
+    syn = _construct(cfg.method, cfg.synth)
+    if "progress" in syn.get_params():
+        syn.set_params(progress=progress)
+    syn.fit(design)
+    return syn, syn.release()
 
 
 # ----------------------------------------------------------------------------- report
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn: Any,
+                              release: Any) -> None:
+    """report.html and figures/ in the confidential folder (see surveysynth.report)."""
+    import base64
 
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _utility_sections(cfg, design, release, figures) -> list[str]:
-    """Comparisons of the release with the confidential data, as aggregates only."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .tables import tabulate
+    from . import report
 
-    html = ["<h2>Utility</h2>"]
-    for t in cfg.tables:
-        conf = tabulate(design, t.rows, t.cols or None, t.value, t.stat).long
-        syn = tabulate(release, t.rows, t.cols or None, t.value, t.stat).long
-        keys = [c for c in conf.columns if c in t.rows + t.cols] + (["block"] if "block" in conf else [])
-        merged = conf.merge(syn, on=keys, suffixes=("_c", "_s"))
-        rel = (merged["estimate_s"] - merged["estimate_c"]) / merged["estimate_c"].abs()
-        lo = np.maximum(merged["ci_low_c"], merged["ci_low_s"])
-        hi = np.minimum(merged["ci_high_c"], merged["ci_high_s"])
-        overlap = 0.5 * (np.clip(hi - lo, 0, None) / (merged["ci_high_c"] - merged["ci_low_c"])
-                         + np.clip(hi - lo, 0, None) / (merged["ci_high_s"] - merged["ci_low_s"]))
-        html.append(
-            f"<h3>Table {t.name}</h3><p>{len(merged)} cells. Relative difference of the release "
-            f"from the confidential estimate: median |diff| {np.nanmedian(np.abs(rel)):.3f}, "
-            f"max {np.nanmax(np.abs(rel)):.3f}. CI overlap (Karr et al. 2006): mean "
-            f"{np.nanmean(overlap):.3f}, min {np.nanmin(overlap):.3f}.</p>"
-        )
+    figures: dict[str, bytes] = {}
+    sections: list[dict] = []
+    warns: list[str] = []
+    conv = getattr(syn, "convergence_", None)
+    if conv is not None and not conv["passed"]:
+        warns.append("MCMC convergence gates failed: " + "; ".join(conv["problems"]))
+    if release.privacy.convergence_override:
+        warns.append("Released with allow_unconverged=True (the public manifest says so).")
+    tuning = getattr(syn, "tuning_", None)
+    if isinstance(tuning, pd.DataFrame) and len(tuning):
         fig, ax = plt.subplots(figsize=(6, 3))
-        ax.hist(np.asarray(rel[np.isfinite(rel)]), bins=20, color="#4477aa")
-        ax.set_xlabel("relative difference, release vs confidential")
-        ax.set_ylabel("cells")
-        ax.set_title(f"{t.name}")
-        figures[f"utility_{t.name}.png"] = _png(fig)
-        html.append(f'<img src="data:image/png;base64,{{{{utility_{t.name}.png}}}}">')
-    outcome = cfg.synth.get("outcome")
-    if outcome is not None:
-        from .synthetic_utility import ecdf_utility, pmse
-
-        orig = design.data[outcome].to_numpy(dtype=float)
-        syns = [d.data[outcome].to_numpy(dtype=float) for d in release.designs]
-        eu = ecdf_utility(orig, syns)
-        pm = pmse(orig[:, None], [s[:, None] for s in syns])
-        html.append(
-            f"<h3>Distribution of {outcome}</h3><p>ECDF utility (Woo et al. 2009): U_m = "
-            f"{eu['U_m']:.4f}, U_a = {eu['U_a']:.6f}; pMSE (main effects) = {pm['pMSE']:.6f} "
-            "(0 best, 0.25 worst). Smaller is closer to the confidential data.</p>"
-        )
-        fig, ax = plt.subplots(figsize=(6, 3))
-        grid = np.quantile(np.concatenate([orig, *syns]), np.linspace(0.005, 0.995, 200))
-        f_o = np.searchsorted(np.sort(orig), grid, side="right") / orig.size
-        for k, s in enumerate(syns):
-            f_s = np.searchsorted(np.sort(s), grid, side="right") / s.size
-            ax.plot(np.linspace(0.5, 99.5, 200), f_s - f_o, lw=0.8, label=f"set {k + 1}" if k < 5 else None)
-        ax.axhline(0, color="k", lw=0.5)
-        ax.set_xlabel("pooled percentile")
-        ax.set_ylabel("F_syn - F_conf")
-        ax.set_title(f"ECDF differences, {outcome}")
-        figures["ecdf.png"] = _png(fig)
-        html.append('<img src="data:image/png;base64,{{ecdf.png}}">')
-    return html
-
-
-def _risk_sections(cfg, design, fit, release, figures) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    html = ["<h2>Disclosure risk</h2>"]
-    p = release.privacy
-    html.append(
-        f"<p>Mechanism: {p.get('mechanism')}. Epsilon: {p.get('epsilon')}. Lipschitz bound "
-        f"Delta_alpha: {p.get('delta_alpha')}. Guarantee: {release.guarantee}</p>"
-    )
-    # Per-record bounds and risk weights stay on the fit object (fit.plot_risk() for the
-    # curator): even their quantiles describe confidential records, so the release shows only
-    # the tuning path, whose points are the released bound and its predecessors.
-    tuning = getattr(fit, "tuning_", None)
-    if isinstance(tuning, pd.DataFrame) and {"c", "delta_alpha"} <= set(tuning.columns):
-        html.append(
-            f"<p>Tuning: {len(tuning)} weighted refit(s) to reach the target bound "
-            f"{getattr(fit, 'target_lipschitz_', None)}; the release reports the achieved bound "
-            f"{p.get('delta_alpha')}.</p>"
-        )
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.plot(np.arange(1, len(tuning) + 1), tuning["delta_alpha"], "o-")
-        target = getattr(fit, "target_lipschitz_", None)
+        ax.plot(np.arange(1, len(tuning) + 1), tuning["delta_alpha"], "o-", label="fit")
+        target = getattr(syn, "target_lipschitz_", None)
         if target is not None:
             ax.axhline(target, color="k", lw=0.6, ls="--", label="target")
-            ax.legend()
-        ax.set_xlabel("refit")
+        ax.set_xlabel("weighted fit")
         ax.set_ylabel("Delta_alpha")
-        ax.set_title("Lipschitz bound of each weighted refit")
-        figures["tuning.png"] = _png(fig)
-        html.append('<img src="data:image/png;base64,{{tuning.png}}">')
+        ax.legend()
+        figures["tuning.png"] = report._png(fig)
+        sections.append(report._section(
+            "Tuning of the risk weights",
+            [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
+             "released bound comes from the last (final) fit, whose draws played no part in "
+             "choosing c."],
+            table=tuning,
+            images=[{"caption": "Delta_alpha of each weighted fit (tuning, then final)",
+                     "data": base64.b64encode(figures["tuning.png"]).decode()}]))
+    summary = getattr(syn, "summary", None)
+    if callable(summary):
+        try:
+            sections.append(report._section("Fit summary", table=summary().to_frame("value")))
+        except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
+            pass
+    outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
+                    _as_list(cfg.synth.get("variables")))
+    sections += report.utility_sections(cfg.tables, design, release, outcome_vars, figures)
     outcome = cfg.synth.get("outcome")
     if release.kind == "partial" and outcome is not None and cfg.known:
         from .privacy import identification_risk
-
-        ir = identification_risk(design.data, release, known=cfg.known, outcome=outcome, r=cfg.r)
-        vals = np.asarray(ir.ir, dtype=float)
-        text = ir.summary().to_html(float_format=lambda v: f"{v:.3f}")  # aggregates only
-        html.append(
-            f"<h3>Identification risk (Hu, Savitsky &amp; Williams), known = {cfg.known}, "
-            f"r = {cfg.r}</h3>{text}"
-        )
-        if vals.size:
-            fig, ax = plt.subplots(figsize=(6, 3))
-            ax.hist(vals, bins=20, color="#aa3377")
-            ax.set_xlabel("identification risk of a record")
-            ax.set_ylabel("records")
-            figures["identification_risk.png"] = _png(fig)
-            html.append('<img src="data:image/png;base64,{{identification_risk.png}}">')
-    else:
-        html.append("<p>Identification risk: not applicable (full synthesis: synthetic records "
-                    "are not linked to confidential ones).</p>")
-    return html
-
-
-def _diagnostic_sections(fit) -> list[str]:
-    html = ["<h2>MCMC diagnostics</h2>"]
-    diag = getattr(fit, "diagnostics_table_", None)
-    if diag is None:
-        diag = getattr(fit, "diagnostics_", None)
-    if diag is None:
-        diag = getattr(fit, "diagnostics", None)
-    if callable(diag):
-        diag = diag()
-    if diag is None:
-        html.append("<p>The synthesizer reports no MCMC diagnostics.</p>")
-    elif isinstance(diag, pd.DataFrame):
-        html.append(diag.to_html(float_format=lambda v: f"{v:.3f}"))
-    else:
-        html.append(f"<pre>{json.dumps(diag, indent=1, default=str)}</pre>")
-    return html
-
-
-def write_report(path: Path, cfg, design, fit, release, figures_dir: Path) -> None:
-    figures: dict[str, bytes] = {}
-    body = [
-        "<h1>surveysynth release report</h1>",
-        f"<p>Method {cfg.method}, {release.kind} synthesis, m = {release.m}. "
-        f"Created {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}.</p>",
-    ]
-    body += _risk_sections(cfg, design, fit, release, figures)
-    body += _utility_sections(cfg, design, release, figures)
-    body += _diagnostic_sections(fit)
-    html = "\n".join(body)
-    figures_dir.mkdir(exist_ok=True)
+        perms = release.confidential.get("_row_permutations")
+        if perms is not None:  # undo the release's random row order to link records
+            linked = [d.data.iloc[np.argsort(p)].reset_index(drop=True)[outcome].to_numpy(float)
+                      for d, p in zip(release.designs, perms, strict=True)]
+            ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
+                                     outcome=outcome, r=cfg.r)
+            sections.append(report._section(
+                f"Identification risk (known = {cfg.known}, r = {cfg.r})",
+                ["Aggregates over the confidential records (Hu, Savitsky & Williams)."],
+                table=ir.summary()))
+    diag = getattr(syn, "diagnostics_table_", None)
+    if isinstance(diag, pd.DataFrame) and len(diag):
+        worst = diag.sort_values("rhat", ascending=False).head(15)
+        sections.append(report._section(
+            "MCMC diagnostics (15 parameters with the largest R-hat)", table=worst))
+    html = report.render(method=cfg.method, release=release, sections=sections,
+                         convergence=conv, warnings=warns)
+    (folder / "figures").mkdir(parents=True, exist_ok=True)
     for name, data in figures.items():
-        (figures_dir / name).write_bytes(data)
-        html = html.replace("{{" + name + "}}", base64.b64encode(data).decode())
-    style = "body{font-family:sans-serif;max-width:60em;margin:2em auto} img{max-width:100%}"
-    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>surveysynth "
-                    f"release</title><style>{style}</style></head><body>{html}</body></html>")
+        (folder / "figures" / name).write_bytes(data)
+    (folder / "report.html").write_text(html)
 
 
 # ----------------------------------------------------------------------------- run
 def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path:
     """Run the whole pipeline; returns the release folder."""
     cfg = config if isinstance(config, ReleaseConfig) else load_config(config)
+    from ._versions import versions
     from .design import SurveyDesign
+    from .release import write_confidential
     from .tables import tabulate
 
     out = cfg.output
@@ -516,40 +408,49 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path
     _say(f"design: {design.n} records; synthesizer {cfg.method}", quiet)
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{out.name}-", dir=out.parent))
     try:
-        fit, release = fit_and_release(cfg, design, progress=not quiet)
+        syn, release = fit_and_release(cfg, design, progress=not quiet)
+        pub = tmp / "public"
         _say(f"writing {release.m} synthetic data sets", quiet)
-        release.save(tmp / "synthetic")
-        (tmp / "tables").mkdir()
-        files = []
+        release.save_public(pub / "synthetic")
+        (pub / "tables").mkdir()
         for t in cfg.tables:
             tab = tabulate(release, t.rows, t.cols or None, t.value, t.stat, cv_max=t.cv_max,
                            n_min=t.n_min)
-            tab.to_csv(tmp / "tables" / f"{t.name}.csv")
-            tab.to_excel(tmp / "tables" / f"{t.name}.xlsx")
-            files += [f"tables/{t.name}.csv", f"tables/{t.name}.xlsx"]
-        _say("writing the report", quiet)
-        write_report(tmp / "report.html", cfg, design, fit, release, tmp / "figures")
+            tab.to_csv(pub / "tables" / f"{t.name}.csv")
+            tab.to_excel(pub / "tables" / f"{t.name}.xlsx")
+        record = release.manifest()["privacy"]
         manifest = {
+            "part": "public",
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "method": cfg.method,
             "kind": release.kind,
             "m": release.m,
             "epsilon": release.epsilon,
-            "delta_alpha": release.privacy.get("delta_alpha"),
-            "guarantee": release.privacy.get("guarantee"),
-            "guarantee_text": release.guarantee,
-            "privacy": release.privacy,
-            "seed": cfg.synth.get("seed"),
-            "input": {"file": cfg.input_path.name, "sha256": checksum, "rows": int(data.shape[0])},
-            "design": cfg.design,
-            "synthesizer": {k: v for k, v in cfg.synth.items()},
-            "tables": [t.__dict__ for t in cfg.tables],
-            "versions": _versions(),
+            "delta_alpha": release.privacy.delta_alpha,
+            "guarantee": release.privacy.guarantee,
+            "differentially_private": release.privacy.differentially_private,
+            "guarantee_text": release.privacy.guarantee_text,
+            "privacy": record,
+            "tables": [{k: v for k, v in t.__dict__.items()} for t in cfg.tables],
+            "versions": versions(),
             "files": sorted(
-                [str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + ["manifest.json"]
+                [str(p.relative_to(pub)) for p in pub.rglob("*") if p.is_file()] + ["manifest.json"]
             ),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+        (pub / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
+        _say("writing the confidential disclosure-review part", quiet)
+        conf = tmp / "confidential"
+        extra = {}
+        cs = getattr(syn, "confidential_summary", None)
+        if callable(cs):
+            extra = cs()
+        write_confidential(conf, {
+            **extra,
+            "seed": cfg.synth.get("seed"),
+            "input": {"file": str(cfg.input_path), "sha256": checksum, "rows": int(data.shape[0])},
+            "config": cfg.source,
+        })
+        write_confidential_report(conf, cfg, design, syn, release)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the release is a normal folder
@@ -559,5 +460,5 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _say(f"release written to {out}", quiet)
+    _say(f"release written to {out} (publish only {out / 'public'})", quiet)
     return out

@@ -376,6 +376,8 @@ def write_confidential(path: Path, items: dict[str, Any], overwrite: bool = Fals
     (path / "README.txt").write_text(NOT_FOR_PUBLICATION + "\n")
     scalars: dict[str, Any] = {"notice": NOT_FOR_PUBLICATION}
     for key, value in items.items():
+        if str(key).startswith("_"):  # in-memory only (e.g. row permutations)
+            continue
         name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(key))
         if isinstance(value, pd.DataFrame):
             with open(path / f"{name}.csv", "w") as fh:

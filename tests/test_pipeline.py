@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,32 +61,53 @@ def _numbers_in_outputs(folder: Path) -> set[float]:
     return found
 
 
+def scan_public(public: Path, secrets: dict[str, Any], words: list[str]) -> None:
+    """Fail if any file of ``public`` holds a listed confidential number (6 decimals, in text
+    or Parquet) or word; the scanner is itself checked by planting each item once."""
+    found = _numbers_in_outputs(public)
+    texts = " ".join(p.read_text(errors="ignore").lower() for p in public.rglob("*")
+                     if p.is_file() and p.suffix in (".json", ".csv", ".html", ".txt", ".md"))
+    for what, values in secrets.items():
+        vals = set(np.round(np.asarray(values, dtype=float).ravel(), 6).tolist()) - {0.0, 1.0}
+        leaked = vals & found
+        assert not leaked, f"public part holds {what}: {sorted(leaked)[:5]}"
+    for w in words:
+        assert str(w).lower() not in texts, f"public part mentions {w!r}"
+
+
+def test_scanner_finds_planted_items(tmp_path):
+    (tmp_path / "a.json").write_text('{"x": 3.141593, "note": "tuning path"}')
+    with pytest.raises(AssertionError, match="tuned c"):
+        scan_public(tmp_path, {"tuned c": [3.1415926]}, [])
+    with pytest.raises(AssertionError, match="tuning"):
+        scan_public(tmp_path, {}, ["tuning"])
+    scan_public(tmp_path, {"other": [2.5]}, ["sha256"])
+
+
 def test_release_end_to_end_kng(tmp_path):
     cfg = kng_config(tmp_path)
     out = subprocess.run([*CLI, "release", str(cfg), "--quiet"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     rel = tmp_path / "release"
-    manifest = json.loads((rel / "manifest.json").read_text())
+    pub = rel / "public"
+    manifest = json.loads((pub / "manifest.json").read_text())
     for f in manifest["files"]:
-        assert (rel / f).is_file(), f
-    assert {"manifest.json", "report.html", "synthetic/manifest.json"} <= set(manifest["files"])
+        assert (pub / f).is_file(), f
+    assert {"manifest.json", "synthetic/manifest.json"} <= set(manifest["files"])
     assert sum(f.startswith("synthetic/synthetic_") for f in manifest["files"]) == 2
-    # the manifest's epsilon is the synthesizer's own total
-    syn = ss.synth.QuantileSynthesizer(variables=["X1", "X2", "X3"], epsilon=1.0,
-                                       quantiles=[0.1, 0.3, 0.5, 0.7, 0.9], n_iter=5, progress=False,
-                                       C_X={"X1": 1, "X2": 46, "X3": 106})
-    assert manifest["epsilon"] == pytest.approx(syn.epsilon_total, rel=1e-12)
-    assert manifest["guarantee"] == "kng" and "pure epsilon-differential" in manifest["guarantee_text"]
-    assert len(manifest["input"]["sha256"]) == 64
+    assert manifest["privacy"]["family"] == "kng" and manifest["privacy"]["seeded"]
     assert manifest["versions"]["numpy"] == np.__version__
-    # no confidential value anywhere
-    conf = pd.read_csv(tmp_path / "confidential.csv")
-    confidential = set(np.round(conf.to_numpy(dtype=float).ravel(), 6).tolist())
-    leaked = confidential & _numbers_in_outputs(rel)
-    assert not leaked, f"confidential values in the release: {sorted(leaked)[:5]}"
+    conf = rel / "confidential"
+    assert (conf / "report.html").exists()
+    cj = json.loads((conf / "confidential.json").read_text())
+    assert len(cj["input"]["sha256"]) == 64 and cj["seed"] == 11
+    # the public part: no confidential value, no hash, no acceptance rates, no seed
+    data = pd.read_csv(tmp_path / "confidential.csv")
+    scan_public(pub, {"confidential values": data.to_numpy(dtype=float)},
+                ["sha256", cj["input"]["sha256"], "accept", "random_state", '"seed"'])
     # the saved synthetic data reload as a release
-    loaded = ss.load_release(rel / "synthetic")
+    loaded = ss.load_release(pub / "synthetic")
     assert loaded.m == 2 and loaded.kind == "full"
 
 
@@ -136,5 +158,5 @@ def test_killed_run_leaves_no_release(tmp_path):
     out = subprocess.run([*CLI, "release", str(cfg), "--quiet"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert (tmp_path / "release" / "manifest.json").exists()
+    assert (tmp_path / "release" / "public" / "manifest.json").exists()
     assert not list(tmp_path.glob(".partial-release-*"))

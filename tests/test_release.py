@@ -10,7 +10,7 @@ import pytest
 
 from surveysynth import SurveyDesign
 from surveysynth.combine import NOTE_FALLBACK
-from surveysynth.privacy.guarantees import GUARANTEES
+from surveysynth.privacy.record import build_record
 from surveysynth.release import SyntheticRelease, load_release
 
 
@@ -23,11 +23,9 @@ def apistrat() -> pd.DataFrame:
     return load_api("apistrat")
 
 
-def _privacy(m: int, **kw) -> dict:
-    rec = dict(mechanism="test copy", guarantee="none", epsilon=None, delta_alpha=None, m=m,
-               seed=1, notes=["test"])
-    rec.update(kw)
-    return rec
+def _privacy(m: int, family: str = "none", **kw):
+    return build_record(family, "test copy", m=m, epsilon=kw.pop("epsilon", None),
+                        seeded=True, notes=["test"], **kw)
 
 
 def _design(frame: pd.DataFrame) -> SurveyDesign:
@@ -113,22 +111,26 @@ def test_save_load_round_trip(tmp_path, apistrat):
     d1 = SurveyDesign(frames[0].drop(columns=["pw"]), strata="stype",
                       weights=frames[0]["pw"].to_numpy(), fpc="fpc")
     rel = SyntheticRelease([d1, d2], "partial",
-                           _privacy(2, guarantee="pseudo_posterior", epsilon=np.float64(3.5),
-                                    delta_alpha=1.75, seed=np.int64(9),
+                           _privacy(2, family="pseudo_posterior", epsilon=np.float64(3.5),
+                                    delta_alpha=1.75, facts={"draws": 4000},
                                     ledger=[{"step": "fit", "epsilon": np.float64(3.5)}]),
                            n_original=200)
-    out = rel.save(tmp_path / "rel")
-    files = sorted(p.name for p in out.iterdir())
+    out = rel.save(tmp_path / "rel", confidential={"seed": 9})
+    assert sorted(p.name for p in out.iterdir()) == ["confidential", "public"]
+    files = sorted(p.name for p in (out / "public").iterdir())
     assert files == ["manifest.json", "synthetic_1.parquet", "synthetic_2.parquet"]
-    man = json.loads((out / "manifest.json").read_text())
-    assert man["guarantee_text"] == GUARANTEES["pseudo_posterior"]
-    assert man["privacy"]["epsilon"] == 3.5 and man["privacy"]["seed"] == 9
+    man = json.loads((out / "public" / "manifest.json").read_text())
+    assert man["privacy"]["guarantee_text"] == rel.guarantee
+    assert man["privacy"]["epsilon"] == 3.5 and '"seed"' not in json.dumps(man)
+    assert json.loads((out / "confidential" / "confidential.json").read_text())["seed"] == 9
+    assert [e["item"] for e in man["privacy"]["published_without_budget"]] == [
+        "confidential sample size n = 200"]
     assert man["n_original"] == 200 and man["kind"] == "partial" and man["m"] == 2
     assert man["columns"] == list(d1.data.columns)
     back = load_release(out)
     assert back.m == 2 and back.kind == "partial" and back.epsilon == 3.5
     assert back.n_original == 200
-    assert back.privacy["guarantee_text"] == GUARANTEES["pseudo_posterior"]
+    assert back.privacy == rel.privacy
     assert isinstance(back.designs[0].data["stype"].dtype, pd.CategoricalDtype)
     a = rel.mean("api00", by=["stype", "sch.wide"])
     b = back.mean("api00", by=["stype", "sch.wide"])
@@ -137,24 +139,31 @@ def test_save_load_round_trip(tmp_path, apistrat):
     pd.testing.assert_frame_equal(frames[0], before)  # caller's data untouched
     with pytest.raises(ValueError, match="not empty"):
         rel.save(out)
+    with pytest.raises(ValueError, match="not empty"):
+        rel.save_public(out / "public")
     assert "epsilon=3.5" in repr(rel)
 
 
 def test_privacy_record_is_checked(apistrat):
     d = _design(apistrat)
+    with pytest.raises(ValueError, match="PrivacyRecord"):
+        SyntheticRelease([d], "partial", "pseudo_posterior")
     with pytest.raises(ValueError, match="missing key"):
         SyntheticRelease([d], "partial", {"mechanism": "x"})
-    with pytest.raises(ValueError, match="not a known guarantee"):
-        SyntheticRelease([d], "partial", _privacy(1, guarantee="strong"))
+    with pytest.raises(ValueError, match="family"):
+        _privacy(1, family="strong")
     with pytest.raises(ValueError, match="release holds 1"):
         SyntheticRelease([d], "partial", _privacy(2))
     with pytest.raises(ValueError, match="per-record"):
-        SyntheticRelease([d], "partial", _privacy(1, ledger=[{"alpha": np.ones(200)}]))
+        _privacy(1, ledger=[{"alpha": np.ones(200)}])
+    with pytest.raises(ValueError, match="never go into the public record"):
+        _privacy(1, facts={"seed": 3})
     with pytest.raises(ValueError, match="unknown key"):
-        SyntheticRelease([d], "partial", {**_privacy(1), "alpha": [0.5] * 200})
+        SyntheticRelease([d], "partial", {**_privacy(1).to_dict(), "alpha": [0.5] * 200})
     with pytest.raises(ValueError, match="kind"):
         SyntheticRelease([d], "synthetic", _privacy(1))
     with pytest.raises(ValueError, match="not survey designs"):
         SyntheticRelease([apistrat], "partial", _privacy(1))
     rel = SyntheticRelease([d], "partial", _privacy(1))
     assert rel.mean("api00").note[0].startswith("m = 1")
+    assert rel.privacy.guarantee.startswith("not differentially private")

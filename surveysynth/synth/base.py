@@ -197,11 +197,16 @@ class Synthesizer:
         m = self._m(m)
         self._check_convergence()
         frames, spec = self._synthesize(m, self._rng_)
-        designs = [self._design_of(f, spec, self._rng_) for f in frames]
+        perms = [self._rng_.permutation(len(f)) for f in frames]
+        designs = [self._design_of(f, spec, p) for f, p in zip(frames, perms, strict=True)]
         record = self.privacy_record(m)
         if self.release_spends:
             self._spend({"step": "release", "m": m, "epsilon": record.epsilon})
-        return SyntheticRelease(designs, self.kind, record, n_original=None)
+        conf: dict[str, Any] = {"_row_permutations": perms}
+        summary = getattr(self, "confidential_summary", None)
+        if callable(summary):
+            conf.update(summary())
+        return SyntheticRelease(designs, self.kind, record, n_original=None, confidential=conf)
 
     def privacy_record(self, m: int | None = None) -> PrivacyRecord:
         """The public privacy record of a release of ``m`` sets from this fit."""
@@ -260,12 +265,13 @@ class Synthesizer:
         self.population_size_given_ = True
         return float(N)
 
-    def _design_of(self, frame: pd.DataFrame, spec: dict[str, Any], rng: np.random.Generator):
-        """A synthetic SurveyDesign with rows in random order (the released order carries no
-        information about the confidential file's order)."""
+    def _design_of(self, frame: pd.DataFrame, spec: dict[str, Any], perm: np.ndarray):
+        """A synthetic SurveyDesign with rows in random order ``perm`` (the released order
+        carries no information about the confidential file's order; the permutation stays in
+        the release's in-memory confidential part, so the curator can link records for risk
+        measures)."""
         from ..design import SurveyDesign
 
-        perm = rng.permutation(len(frame))
         f = frame.iloc[perm].reset_index(drop=True)
         return SurveyDesign(f, **spec)
 

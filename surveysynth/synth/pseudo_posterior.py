@@ -285,7 +285,10 @@ class _FittedMethods:
             "delta_alpha": da,
             "facts": {"alpha_source": src, "draws": int(prep["S_weighted"]),
                       "bound_draws": "final_fit", "model": self.name,
-                      "target_lipschitz": self.target_lipschitz_},
+                      "target_lipschitz": self.target_lipschitz_,
+                      "convergence_gates": ", ".join(
+                          f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
+                          for k, v in self.convergence_["gates"].items())},
             "notes": notes,
             "ledger": [{"step": "synthesis", "mechanism": self.name, "delta_alpha": da, "m": m,
                         "epsilon": 2.0 * da * m}],
@@ -301,6 +304,7 @@ class _FittedMethods:
             "convergence": {k: v for k, v in self.convergence_.items() if k != "gates"},
             "gates": self.convergence_["gates"],
             "delta_alpha_per_chain": [float(v) for v in self.delta_alpha_chains_],
+            "stan_seed_unweighted_fit": self.diagnostics_["unweighted"].get("seed"),
             "seeded": bool(self.seeded_),
             "random_state": None if self.random_state is None else str(self.random_state),
         }
