@@ -129,10 +129,10 @@ def _demo_release(out: Path, quick: bool, seed: int | None = None) -> int:
     design = sdr_sample(pop, n=1000, seed=2021)
     design.data.to_csv(out / "input" / "sdr_sample.csv", index=False)
     cfg = out / "release.toml"
-    # --quick (tests) runs short chains, so its gates are lowered (bulk ESS 200, R-hat 1.05); the
+    # --quick (tests) runs short chains, so its gates are lowered (bulk ESS 100, R-hat 1.05); the
     # public manifest records the gates used
-    gates = ", convergence = { ess_bulk = 200, rhat = 1.05 }" if quick else ""
-    text = DEMO_CONFIG.format(chains=2 if quick else 4, draws=300 if quick else 1000, gates=gates)
+    gates = ", convergence = { ess_bulk = 100, rhat = 1.05 }" if quick else ""
+    text = DEMO_CONFIG.format(chains=2 if quick else 4, draws=400 if quick else 1000, gates=gates)
     if seed is not None:
         text = text.replace("m = 3\n", f"m = 3\nseed = {int(seed)}\n")
     cfg.write_text(text)
