@@ -9,7 +9,7 @@ _EXPORTS = {
     "FBP": ".pseudo_posterior",
     "PBP": ".pseudo_posterior",
     "MixtureSynthesizer": ".mixture",
-    "NBSynthesizer": ".mixture",
+    "NBSynthesizer": ".negbin",
     "QuantileSynthesizer": ".quantile_synthesizer",
     "TargetUnreachableError": ".pseudo_posterior",
     "ConvergenceWarning": "._stan",

@@ -1,0 +1,433 @@
+"""Risk-weighted partial synthesis of one outcome: the shared protocol of the mixture and NB
+synthesizers (seed 002; METHODS.md sections 6 and 11).
+
+Both synthesizers fit a record-weighted pseudo posterior in Stan,
+
+    xi^alpha(theta | y, X) ∝ prod_i p(y_i | x_i, theta)^{alpha_i} xi(theta),  alpha_i in [0, 1],
+
+and release m partially synthetic data sets: the outcome drawn from the posterior predictive of
+m posterior draws, the predictors, known-pattern columns and declared ``release_columns`` as
+collected. They follow :class:`surveysynth.synth.base.Synthesizer`:
+
+* ``alpha`` chooses the risk weights: ``None`` (alpha = 1: the unweighted posterior),
+  ``"marginal"`` / ``"pairwise"`` (identification-risk weights computed from the confidential
+  data with ``known`` and ``r``, adjusted by ``clip(alpha_scale * alpha + alpha_shift, 0, 1)``),
+  or an array of per-record alpha supplied by the caller (e.g. Lipschitz weights). ``weights``
+  is not a setting: in this package it always means sampling weights.
+* The label follows from who chose alpha (:mod:`surveysynth.privacy.guarantees`):
+  computed identification-risk weights -> family ``identification_risk``; a caller's array ->
+  ``pseudo_posterior`` with ``alpha_source="caller"``, epsilon = 2 Delta_alpha m and
+  Delta_alpha = max_{i,s} |alpha_i log p(y_i | theta_s)| over the S posterior draws (labelled
+  not differentially private unless the caller's alpha is independent of the data); ``None`` ->
+  family ``none``.
+* Released weights (**Decision**): the design's sampling weights are confidential and are not
+  released; each synthetic record gets the equal weight N/n, so the released weights sum to the
+  public population size N (``population_size``; when it is not given, the sum of the
+  confidential weights is used and the public manifest lists it as published without budget).
+  With equal weights, released means are the unweighted synthetic means (as seed 002 computes
+  them) and totals are scaled to N. The design's strata (and cluster ids) are carried only when
+  their columns are released anyway (predictors, known or ``release_columns``).
+* The m synthetic outcome vectors are drawn at ``fit`` from m posterior draws spaced evenly over
+  the retained draws (``synthetic_``, confidential row order), so the curator's risk assessment
+  (:meth:`identification_risk`, :meth:`confidential_summary`) is of exactly the sets that
+  :meth:`release` publishes (rows shuffled). A release of another m draws new sets and replaces
+  ``synthetic_``.
+* Convergence: ``convergence_`` applies the release gates to parameters that are identified
+  (see each synthesizer's docstring: for the mixture, lp__ and label-invariant functionals, not
+  the component parameters, which label switching leaves unidentified).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from ..privacy.identification import (
+    IdentificationRisk,
+    check_known,
+    check_radius,
+    identification_risk,
+    known_columns,
+    outcome_values,
+)
+from ..privacy.identification_weights import risk_weights
+from ..privacy.randomness import child_seed
+from ._stan import StanDraws, convergence_diagnostics, load_program, run_stan
+from .base import CONVERGENCE_DEFAULTS, Synthesizer, convergence_verdict
+
+__all__ = ["RiskWeightedSynthesizer", "even_draws"]
+
+
+def even_draws(S: int, m: int) -> np.ndarray:  # noqa: N803 - the usual symbol
+    """m distinct draw indices spaced evenly over S retained draws (the last one included)."""
+    if m > S:
+        raise ValueError(f"m={m} synthetic sets need m distinct posterior draws; the fit has {S} "
+                         "(chains x draws). Raise draws or lower m.")
+    return (np.floor(np.arange(1, m + 1) * S / m) - 1).astype(np.int64)
+
+
+def _first(mask: np.ndarray, index: pd.Index, k: int = 5) -> list:
+    return index[np.flatnonzero(mask)[:k]].tolist()
+
+
+class RiskWeightedSynthesizer(Synthesizer):
+    """Shared fit / synthesis / privacy facts of :class:`MixtureSynthesizer` and
+    :class:`NBSynthesizer`; subclasses define the model (``_check_model``, ``_prepare_y``,
+    ``_stan_data``, ``_draw_outcomes``, ``_identified``)."""
+
+    kind = "partial"
+    program: ClassVar[str] = ""
+    param_names: ClassVar[tuple[str, ...]] = ()
+
+    # ------------------------------------------------------------------ validation
+    def _settings(self) -> dict[str, Any]:
+        """Check the common settings; returns them normalised (the attributes stay as given)."""
+        if not isinstance(self.outcome, str) or not self.outcome:
+            raise ValueError(f"outcome must be one column name (str); got {self.outcome!r}.")
+        preds = known_columns(self.predictors)
+        if self.outcome in preds:
+            raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it from predictors.")
+        cat = known_columns(self.categorical)
+        known = known_columns(self.known)
+        extra = known_columns(self.release_columns)
+        for nm in ("chains", "draws", "warmup"):
+            v = getattr(self, nm)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+                raise ValueError(f"{nm} must be a positive integer; got {v!r}.")
+        m = self._m(None)
+        if m > int(self.chains) * int(self.draws):
+            raise ValueError(f"m={m} synthetic sets need at least m posterior draws; chains x draws = "
+                             f"{int(self.chains) * int(self.draws)}. Raise draws or lower m.")
+        if self.on_singleton not in ("raise", "marginal"):
+            raise ValueError(f"on_singleton must be 'raise' or 'marginal'; got {self.on_singleton!r}.")
+        for nm in ("alpha_scale", "alpha_shift"):
+            v = getattr(self, nm)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+                raise ValueError(f"{nm} must be a finite number; got {v!r} "
+                                 "(alpha = clip(alpha_scale * alpha + alpha_shift, 0, 1)).")
+        r = None if self.r is None else check_radius(self.r)
+        gates = dict(self.convergence or {})
+        bad = set(gates) - set(CONVERGENCE_DEFAULTS)
+        if bad:
+            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use {sorted(CONVERGENCE_DEFAULTS)}.")
+        if self.stan_kwargs is not None and not isinstance(self.stan_kwargs, dict):
+            raise ValueError(f"stan_kwargs must be a dict of pystan sample() options; got {self.stan_kwargs!r}.")
+        self._check_model()
+        return {"predictors": preds, "categorical": cat, "known": known, "extra": extra, "m": m,
+                "r": r, "gates": gates}
+
+    def _check_model(self) -> None:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def _alpha(self, frame: pd.DataFrame, s: dict[str, Any]) -> tuple[np.ndarray, str]:
+        """(alpha per record, kind): kind is "none", "marginal", "pairwise" or "caller"."""
+        n = len(frame)
+        a = self.alpha
+        if a is None:
+            return np.ones(n), "none"
+        if isinstance(a, str):
+            if a not in ("marginal", "pairwise"):
+                raise ValueError(f"alpha={a!r}: choose None, 'marginal', 'pairwise' or an array of "
+                                 "per-record risk weights in [0, 1].")
+            if s["r"] is None:
+                raise ValueError(f"alpha={a!r} needs the ball radius r (e.g. r=0.2) of the "
+                                 "identification risk.")
+            w = risk_weights(frame, s["known"], self.outcome, r=s["r"], kind=a,
+                             scale=float(self.alpha_scale), shift=float(self.alpha_shift),
+                             on_singleton=self.on_singleton)
+            return w, a
+        try:
+            arr = np.array(a, dtype=float)  # a copy: the caller's array is never modified
+        except (TypeError, ValueError):
+            raise ValueError(f"alpha must be None, 'marginal', 'pairwise' or an array of numbers; "
+                             f"got {type(a).__name__}.") from None
+        if arr.shape != (n,):
+            raise ValueError(f"alpha array must have one weight per record, shape ({n},); got {arr.shape}.")
+        bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
+        if bad.any():
+            raise ValueError(
+                f"alpha must lie in [0, 1]; offending positions {np.flatnonzero(bad)[:5].tolist()} "
+                f"(values {arr[bad][:5].tolist()}). Clip or rescale them (alpha = clip(c * a + g, 0, 1))."
+            )
+        return arr, "caller"
+
+    def _design_matrix(self, frame: pd.DataFrame, preds: list[str], cat: list[str]) -> tuple[np.ndarray, list[str]]:
+        """Intercept, standardised numeric predictors, one-hot categorical ones (first level
+        dropped). Constant columns are an error (they would duplicate the intercept)."""
+        n = len(frame)
+        cols, names = [np.ones(n)], ["(Intercept)"]
+        for p in preds:
+            s = frame[p]
+            na = s.isna().to_numpy()
+            if na.any():
+                raise ValueError(
+                    f"predictor {p!r} is missing in rows {_first(na, frame.index)} ({int(na.sum())} in all); "
+                    "impute it or recode missing as a category first."
+                )
+            is_num = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+            if is_num and p not in cat:
+                v = s.to_numpy(dtype=float)
+                sd = v.std()
+                if not sd > 0:
+                    raise ValueError(f"predictor {p!r} is constant; drop it from predictors.")
+                cols.append((v - v.mean()) / sd)
+                names.append(p)
+            else:
+                codes, levels = pd.factorize(s, sort=True)
+                if len(levels) < 2:
+                    raise ValueError(f"predictor {p!r} has a single level ({levels[0]!r}); drop it from predictors.")
+                for j in range(1, len(levels)):
+                    cols.append((codes == j).astype(float))
+                    names.append(f"{p}[{levels[j]}]")
+        return np.column_stack(cols), names
+
+    # ------------------------------------------------------------------ fit
+    def _fit(self, design: Any, rng: np.random.Generator) -> None:
+        from ..design import SurveyDesign
+
+        s = self._settings()
+        if isinstance(design, pd.DataFrame):
+            # a plain table: a design with weights 1 (population size n unless given)
+            design = SurveyDesign(design, weights=np.ones(len(design)))
+        if not isinstance(getattr(design, "data", None), pd.DataFrame):
+            raise ValueError(f"{type(self).__name__}.fit: give a SurveyDesign (or a DataFrame); got "
+                             f"{type(design).__name__}.")
+        frame = design.data
+        check_known(frame, s["known"], "the design's data")
+        for nm, cols in (("predictor", s["predictors"]), ("release_columns", s["extra"])):
+            missing = [c for c in cols if c not in frame.columns]
+            if missing:
+                raise ValueError(f"{nm} column(s) {missing} not in the design's data (columns: "
+                                 f"{list(frame.columns)[:30]}).")
+        y = outcome_values(frame, self.outcome, "the design's data")
+        wname = design.weights_var or "weight"
+        released = list(dict.fromkeys([*s["predictors"], *s["known"], *s["extra"], self.outcome]))
+        if wname in released:
+            raise ValueError(
+                f"column {wname!r} is the design's sampling weight, which is confidential and is "
+                "replaced in the release by equal weights summing to the population size; remove it "
+                "from predictors / known / release_columns."
+            )
+        N = self._population(design)
+        alpha, kind = self._alpha(frame, s)
+        X, xnames = self._design_matrix(frame, s["predictors"], s["categorical"])
+        prep = self._prepare_y(y, frame)
+        need_ll = bool(self.log_lik) or kind == "caller"
+        draws = run_stan(
+            load_program(self.program), self._stan_data(X, prep, alpha, need_ll),
+            chains=int(self.chains), draws=int(self.draws), warmup=int(self.warmup),
+            seed=child_seed(rng), progress=bool(self.progress), warn=False,
+            **dict(self.stan_kwargs or {}),
+        )
+        self.alpha_ = alpha
+        self.alpha_kind_ = kind
+        self.known_ = s["known"]
+        self.r_ = s["r"]
+        self.x_names_ = xnames
+        self.draws_ = draws
+        self.population_size_ = N
+        self._frame_ = frame
+        self._X_ = X
+        self._prep_ = prep
+        self._released_columns_ = [c for c in frame.columns if c in set(released)]
+        self._weights_name_ = wname
+        self._spec_ = self._design_spec(design, released)
+        self._convergence(draws, X, s["gates"])
+        self.log_lik_ = draws["log_lik"] if need_ll else None
+        self.delta_alpha_ = None
+        if self.log_lik_ is not None:
+            with np.errstate(invalid="ignore"):  # alpha_i = 0 contributes 0 even if log p = -inf
+                contrib = np.where(alpha[None, :] > 0, np.abs(alpha[None, :] * self.log_lik_), 0.0)
+            self.delta_alpha_ = float(np.max(contrib))
+        self.synthetic_, self.synthesis_draws_ = self._draw_sets(s["m"], rng, len(frame))
+        self.n_ = len(frame)  # last: marks the synthesizer as fitted
+
+    @staticmethod
+    def _design_spec(design: Any, released: list[str]) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
+        strata = list(design.strata_vars or [])
+        if strata and set(strata) <= set(released):
+            spec["strata"] = strata
+        ids = list(design.ids_vars or [])
+        if ids and set(ids) <= set(released):
+            spec["ids"] = ids
+            spec["nest"] = bool(design.nest)
+        return spec
+
+    def _convergence(self, draws: StanDraws, X: np.ndarray, gates: dict[str, float]) -> None:
+        """Gate R-hat / ESS on identified quantities only (``_identified``) plus divergences."""
+        ident = self._identified(draws, X)
+        names = list(ident)
+        S = draws.chains * draws.draws_per_chain
+        cdp = np.column_stack([np.asarray(ident[k], dtype=float).reshape(S) for k in names])
+        gated = convergence_diagnostics(cdp.reshape(draws.chains, draws.draws_per_chain, len(names)), names)
+        table = pd.concat([gated.assign(gated=True),
+                           draws.diagnostics.drop(index=gated.index, errors="ignore").assign(gated=False)])
+        summary = dict(draws.summary)
+        summary["max_rhat"] = float(gated["rhat"].max())
+        summary["min_ess_bulk"] = float(gated["ess_bulk"].min())
+        self.diagnostics_table_ = table
+        self.convergence_ = convergence_verdict(summary, gated, gates)
+
+    def _identified(self, draws: StanDraws, X: np.ndarray) -> dict[str, np.ndarray]:
+        """Scalar draws (length S) of the quantities the release gates check."""
+        raise NotImplementedError  # pragma: no cover
+
+    # ------------------------------------------------------------------ synthesis
+    def _posterior_draw(self, s: int) -> dict[str, np.ndarray]:
+        return {p: np.asarray(self.draws_[p][s]) for p in self.param_names}
+
+    def _draw_sets(self, m: int, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(m, n) synthetic outcomes (confidential row order) from m evenly spaced draws."""
+        S = self.draws_.chains * self.draws_.draws_per_chain
+        idx = even_draws(S, m)
+        out = np.empty((m, n))
+        for k, s in enumerate(idx):  # m sets, each vectorized over records
+            out[k] = self._draw_outcomes(self._posterior_draw(int(s)), self._X_, self._prep_, rng)
+        return out, idx
+
+    def synthesize(self, m: int | None = None) -> np.ndarray:
+        """The (m, n) synthetic outcomes a release of ``m`` sets publishes (confidential row
+        order, for the curator's risk assessment): ``synthetic_`` when m is the fitted m, else
+        new sets, which replace ``synthetic_`` (and are what the next release publishes)."""
+        self._check_fitted()
+        m = self._m(m)
+        if self.synthetic_.shape[0] != m:
+            self.synthetic_, self.synthesis_draws_ = self._draw_sets(m, self._rng_, self.n_)
+        return self.synthetic_
+
+    def _synthesize(self, m: int, rng: np.random.Generator) -> tuple[list[pd.DataFrame], dict]:
+        ys = self.synthesize(m)
+        used = vars(self).setdefault("draws_released_", set())
+        new = sorted(set(int(i) for i in self.synthesis_draws_) - used)
+        used.update(new)
+        da = self.delta_alpha_
+        eps = 2.0 * da * len(new) if self.alpha_kind_ == "caller" else None
+        self._spend({"step": "release", "family": self._family(), "new_draws": len(new), "epsilon": eps})
+        base = self._frame_[self._released_columns_].reset_index(drop=True)
+        w = np.full(self.n_, self.population_size_ / self.n_)
+        frames = []
+        for k in range(m):
+            f = base.copy()
+            f[self.outcome] = self._cast_outcome(ys[k])
+            f[self._weights_name_] = w
+            frames.append(f)
+        return frames, {"weights": self._weights_name_, **self._spec_}
+
+    def _cast_outcome(self, v: np.ndarray) -> np.ndarray:
+        return v
+
+    # ------------------------------------------------------------------ privacy
+    def _family(self) -> str:
+        return {"none": "none", "marginal": "identification_risk", "pairwise": "identification_risk",
+                "caller": "pseudo_posterior"}[self.alpha_kind_]
+
+    def _privacy_facts(self, m: int) -> dict[str, Any]:
+        name = type(self).__name__
+        unsyn = [c for c in self._released_columns_ if c != self.outcome]
+        notes = [
+            f"partially synthetic: outcome {self.outcome!r} drawn from the posterior predictive of "
+            f"{name} ({self.description}) at {m} posterior draws spaced evenly over the retained draws",
+            f"released unsynthesized (as collected): {unsyn}",
+            "the confidential sampling weights are not released: every synthetic record has the "
+            "equal weight N/n, summing to the population size N; rows in random order",
+        ]
+        S = self.draws_.chains * self.draws_.draws_per_chain
+        kind = self.alpha_kind_
+        if kind in ("marginal", "pairwise"):
+            return {
+                "family": "identification_risk",
+                "mechanism": f"identification-risk weighted {self.model_label} ({kind} weights)",
+                "epsilon": None,
+                "facts": {"weights": kind, "r": self.r_,
+                          "known": ", ".join(self.known_) if self.known_ else "(none: one pattern)",
+                          "alpha_scale": float(self.alpha_scale), "alpha_shift": float(self.alpha_shift),
+                          "model": name},
+                "notes": notes,
+            }
+        if kind == "caller":
+            da = float(self.delta_alpha_)
+            return {
+                "family": "pseudo_posterior",
+                "mechanism": f"risk-weighted pseudo posterior, {self.model_label} (caller-supplied alpha)",
+                "epsilon": 2.0 * da * m,
+                "delta_alpha": da,
+                "facts": {"alpha_source": "caller", "draws": int(S), "bound_draws": "same_fit",
+                          "model": name},
+                "ledger": [{"step": "synthesis", "mechanism": name, "delta_alpha": da, "m": m,
+                            "epsilon": 2.0 * da * m}],
+                "published_without_budget": [{
+                    "item": "Delta_alpha, the empirical maximum of |alpha_i log p(y_i | theta_s)| "
+                            "over the posterior draws",
+                    "reason": "the guarantee states epsilon = 2 Delta_alpha m; it is computed from "
+                              "the confidential data",
+                }],
+                "notes": notes + [f"log densities on the modelled scale ({self.loglik_scale})"],
+            }
+        return {"family": "none", "mechanism": f"unweighted posterior predictive, {self.model_label}",
+                "epsilon": None, "facts": {"model": name}, "notes": notes}
+
+    # ------------------------------------------------------------------ curator's material
+    def identification_risk(self, threshold: float = 0.5) -> IdentificationRisk:
+        """Identification risk (seed 002 eq. 1) of the sets a release publishes
+        (``synthetic_``) against the confidential data, with the fit's ``known`` and ``r``.
+        Per-record and confidential: for the disclosure review only."""
+        self._check_fitted()
+        if self.r_ is None:
+            raise ValueError("r is needed for the identification risk: set r (e.g. r=0.2) and refit, "
+                             "or call surveysynth.privacy.identification_risk(...) with r.")
+        return identification_risk(self._frame_, self.synthetic_, self.known_, self.outcome,
+                                   r=self.r_, threshold=threshold)
+
+    def summary(self) -> pd.Series:
+        """Key numbers of the fit (no per-record values; confidential: for the curator)."""
+        self._check_fitted()
+        a = self.alpha_
+        return pd.Series({
+            "synthesizer": type(self).__name__, "n": self.n_, "alpha": self.alpha_kind_,
+            "mean_alpha": float(a.mean()), "min_alpha": float(a.min()), "max_alpha": float(a.max()),
+            "r": self.r_, "m": int(self.synthetic_.shape[0]), "delta_alpha": self.delta_alpha_,
+            "population_size": self.population_size_,
+            "population_size_given": bool(getattr(self, "population_size_given_", False)),
+            "max_rhat_gated": self.convergence_["max_rhat"],
+            "min_ess_bulk_gated": self.convergence_["min_ess_bulk"],
+            "divergences": self.convergence_["divergent"],
+            "converged": bool(self.convergence_["passed"]),
+        })
+
+    def confidential_summary(self) -> dict[str, Any]:
+        """Disclosure-review material for ``confidential/`` (never public): fit summary, alpha
+        quantiles, the identification-risk summary table of the released sets (when ``r`` is
+        set), MCMC diagnostics (gated rows marked) and the convergence verdict."""
+        self._check_fitted()
+        q = [0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0]
+        out: dict[str, Any] = {
+            "fit_summary": self.summary().to_frame("value"),
+            "alpha_quantiles": pd.DataFrame({"quantile": q, "alpha": np.quantile(self.alpha_, q)}),
+            "mcmc_diagnostics": self.diagnostics_table_,
+            "convergence": {k: v for k, v in self.convergence_.items() if k != "gates"},
+            "gates": dict(self.convergence_["gates"]),
+            "seeded": bool(self.seeded_),
+            "random_state": None if self.random_state is None else str(self.random_state),
+        }
+        if self.r_ is not None:
+            out["identification_risk_summary"] = self.identification_risk().summary()
+        return out
+
+    # ------------------------------------------------------------------ model hooks
+    description: ClassVar[str] = ""
+    model_label: ClassVar[str] = ""
+    loglik_scale: ClassVar[str] = ""
+
+    def _prepare_y(self, y: np.ndarray, frame: pd.DataFrame) -> dict[str, Any]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _stan_data(self, X: np.ndarray, prep: dict, alpha: np.ndarray, need_ll: bool) -> dict:
+        raise NotImplementedError  # pragma: no cover
+
+    def _draw_outcomes(self, d: dict[str, np.ndarray], X: np.ndarray, prep: dict,
+                       rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover
+
