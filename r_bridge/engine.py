@@ -33,7 +33,7 @@ import pandas as pd
 from surveysynth.engines import Engine
 from surveysynth.estimate import category_levels, is_categorical
 
-from . import r_session
+from . import _INSTALL_HINT, r_session
 from .designs import to_r
 
 _DOM = ".ss_domain"
@@ -183,8 +183,7 @@ class REngine(Engine):
     name = "r"
     description = "R survey through rpy2 (svydesign / svrepdesign estimators)"
     required_module = "rpy2"
-    install_hint = ("pip install 'surveysynth[r]' and R with the survey package "
-                    "(scripts/setup.sh installs both)")
+    install_hint = _INSTALL_HINT
     design_kinds = ("taylor", "replicate")
 
     def estimate(self, design: Any, call: dict, *, dom: np.ndarray, D: int, by: Any = None,

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 __all__ = [
     "ecdf_utility",
@@ -155,50 +154,31 @@ def ecdf_utility(original: Any, synthetic: Any) -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 
 
-def _logistic_fit(D: np.ndarray, t: np.ndarray, max_iter: int = 100, tol: float = 1e-10):
-    """Maximum-likelihood logistic regression by Newton-Raphson with step halving.
+def _logistic_fit(D: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Fitted probabilities of a maximum-likelihood logistic regression (statsmodels ``Logit``,
+    Newton's method) and whether it converged.
 
-    ``D`` includes the intercept column. Returns fitted probabilities and a convergence flag.
+    ``D`` includes the intercept column. Under (quasi-)separation the MLE does not exist: the
+    fit stops with probabilities near 0/1 and ``converged`` False, as before, not an error.
     """
-    beta = np.zeros(D.shape[1])
-    p0 = t.mean()
-    beta[0] = np.log(p0 / (1 - p0))
+    import warnings
 
-    def nll(b):
-        eta = D @ b
-        return float(np.sum(np.logaddexp(0.0, eta) - t * eta))
+    import statsmodels.api as sm
 
-    cur = nll(beta)
-    converged = False
-    for _ in range(max_iter):
-        p = expit(D @ beta)
-        w = p * (1 - p)
-        grad = D.T @ (t - p)
-        H = (D * w[:, None]).T @ D
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # separation and convergence warnings: reported below
         try:
-            stepv = np.linalg.solve(H + 1e-12 * np.eye(H.shape[0]), grad)
+            res = sm.Logit(t, D).fit(method="newton", disp=0, maxiter=100, tol=1e-10)
         except np.linalg.LinAlgError:
-            stepv = np.linalg.lstsq(H, grad, rcond=None)[0]
-        h = 1.0
-        while h > 1e-8:
-            cand = beta + h * stepv
-            new = nll(cand)
-            if new <= cur + 1e-12:
-                break
-            h /= 2
-        beta, improvement = cand, cur - new
-        cur = new
-        if improvement < tol * (1 + abs(cur)):
-            converged = True
-            break
-    return expit(D @ beta), converged
+            res = sm.Logit(t, D).fit(method="bfgs", disp=0, maxiter=1000, gtol=1e-10)
+    return np.asarray(res.predict(D), dtype=float), bool(res.mle_retvals.get("converged", False))
 
 
 def _design_matrix(Y: np.ndarray, interactions: bool) -> np.ndarray:
     """Standardized main effects (+ pairwise products of them) with an intercept.
 
     Standardizing does not change the fitted probabilities (the column space is the same) but
-    keeps Newton's method well conditioned.
+    keeps the Newton iterations well conditioned.
     """
     sd = Y.std(axis=0)
     sd[sd == 0] = 1.0
@@ -288,7 +268,12 @@ def k_marginal_score(original: Any, synthetic: Any, k: int | None = None) -> dic
 
 def _w1_from_labels(values_sorted: np.ndarray, labels: np.ndarray, n_a: int, n_b: int) -> np.ndarray:
     """W1 between the two groups defined by boolean ``labels`` (R x N, True = group a) of the
-    sorted pooled values: integral of |F_a - F_b| over the gaps between pooled points."""
+    sorted pooled values: integral of |F_a - F_b| over the gaps between pooled points.
+
+    Kept beside scipy's ``wasserstein_distance`` because the randomization null needs W1 for
+    hundreds of re-partitions of one pooled sample: sorted once, all partitions in one matrix
+    product (scipy sorts and integrates one pair per call).
+    """
     gaps = np.diff(values_sorted)
     Fa = np.cumsum(labels[:, :-1], axis=1) / n_a
     Fb = np.cumsum(~labels[:, :-1], axis=1) / n_b
@@ -296,13 +281,10 @@ def _w1_from_labels(values_sorted: np.ndarray, labels: np.ndarray, n_a: int, n_b
 
 
 def wasserstein_distance_1d(a: Any, b: Any) -> float:
-    """Exact 1-D Wasserstein-1 distance between two samples (integral of |F_a - F_b|)."""
-    a = _as_2d(a, "a")[:, 0]
-    b = _as_2d(b, "b")[:, 0]
-    pooled = np.concatenate([a, b])
-    order = np.argsort(pooled, kind="stable")
-    lab = np.r_[np.ones(a.size, bool), np.zeros(b.size, bool)][order]
-    return float(_w1_from_labels(pooled[order], lab[None, :], a.size, b.size)[0])
+    """Exact 1-D Wasserstein-1 distance between two samples (``scipy.stats.wasserstein_distance``)."""
+    from scipy.stats import wasserstein_distance
+
+    return float(wasserstein_distance(_as_2d(a, "a")[:, 0], _as_2d(b, "b")[:, 0]))
 
 
 def wasserstein_ratio(
@@ -375,14 +357,14 @@ def _frame_xy(data: Any, y: str, x: Sequence[str], name: str) -> tuple[np.ndarra
 
 
 def _ols(Y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients and classical standard errors of an OLS fit (statsmodels ``OLS``)."""
+    import statsmodels.api as sm
+
     n, p = X.shape
     if n <= p:
         raise ValueError(f"need more records ({n}) than coefficients ({p}) for least squares.")
-    b, *_ = np.linalg.lstsq(X, Y, rcond=None)
-    resid = Y - X @ b
-    s2 = resid @ resid / (n - p)
-    cov = s2 * np.linalg.inv(X.T @ X)
-    return b, np.sqrt(np.diag(cov))
+    res = sm.OLS(Y, X).fit()
+    return np.asarray(res.params, dtype=float), np.asarray(res.bse, dtype=float)
 
 
 def coef_difference(original: Any, synthetic: Any, y: str, x: Sequence[str]) -> pd.DataFrame:

@@ -308,12 +308,15 @@ def test_without_r_pure_python_works_and_r_features_name_debian_packages():
         df = pd.DataFrame({"y": np.arange(10.0), "s": list("ab") * 5, "w": np.full(10, 2.0)})
         d = ss.SurveyDesign(df, strata="s", weights="w")
         assert abs(d.mean("y")["estimate"].iloc[0] - 4.5) < 1e-12
-        for f in (lambda: d.mean("y", engine="r"),
-                  lambda: __import__("r_bridge.sampling", fromlist=["x"]).pps_sample_r(
-                      np.full(4, .5), seed=1)):
+        from surveysynth.engines import EngineNotAvailableError, list_engines
+        assert "r" not in list_engines() and "native" in list_engines()
+        # engine="r": the registry's "known but not installed", naming what to install
+        for f, err in ((lambda: d.mean("y", engine="r"), EngineNotAvailableError),
+                       (lambda: __import__("r_bridge.sampling", fromlist=["x"]).pps_sample_r(
+                           np.full(4, .5), seed=1), RNotAvailableError)):
             try:
                 f()
-            except RNotAvailableError as e:
+            except err as e:
                 assert "r-cran-survey" in str(e) and "apt-get install" in str(e), str(e)
             else:
                 raise AssertionError("no error without R")

@@ -77,8 +77,6 @@ def test_ecdf_errors_and_no_mutation():
 
 
 # ---------------------------------------------------------------- pMSE, k-marginal, WRT, specific
-import statsmodels.api as sm  # noqa: E402
-
 from surveysynth.synthetic_utility import (  # noqa: E402
     ci_overlap,
     coef_difference,
@@ -99,21 +97,42 @@ def _pair(seed=0, n=300, shift=0.3):
 
 
 @pytest.mark.parametrize("interactions", [False, True])
-def test_pmse_matches_statsmodels_logit(interactions):
-    o, s = _pair(n=250)
-    Y = pd.concat([o, s], ignore_index=True)
-    t = np.r_[np.zeros(250), np.ones(200)]
-    s = s.iloc[:200]
-    Y = pd.concat([o, s], ignore_index=True)
-    cols = [Y[c] for c in Y]
-    if interactions:
-        cols += [Y["a"] * Y["b"], Y["a"] * Y["c"], Y["b"] * Y["c"]]
-    D = sm.add_constant(np.column_stack(cols))
-    p = sm.Logit(t, D).fit(disp=0, tol=1e-12, maxiter=200).predict(D)
-    ref = np.mean((p - 200 / 450) ** 2)
+def test_pmse_saturated_model_has_closed_form(interactions):
+    """Binary variables: main effects (one variable) or main effects + interaction (two) make
+    the logistic model saturated, so each fitted propensity is the synthetic share of its cell
+    (closed form, no logistic solver). Kills a wrong intercept, a wrong c, a dropped column."""
+    rng = np.random.default_rng(3)
+    cols = ["a", "b"] if interactions else ["a"]
+    o = pd.DataFrame({c: rng.integers(0, 2, 300) for c in cols}).astype(float)
+    s = pd.DataFrame({c: (rng.random(200) < 0.35 + 0.2 * k).astype(float)
+                      for k, c in enumerate(cols)})
+    pooled = pd.concat([o, s], ignore_index=True)
+    t = np.r_[np.zeros(len(o)), np.ones(len(s))]
+    share = pd.Series(t).groupby([pooled[c] for c in cols]).transform("mean").to_numpy()
+    ref = np.mean((share - len(s) / len(pooled)) ** 2)
     got = pmse(o, s, interactions=interactions)
-    assert got["pMSE"] == pytest.approx(ref, rel=1e-6)
+    assert got["pMSE"] == pytest.approx(ref, rel=1e-8)
     assert got["converged"]
+
+
+def test_pmse_continuous_is_the_likelihood_maximum():
+    """Continuous variables: the fitted propensities maximize the logistic likelihood (checked
+    by scipy.optimize on the same design, an independent optimizer)."""
+    from scipy.optimize import minimize
+
+    o, s = _pair(n=250)
+    s = s.iloc[:200]
+    t = np.r_[np.zeros(250), np.ones(200)]
+    Y = np.vstack([o.to_numpy(), s.to_numpy()])
+    D = np.column_stack([np.ones(450), (Y - Y.mean(0)) / Y.std(0)])  # same span as 1, a, b, c
+
+    def nll(b):
+        eta = D @ b
+        return np.sum(np.logaddexp(0.0, eta) - t * eta), D.T @ (1 / (1 + np.exp(-eta)) - t)
+
+    b = minimize(nll, np.zeros(D.shape[1]), jac=True, method="BFGS", options={"gtol": 1e-10}).x
+    ref = np.mean((1 / (1 + np.exp(-(D @ b))) - 200 / 450) ** 2)
+    assert pmse(o, s)["pMSE"] == pytest.approx(ref, rel=1e-6)
 
 
 def test_pmse_orders_and_averages():
@@ -149,7 +168,15 @@ def test_k_marginal_brute_force():
 def test_wasserstein_exact_and_ratio():
     rng = np.random.default_rng(4)
     a, b = rng.normal(size=70), rng.normal(0.5, 2, size=55)
-    assert wasserstein_distance_1d(a, b) == pytest.approx(stats.wasserstein_distance(a, b), rel=1e-10)
+    # equal sizes: W1 is the mean gap between order statistics (closed form)
+    assert wasserstein_distance_1d(a[:55], b) == pytest.approx(
+        np.mean(np.abs(np.sort(a[:55]) - np.sort(b))), rel=1e-12)
+    # unequal sizes: the integral of |F_a - F_b| on a fine grid
+    grid = np.linspace(min(a.min(), b.min()), max(a.max(), b.max()), 400_001)
+    Fa = np.searchsorted(np.sort(a), grid, side="right") / a.size
+    Fb = np.searchsorted(np.sort(b), grid, side="right") / b.size
+    assert wasserstein_distance_1d(a, b) == pytest.approx(
+        np.sum(np.abs(Fa - Fb)[:-1] * np.diff(grid)), rel=1e-3)
     o, s = _pair(n=200, shift=0.0)
     r1 = wasserstein_ratio(o, s, n_perm=200, seed=1)
     r2 = wasserstein_ratio(o, s, n_perm=200, seed=1)
@@ -165,19 +192,28 @@ def test_wasserstein_exact_and_ratio():
     assert wasserstein_ratio(o, far, n_perm=100, seed=1)["ratio"] > 3 * r1["ratio"]
 
 
-def test_coef_difference_and_nrmse_vs_statsmodels():
+def test_coef_difference_and_nrmse_vs_normal_equations():
     rng = np.random.default_rng(8)
     o = pd.DataFrame({"x": rng.normal(size=200)})
     o["y"] = 1 + 2 * o["x"] + rng.normal(size=200)
     s = pd.DataFrame({"x": rng.normal(size=150)})
     s["y"] = 1.5 + 1.8 * s["x"] + rng.normal(size=150)
-    fo = sm.OLS(o["y"], sm.add_constant(o["x"])).fit()
-    fs = sm.OLS(s["y"], sm.add_constant(s["x"])).fit()
+
+    def ols(d):  # normal equations and the classical variance s^2 (X'X)^-1
+        X = np.column_stack([np.ones(len(d)), d["x"]])
+        XtX = X.T @ X
+        b = np.linalg.solve(XtX, X.T @ d["y"].to_numpy())
+        r = d["y"].to_numpy() - X @ b
+        return b, np.sqrt(np.diag(r @ r / (len(d) - 2) * np.linalg.inv(XtX)))
+
+    bo, se_o = ols(o)
+    bs, _ = ols(s)
     got = coef_difference(o, s, "y", ["x"])
-    np.testing.assert_allclose(got["std_diff"], np.abs(fo.params - fs.params) / fo.bse, rtol=1e-10)
+    np.testing.assert_allclose(got["se_orig"], se_o, rtol=1e-10)
+    np.testing.assert_allclose(got["std_diff"], np.abs(bo - bs) / se_o, rtol=1e-10)
     test = pd.DataFrame({"x": rng.normal(size=100)})
     test["y"] = 1 + 2 * test["x"] + rng.normal(size=100)
-    pred = fs.predict(sm.add_constant(test["x"]))
+    pred = bs[0] + bs[1] * test["x"]
     ref = np.sqrt(np.mean((test["y"] - pred) ** 2)) / test["y"].std(ddof=1)
     assert nrmse(s, test, "y", ["x"])["NRMSE"] == pytest.approx(ref, rel=1e-10)
     with pytest.raises(ValueError, match="lacks columns"):
