@@ -14,6 +14,7 @@ from scipy import stats
 from statsmodels.regression.quantile_regression import QuantReg
 
 from surveysynth.datasets.kng import kng_simulation
+from surveysynth.synth.base import NotFittedError
 from surveysynth.synth.kng import (
     check_loss,
     clip_predictors,
@@ -191,11 +192,12 @@ def test_settings_stored_unchanged_and_validated_in_fit(small):
     assert s.variables == "X1" and s.method == "magic" and s.get_params()["method"] == "magic"
     with pytest.raises(ValueError, match="method must be one of"):
         s.fit(small)
-    assert not s._is_fitted()
+    with pytest.raises(NotFittedError):
+        s.release()
     s.set_params(method="stepwise", quantiles=GRID5, progress=False, random_state=0)
     assert s.fit(small) is s and s.n_ == len(small)
     c = s.clone()
-    assert c.get_params() == s.get_params() and not c._is_fitted()
+    assert c.get_params() == s.get_params() and getattr(c, "n_", None) is None
 
 
 def _bad(**kw):

@@ -16,7 +16,7 @@ from surveysynth.synth.kng import (
     kng_sample_intercept_exact,
     quantile_gradient,
 )
-from surveysynth.synth.kng.truncated_gauss import _log_gauss_mass, _series_rel, _truncnorm_ppf
+from surveysynth.synth.kng.truncated_gauss import log_gauss_mass, series_rel, truncnorm_ppf
 from surveysynth.synth.quantile_synthesizer import QuantileSynthesizer, paper_quantile_grid
 
 # hand data: 7 records, x clipped at C_X = 5 (the 9 becomes 5), tied residuals at 3 and ties in y
@@ -35,27 +35,27 @@ def _quad_log_mass(lo, hi, tau, eps, c, slopes=S7, X=X7, y=Y7, C_X=5.0):
 
 
 # ------------------------------------------------------------------ numerical building blocks
-def test_log_gauss_mass_against_quad_and_series():
+def testlog_gauss_mass_against_quad_and_series():
     cases = [(-np.inf, np.inf), (-np.inf, -3.0), (2.0, np.inf), (-1.0, 2.0), (0.5, 0.5001),
              (5.0, 5.0001), (-3.0, -2.99), (8.0, 9.0), (30.0, 31.0), (-0.005, 0.004), (1.0, 1.02)]
-    got = _log_gauss_mass([a for a, _ in cases], [b for _, b in cases])
+    got = log_gauss_mass([a for a, _ in cases], [b for _, b in cases])
     for (a, b), g in zip(cases, got, strict=True):
         ref = integrate.quad(lambda z: math.exp(-z * z / 2), a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
         assert math.exp(g) == pytest.approx(ref, rel=1e-12), (a, b)
-    assert _log_gauss_mass(1.5, 1.5) == -np.inf
+    assert log_gauss_mass(1.5, 1.5) == -np.inf
     # just outside the narrow regime the erfcx/ndtr branch (least accurate there) must agree with
     # the Hermite series, which is itself exact to < 1e-18 for h M < 0.01 and still to ~1e-17 here
     for m in (-7.0, -0.4, 0.0, 0.3, 1.0, 3.0, 10.0):
         h = 0.0100001 / max(1.0, abs(m))
-        series = math.log(2 * h) - m * m / 2 + math.log1p(float(_series_rel(np.array(m), np.array(h))))
-        assert _log_gauss_mass(m - h, m + h) == pytest.approx(series, rel=0, abs=1e-12)
+        series = math.log(2 * h) - m * m / 2 + math.log1p(float(series_rel(np.array(m), np.array(h))))
+        assert log_gauss_mass(m - h, m + h) == pytest.approx(series, rel=0, abs=1e-12)
 
 
-def test_truncnorm_ppf_matches_scipy():
+def testtruncnorm_ppf_matches_scipy():
     u = np.linspace(0.001, 0.999, 11)
     for a, b in [(-1.0, 2.0), (2.0, np.inf), (-np.inf, -3.0), (0.5, 0.5001), (5.0, 5.0001),
                  (-3.0, -2.99), (8.0, 9.0), (1.0, 1.02), (-np.inf, np.inf)]:
-        np.testing.assert_allclose(_truncnorm_ppf(a, b, u), stats.truncnorm.ppf(u, a, b),
+        np.testing.assert_allclose(truncnorm_ppf(a, b, u), stats.truncnorm.ppf(u, a, b),
                                    rtol=1e-12, atol=1e-12)
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from surveysynth.datasets.kng import kng_simulation
 from surveysynth.synth.kng import kng_intercept_draws, kng_intercept_pieces
-from surveysynth.synth.quantile import budget_ledger, paper_quantile_grid
+from surveysynth.synth.quantile_synthesizer import paper_quantile_grid, split_budget
 
 EPS_X1 = 0.5
 MEDIAN_SHARE = 0.25
@@ -54,8 +54,8 @@ def stepwise_release(pieces: list, grid: np.ndarray, rng: np.random.Generator) -
 def run(seeds: int, reps: int, n: int = 5000) -> tuple[str, dict]:
     grid = paper_quantile_grid()
     eps = {
-        "plain KNG": budget_ledger(grid, EPS_X1, "kng")["epsilon"].to_numpy(),
-        "stepwise": budget_ledger(grid, EPS_X1, "stepwise", median=MEDIAN_SHARE)["epsilon"].to_numpy(),
+        "plain KNG": split_budget(grid, EPS_X1, "kng")["epsilon"].to_numpy(),
+        "stepwise": split_budget(grid, EPS_X1, "stepwise", median=MEDIAN_SHARE)["epsilon"].to_numpy(),
     }
     med = int(np.argmin(np.abs(grid - 0.5)))
     show_idx = [int(np.argmin(np.abs(grid - t))) for t in SHOW]

@@ -345,34 +345,7 @@ class QuantileSynthesizer(Synthesizer):
                 raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
         if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}.")
-        grid = paper_quantile_grid() if self.quantiles is None else np.asarray(self.quantiles, dtype=float)
-        grid = np.atleast_1d(grid)
-        if grid.size == 0 or not np.all((grid > 0) & (grid < 1)):
-            raise ValueError(f"quantiles must lie strictly between 0 and 1; got {grid.tolist()}.")
-        grid = np.sort(grid)
-        if np.any(np.diff(grid) <= 0):
-            raise ValueError("quantiles must be distinct.")
-        if method in ("stepwise", "sandwich") and not np.isclose(grid, 0.5).any():
-            raise ValueError(
-                f"method={method!r} starts from the median, but the quantile grid has no 0.5: "
-                "add 0.5 to quantiles."
-            )
-        anchors = None
-        if method == "sandwich":
-            anc = _default_anchors(grid) if self.anchors is None else np.sort(np.asarray(self.anchors, float))
-            missing = [a for a in anc if not np.isclose(grid, a).any()]
-            if missing:
-                raise ValueError(f"anchors {missing} are not in the quantile grid; add them to quantiles.")
-            if not np.isclose(anc, 0.5).any():
-                raise ValueError("sandwich anchors must include the median 0.5.")
-            if anc[0] > grid[0] + 1e-12 or anc[-1] < grid[-1] - 1e-12:
-                out = grid[(grid < anc[0] - 1e-12) | (grid > anc[-1] + 1e-12)]
-                raise ValueError(
-                    f"sandwich anchors {anc.tolist()} do not bracket every quantile: "
-                    f"{out.tolist()} lie outside [{anc[0]}, {anc[-1]}]. Add the grid's lowest and "
-                    "highest quantiles to anchors."
-                )
-            anchors = grid[np.isclose(grid[:, None], anc[None, :]).any(axis=1)]
+        grid, anchors = _parse_grid(self.quantiles, method, self.anchors)
         epsilon = None if method == "nonprivate" else _check_epsilon(self.epsilon, "epsilon")
         budget = dict(self.budget or {})
         unknown = set(budget) - set(_BUDGET_KEYS)
@@ -599,6 +572,39 @@ class QuantileSynthesizer(Synthesizer):
 
 
 # ---------------------------------------------------------------------------------- helpers
+def _parse_grid(quantiles: Any, method: str, anchors_in: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """The sorted quantile grid and (sandwich) the anchors on it, checked."""
+    grid = paper_quantile_grid() if quantiles is None else np.asarray(quantiles, dtype=float)
+    grid = np.atleast_1d(grid)
+    if grid.size == 0 or not np.all((grid > 0) & (grid < 1)):
+        raise ValueError(f"quantiles must lie strictly between 0 and 1; got {grid.tolist()}.")
+    grid = np.sort(grid)
+    if np.any(np.diff(grid) <= 0):
+        raise ValueError("quantiles must be distinct.")
+    if method in ("stepwise", "sandwich") and not np.isclose(grid, 0.5).any():
+        raise ValueError(
+            f"method={method!r} starts from the median, but the quantile grid has no 0.5: "
+            "add 0.5 to quantiles."
+        )
+    anchors = None
+    if method == "sandwich":
+        anc = _default_anchors(grid) if anchors_in is None else np.sort(np.asarray(anchors_in, float))
+        missing = [a for a in anc if not np.isclose(grid, a).any()]
+        if missing:
+            raise ValueError(f"anchors {missing} are not in the quantile grid; add them to quantiles.")
+        if not np.isclose(anc, 0.5).any():
+            raise ValueError("sandwich anchors must include the median 0.5.")
+        if anc[0] > grid[0] + 1e-12 or anc[-1] < grid[-1] - 1e-12:
+            out = grid[(grid < anc[0] - 1e-12) | (grid > anc[-1] + 1e-12)]
+            raise ValueError(
+                f"sandwich anchors {anc.tolist()} do not bracket every quantile: "
+                f"{out.tolist()} lie outside [{anc[0]}, {anc[-1]}]. Add the grid's lowest and "
+                "highest quantiles to anchors."
+            )
+        anchors = grid[np.isclose(grid[:, None], anc[None, :]).any(axis=1)]
+    return grid, anchors
+
+
 def _parse_cx(C_X: Any, variables: list[str], method: str) -> dict[str, float]:  # noqa: N803
     out: dict[str, float] = {}
     if isinstance(C_X, Mapping):

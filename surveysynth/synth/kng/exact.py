@@ -25,7 +25,7 @@ from .mechanism import (
     _intercept_interval,
     _kng_inputs,
 )
-from .truncated_gauss import _log_gauss_mass, _truncnorm_ppf
+from .truncated_gauss import log_gauss_mass, truncnorm_ppf
 
 __all__ = ["InterceptPieces", "kng_intercept_pieces", "kng_intercept_draws", "kng_sample_intercept_exact"]
 
@@ -36,7 +36,7 @@ def _piece_log_mass(lo, hi, g, kappa, c, s):
     live = hi > lo
     if c > 0:
         sd = 1.0 / math.sqrt(2.0 * c)  # exp(-c b^2) = exp(-(b / sd)^2 / 2)
-        log_int = math.log(sd) + _log_gauss_mass(lo[live] / sd, hi[live] / sd)
+        log_int = math.log(sd) + log_gauss_mass(lo[live] / sd, hi[live] / sd)
     else:
         log_int = np.log(hi[live] - lo[live])
     log_mass[live] = -kappa * g[live] - c * float(s @ s) + log_int
@@ -125,7 +125,7 @@ def kng_intercept_pieces(
     function, right-continuous, with breakpoints at the sorted r_(k): on [r_(k), r_(k+1)) it
     counts the first k records (ties give pieces of zero width). Each of the n + 1 pieces,
     intersected with [b_lo, b_hi], has log mass -kappa g_k - c ||s||^2 + log int exp(-c b^2) db,
-    the integral by :func:`_log_gauss_mass` (relative error < 1e-12). O(n log n + n p).
+    the integral by :func:`log_gauss_mass` (relative error < 1e-12). O(n log n + n p).
     """
     tau = _check_tau(tau)
     epsilon = _check_epsilon(epsilon)
@@ -178,7 +178,7 @@ def kng_intercept_draws(
 
     A piece is chosen by inverse CDF on its probability (normalised in log space), then the
     intercept within it from the density ∝ exp(-c b^2) on that piece (a normal with sd
-    1/sqrt(2c) truncated to the piece; uniform if c = 0) by :func:`_truncnorm_ppf`. Two uniforms
+    1/sqrt(2c) truncated to the piece; uniform if c = 0) by :func:`truncnorm_ppf`. Two uniforms
     per draw. If the feasible interval is a single point, that point is returned (the constraints
     leave no choice; the output is then data independent).
     """
@@ -196,7 +196,7 @@ def kng_intercept_draws(
     lo, hi = pieces.lo[k], pieces.hi[k]
     if pieces.c > 0:
         sd = 1.0 / math.sqrt(2.0 * pieces.c)
-        b = sd * _truncnorm_ppf(lo / sd, hi / sd, u[1])
+        b = sd * truncnorm_ppf(lo / sd, hi / sd, u[1])
     else:
         b = lo + u[1] * (hi - lo)
     # pieces are half-open [lo, hi) except the last feasible one: stay inside

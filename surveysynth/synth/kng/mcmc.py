@@ -115,98 +115,16 @@ def kng_sample(
                                              check_X, lb, ub)
     n, p = Xc.shape
     kappa = epsilon / (2.0 * delta)
-    sumX = Xc.sum(axis=0)
-
-    if init is None:
-        beta0 = np.zeros(p)
-        beta0[0] = min(max(0.0, lb), ub)
-    else:
-        beta0 = np.asarray(init, dtype=np.float64).ravel().copy()
-        if beta0.shape[0] != p:
-            raise ValueError(f"init has {beta0.shape[0]} values; the model has {p} coefficients.")
-
-    base = (ub - lb) / 100.0 if np.isfinite(lb) and np.isfinite(ub) else 1.0
-    if step is not None:
-        base = float(step)
-        if not (base > 0 and math.isfinite(base)):
-            raise ValueError(f"step must be a positive number; got {step!r}.")
-    chol0 = np.diag(np.r_[base, np.full(p - 1, base / float(C_X))])
-    rows = proposal_rows if proposal_rows is not None else (Z if Z.shape[0] >= p else None)
-    if rows is not None and p > 1:
-        R = _constraint_rows(rows, p)
-        gram = R.T @ R / R.shape[0]
-        try:
-            if np.linalg.matrix_rank(gram) == p:
-                chol0 = np.linalg.cholesky(np.linalg.inv(gram)) * base
-        except np.linalg.LinAlgError:
-            pass
-
+    beta0, base = _start_and_step(init, p, lb, ub, step)
     one_dim = slopes == "fixed" or p == 1
     if one_dim:
         slope_part = beta0[1:].copy()
-        # G(b) from sorted residuals: r_i <= b  <=>  y_i <= x_i'beta
-        resid = y - Xc[:, 1:] @ slope_part
-        order = np.argsort(resid, kind="stable")
-        r_sorted = resid[order]
-        cum = np.vstack([np.zeros((1, p)), np.cumsum(Xc[order], axis=0)])  # (n+1, p)
-        tau_sum = tau * sumX
-        zs = Z[:, 1:] @ slope_part
-        zint = Z[:, 0]
-        # feasible intercepts: an interval [b_lo, b_hi] (strict at neighbours)
-        b_lo, b_hi = _intercept_interval(zint, zs, zlow, zup, lb, ub)
-        pen_slopes = float(slope_part @ slope_part)
-
-        def logf(theta: np.ndarray) -> float:
-            b = theta[0]
-            if b < b_lo or b > b_hi:
-                return -np.inf
-            k = np.searchsorted(r_sorted, b, side="right")
-            g = cum[k] - tau_sum
-            return -kappa * np.max(np.abs(g)) - c * (b * b + pen_slopes)
-
-        if b_lo > b_hi:
-            raise ValueError(
-                f"tau={tau}: no intercept satisfies the bounds [{lb}, {ub}] and the neighbouring "
-                "quantiles on the synthetic predictor rows; widen the bounds."
-            )
-        b0 = beta0[0]
-        step1 = base
-        if np.isfinite(b_lo) and np.isfinite(b_hi) and b_hi > b_lo:
-            step1 = min(base, (b_hi - b_lo) / 2)
-        if not (b_lo <= b0 <= b_hi):  # start inside the feasible interval (public info)
-            if np.isfinite(b_lo) and np.isfinite(b_hi):
-                b0 = 0.5 * (b_lo + b_hi)
-            elif b0 <= b_lo:
-                b0 = b_lo + step1
-            else:
-                b0 = b_hi - step1
-        theta0 = np.array([b0])
-        chol_init = np.array([[step1]])
+        logf, theta0, chol_init = _intercept_target(
+            Xc, y, tau, kappa, c, slope_part, Z, zlow, zup, lb, ub, beta0[0], base)
     else:
-        XT = np.ascontiguousarray(Xc.T)
-        tau_sum = tau * sumX
-        has_z = Z.shape[0] > 0
-        low_any = lower is not None
-        up_any = upper is not None
-
-        def logf(theta: np.ndarray) -> float:
-            if has_z:
-                zb = Z @ theta
-                if (zb < lb).any() or (zb > ub).any():
-                    return -np.inf
-                if low_any and (zb < zlow).any():
-                    return -np.inf
-                if up_any and (zb > zup).any():
-                    return -np.inf
-            ind = y <= Xc @ theta
-            g = XT @ ind - tau_sum
-            return -kappa * np.max(np.abs(g)) - c * float(theta @ theta)
-
-        theta0 = beta0.copy()
-        if has_z:
-            zb0 = Z @ theta0
-            if (zb0 < lb).any() or (zb0 > ub).any() or (zb0 < zlow).any() or (zb0 > zup).any():
-                theta0 = _feasible_point(Z, np.maximum(lb, zlow), np.minimum(ub, zup), base, tau)
+        chol0 = _initial_proposal(base, p, C_X, proposal_rows, Z)
+        logf, theta0 = _joint_target(Xc, y, tau, kappa, c, Z, zlow, zup, lb, ub,
+                                     lower is not None, upper is not None, beta0, base)
         chol_init = chol0
 
     chain, accept_rate, scale, logd = _adaptive_metropolis(
@@ -234,6 +152,106 @@ def kng_sample(
         chain=full_chain if return_chain else None,
         log_density=logd if return_chain else None,
     )
+
+
+def _start_and_step(init: Any, p: int, lb: float, ub: float, step: Any) -> tuple[np.ndarray, float]:
+    """The data-independent (or caller-supplied) starting point and the base proposal scale."""
+    if init is None:
+        beta0 = np.zeros(p)
+        beta0[0] = min(max(0.0, lb), ub)
+    else:
+        beta0 = np.asarray(init, dtype=np.float64).ravel().copy()
+        if beta0.shape[0] != p:
+            raise ValueError(f"init has {beta0.shape[0]} values; the model has {p} coefficients.")
+    base = (ub - lb) / 100.0 if np.isfinite(lb) and np.isfinite(ub) else 1.0
+    if step is not None:
+        base = float(step)
+        if not (base > 0 and math.isfinite(base)):
+            raise ValueError(f"step must be a positive number; got {step!r}.")
+    return beta0, base
+
+
+def _initial_proposal(base: float, p: int, C_X: float, proposal_rows: Any, Z: np.ndarray) -> np.ndarray:  # noqa: N803
+    """Cholesky factor of the first proposal: step^2 (R'R/m)^-1 on public rows R, else diagonal."""
+    chol0 = np.diag(np.r_[base, np.full(p - 1, base / float(C_X))])
+    rows = proposal_rows if proposal_rows is not None else (Z if Z.shape[0] >= p else None)
+    if rows is not None and p > 1:
+        R = _constraint_rows(rows, p)
+        gram = R.T @ R / R.shape[0]
+        try:
+            if np.linalg.matrix_rank(gram) == p:
+                chol0 = np.linalg.cholesky(np.linalg.inv(gram)) * base
+        except np.linalg.LinAlgError:
+            pass
+    return chol0
+
+
+def _intercept_target(Xc, y, tau, kappa, c, slope_part, Z, zlow, zup, lb, ub, b0, base):
+    """Log density of the intercept alone (fixed slopes), its feasible start and step.
+
+    G(b) from sorted residuals: r_i <= b  <=>  y_i <= x_i'beta; O(log n + p) per evaluation.
+    """
+    p = Xc.shape[1]
+    resid = y - Xc[:, 1:] @ slope_part
+    order = np.argsort(resid, kind="stable")
+    r_sorted = resid[order]
+    cum = np.vstack([np.zeros((1, p)), np.cumsum(Xc[order], axis=0)])  # (n+1, p)
+    tau_sum = tau * Xc.sum(axis=0)
+    # feasible intercepts: an interval [b_lo, b_hi] (strict at neighbours)
+    b_lo, b_hi = _intercept_interval(Z[:, 0], Z[:, 1:] @ slope_part, zlow, zup, lb, ub)
+    pen_slopes = float(slope_part @ slope_part)
+
+    def logf(theta: np.ndarray) -> float:
+        b = theta[0]
+        if b < b_lo or b > b_hi:
+            return -np.inf
+        k = np.searchsorted(r_sorted, b, side="right")
+        g = cum[k] - tau_sum
+        return -kappa * np.max(np.abs(g)) - c * (b * b + pen_slopes)
+
+    if b_lo > b_hi:
+        raise ValueError(
+            f"tau={tau}: no intercept satisfies the bounds [{lb}, {ub}] and the neighbouring "
+            "quantiles on the synthetic predictor rows; widen the bounds."
+        )
+    step1 = base
+    if np.isfinite(b_lo) and np.isfinite(b_hi) and b_hi > b_lo:
+        step1 = min(base, (b_hi - b_lo) / 2)
+    if not (b_lo <= b0 <= b_hi):  # start inside the feasible interval (public info)
+        if np.isfinite(b_lo) and np.isfinite(b_hi):
+            b0 = 0.5 * (b_lo + b_hi)
+        elif b0 <= b_lo:
+            b0 = b_lo + step1
+        else:
+            b0 = b_hi - step1
+    return logf, np.array([b0]), np.array([[step1]])
+
+
+def _joint_target(Xc, y, tau, kappa, c, Z, zlow, zup, lb, ub, low_any, up_any, beta0, base):
+    """Log density of all coefficients (constraints checked on the rows Z) and a feasible start."""
+    XT = np.ascontiguousarray(Xc.T)
+    tau_sum = tau * Xc.sum(axis=0)
+    has_z = Z.shape[0] > 0
+
+    def logf(theta: np.ndarray) -> float:
+        if has_z:
+            zb = Z @ theta
+            if (zb < lb).any() or (zb > ub).any():
+                return -np.inf
+            if low_any and (zb < zlow).any():
+                return -np.inf
+            if up_any and (zb > zup).any():
+                return -np.inf
+        ind = y <= Xc @ theta
+        g = XT @ ind - tau_sum
+        return -kappa * np.max(np.abs(g)) - c * float(theta @ theta)
+
+    theta0 = beta0.copy()
+    if has_z:
+        zb0 = Z @ theta0
+        if (zb0 < lb).any() or (zb0 > ub).any() or (zb0 < zlow).any() or (zb0 > zup).any():
+            theta0 = _feasible_point(Z, np.maximum(lb, zlow), np.minimum(ub, zup), base, tau)
+    return logf, theta0
 
 
 def _feasible_point(Z, L, U, cap, tau):

@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["log_gauss_mass", "truncnorm_ppf", "series_rel"]
+
 _SQRT2 = math.sqrt(2.0)
 _NARROW = 0.01  # series regime: half-width h (standardized) with h * max(1, |midpoint|) < 0.01
 
 
-def _series_rel(m: np.ndarray, h: np.ndarray) -> np.ndarray:
+def series_rel(m: np.ndarray, h: np.ndarray) -> np.ndarray:
     """S(m, h) with  int_{m-h}^{m+h} exp(-z^2/2) dz = 2h exp(-m^2/2) (1 + S(m, h)).
 
     From exp(-m u - u^2/2) = sum_n He_n(-m) u^n / n! (probabilists' Hermite polynomials),
@@ -34,12 +36,12 @@ def _series_rel(m: np.ndarray, h: np.ndarray) -> np.ndarray:
     return h2 * (he2 / 6.0 + h2 * (he4 / 120.0 + h2 * he6 / 5040.0))
 
 
-def _log_gauss_mass(a: Any, b: Any) -> np.ndarray:
+def log_gauss_mass(a: Any, b: Any) -> np.ndarray:
     """log of int_a^b exp(-z^2/2) dz for a <= b (may be infinite), stable in every regime.
 
     The interval is mirrored so that its midpoint m is >= 0 (the integrand is symmetric). Then
 
-    * narrow (h = (b - a)/2 with h max(1, m) < 0.01): the Hermite series of :func:`_series_rel`
+    * narrow (h = (b - a)/2 with h max(1, m) < 0.01): the Hermite series of :func:`series_rel`
       (no cancellation; truncation error < 1e-18 relative);
     * a >= 0: upper tails through erfcx,  sqrt(pi/2) exp(-a^2/2) [erfcx(a/sqrt2) -
       erfcx(b/sqrt2) exp(-(b - a)(b + a)/2)]; outside the narrow regime the second term is at
@@ -66,7 +68,7 @@ def _log_gauss_mass(a: Any, b: Any) -> np.ndarray:
         mid = pos & ~narrow & (a < 0)
     if narrow.any():
         hn, mn = h[narrow], m[narrow]
-        out[narrow] = np.log(2.0 * hn) - 0.5 * mn * mn + np.log1p(_series_rel(mn, hn))
+        out[narrow] = np.log(2.0 * hn) - 0.5 * mn * mn + np.log1p(series_rel(mn, hn))
     if right.any():
         ar, br = a[right], b[right]
         with np.errstate(invalid="ignore", over="ignore"):
@@ -77,10 +79,10 @@ def _log_gauss_mass(a: Any, b: Any) -> np.ndarray:
     return out
 
 
-def _truncnorm_ppf(a: Any, b: Any, u: Any) -> np.ndarray:
+def truncnorm_ppf(a: Any, b: Any, u: Any) -> np.ndarray:
     """Inverse CDF of the standard normal truncated to [a, b] (a < b) at u in [0, 1).
 
-    Same regimes as :func:`_log_gauss_mass`: narrow intervals by Newton's method on the series
+    Same regimes as :func:`log_gauss_mass`: narrow intervals by Newton's method on the series
     form (the CDF is within 1% of linear there; 6 steps reach machine precision), upper tails
     through log survival functions and ``ndtri_exp`` (no underflow far in the tail), intervals
     around 0 through Phi / ndtri from whichever side keeps the probability below 1/2.
@@ -102,12 +104,12 @@ def _truncnorm_ppf(a: Any, b: Any, u: Any) -> np.ndarray:
         mid = ~narrow & (a < 0)
     if narrow.any():
         an, hn, mn, un = a[narrow], h[narrow], m[narrow], u[narrow]
-        log_full = np.log(2.0 * hn) + np.log1p(_series_rel(mn, hn))  # without exp(-m^2/2)
+        log_full = np.log(2.0 * hn) + np.log1p(series_rel(mn, hn))  # without exp(-m^2/2)
         t = 2.0 * hn * un
         for _ in range(6):
             mt = an + 0.5 * t  # midpoint of [a, a + t]
             with np.errstate(divide="ignore"):
-                log_part = np.log(t) + np.log1p(_series_rel(mt, 0.5 * t))
+                log_part = np.log(t) + np.log1p(series_rel(mt, 0.5 * t))
             # F(t) = int_a^{a+t} / int_a^b, the exp(-m^2/2) factors cancel as (m - mt)(m + mt)/2
             F = np.exp(log_part - log_full + 0.5 * (mn - mt) * (mn + mt))
             dens = np.exp(-0.5 * (an + t - mn) * (an + t + mn) - log_full)
