@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_list, require_columns
-from ..tables import Table, _cell_labels, _union_levels, reliability
+from ..tables import Table, cell_labels, reliability, union_levels
 from .noise import SAMPLER, add_laplace
 from .randomness import RandomState, secret_rng
 from .record import PrivacyRecord, build_record
@@ -156,11 +156,11 @@ def _noiseless(design: Any, row_vars: list[str], col_vars: list[str], value: str
     """
     from ..variance.replicate_weights import preston_factors
 
-    na_rows = design._na_rows([value], na_rm, "laplace_tables")
-    y = design._numeric(value)
+    na_rows = design.missing_rows([value], na_rm, "laplace_tables")
+    y = design.numeric_values(value)
     y = np.where(np.isnan(y), 0.0, y)
-    w = np.asarray(design._w, float)
-    levels = {v: _union_levels([design], v) for v in row_vars + col_vars}
+    w = np.asarray(design.full_weights, float)
+    levels = {v: union_levels([design], v) for v in row_vars + col_vars}
     blocks = [("interior", row_vars + col_vars)]
     if col_vars:
         blocks += [("row margin", row_vars), ("column margin", col_vars)]
@@ -168,7 +168,7 @@ def _noiseless(design: Any, row_vars: list[str], col_vars: list[str], value: str
     doms, labels, offsets = [], [], [0]
     own_c, own_a = [], []
     for cell, by in blocks:
-        dom, D, by_df = design._domains(by or None, na_rows)
+        dom, D, by_df = design.domains(by or None, na_rows)
         if by:
             grid = pd.MultiIndex.from_product([levels[v] for v in by], names=by)
             have = pd.MultiIndex.from_frame(by_df[by].astype(object))
@@ -178,7 +178,7 @@ def _noiseless(design: Any, row_vars: list[str], col_vars: list[str], value: str
             K = len(grid)
         else:
             grid, K = None, 1
-        labels.append(_cell_labels(row_vars + col_vars, by, grid, K, cell, margin_label))
+        labels.append(cell_labels(row_vars + col_vars, by, grid, K, cell, margin_label))
         doms.append(dom)
         offsets.append(offsets[-1] + K)
         d_c, d_a = cell_sensitivities(dom, K, w, y)
@@ -342,7 +342,7 @@ def laplace_tables(
         raise ValueError(f"rows={row_vars}, cols={col_vars}: a variable may appear only once.")
     if not isinstance(value, str):
         raise ValueError("value: name the numeric column of the means table.")
-    require_columns(design._frame, row_vars + col_vars + [value], "laplace_tables")
+    require_columns(design.full_data, row_vars + col_vars + [value], "laplace_tables")
     budget = budget_split(epsilon, replicates, cells_per_record=4 if col_vars else 2, tables=2)
     rng = secret_rng(seed)
     core = _noiseless(design, row_vars, col_vars, value, replicates, rng, na_rm, margin_label)
