@@ -406,13 +406,12 @@ def jackknife_factors(
 
 # ------------------------------------------------------------------------------ BRR / Fay
 def sylvester_hadamard(order: int) -> np.ndarray:
-    """Sylvester Hadamard matrix (entries +-1) of size the smallest power of 2 >= order."""
-    size = 1
-    Hm = np.ones((1, 1))
-    while size < order:
-        Hm = np.block([[Hm, Hm], [Hm, -Hm]])
-        size *= 2
-    return Hm
+    """Sylvester Hadamard matrix (entries +-1, float) of size the smallest power of 2 >= order
+    (``scipy.linalg.hadamard``, which builds Sylvester's matrix)."""
+    from scipy.linalg import hadamard
+
+    size = 1 << max(int(order) - 1, 0).bit_length()
+    return hadamard(size).astype(float)
 
 
 def brr_factors(stage: Stage, fay_rho: float = 0.0,
