@@ -315,11 +315,6 @@ class Estimators:
         """Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
         return self._df_core(codes, count)
 
-    # kept until privacy/laplace.py reads the public names (then remove these aliases)
-    _domains = domains
-    _na_rows = missing_rows
-    _numeric = numeric_values
-
     def _variables(self, variables, allow_categorical: bool):
         """Expand variables to value columns: (matrix, labels[(variable, level)])."""
         cols = as_list(variables)

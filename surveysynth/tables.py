@@ -286,11 +286,6 @@ def cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None,
     return lab
 
 
-# kept until privacy/laplace.py imports the public names (then remove these aliases)
-_cell_labels = cell_labels
-_union_levels = union_levels
-
-
 def tabulate(
     source: Any,
     rows: str | Sequence[str],
