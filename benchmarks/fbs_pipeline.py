@@ -20,15 +20,16 @@ import pandas as pd
 from scipy.stats import norm
 
 
-def pipeline(design, chains, draws, warmup, refit_warmup, seed, tol=0.01):
+def pipeline(design, chains, draws, warmup, refit_warmup, seed, tol=0.10):
     import surveysynth as ss
     from surveysynth.synth import FBS
 
     t = {}
     t0 = time.perf_counter()
     syn = FBS("salary", ["field", "gender"], population_size=100_000, chains=chains,
-              draws=draws, warmup=warmup, refit_warmup=refit_warmup, tol=tol, progress=False)
-    fit = syn.fit(design, target_lipschitz=3.4, m=10, seed=seed)
+              draws=draws, warmup=warmup, refit_warmup=refit_warmup, tol=tol, progress=False,
+              target_lipschitz=3.4, m=10, random_state=seed)
+    fit = syn.fit(design)
     t["fit (unweighted + tuning + weighted)"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     rel = fit.release()

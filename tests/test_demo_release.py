@@ -84,7 +84,7 @@ def test_public_part_holds_no_confidential_statistic(demo):
         "mean alpha": [float(summary["mean_alpha"])],
     }
     words = ["sha256", cj["input"]["sha256"], "share_above_0.5", "identification risk",
-             "accept", "tuning", "alpha_", "delta_i", str(SEED), "random_state"]
+             "accept", "tuning_path", "refit", "delta_alpha_i", "\"alpha\":", str(SEED), "random_state"]
     scan_public(rel / "public", secrets, words)
     # the released records are not in the confidential order
     syn = pd.read_parquet(rel / "public" / "synthetic" / "synthetic_1.parquet")

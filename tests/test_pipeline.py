@@ -36,7 +36,7 @@ variables = ["X1", "X2", "X3"]
 epsilon = 1.0
 m = 2
 seed = 11
-init = {{ n_iter = {n_iter}, quantiles = [0.1, 0.3, 0.5, 0.7, 0.9], C_X = {{ X1 = 1, X2 = 46, X3 = 106 }} }}
+init = {{ n_iter = {n_iter}, quantiles = [0.1, 0.3, 0.5, 0.7, 0.9], C_X = {{ X1 = 1, X2 = 46, X3 = 106 }}, bounds = {{ X1 = [0, 1000], X2 = [0, 1000], X3 = [0, 2000] }} }}
 [output]
 folder = "{folder}"
 """)
@@ -115,7 +115,7 @@ def test_release_end_to_end_kng(tmp_path):
     (("X3", "income"), "synthesizer.variables"),
     (('method = "quantile"', 'method = "magic"'), "synthesizer.method"),
     (("epsilon = 1.0", "epsilon = -2.0"), "synthesizer.epsilon"),
-    (("n_iter = 60", "n_iters = 60"), "synthesizer.init"),
+    (("n_iter = 60", "n_iters = 60"), "[synthesizer]"),
     (('folder = "release"', 'folder = "release"\n[[tables]]\nrows = "region"'), "tables[0].rows"),
 ])
 def test_bad_configs_fail_before_mcmc(tmp_path, edit, key):
