@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from surveysynth.privacy.identification import identification_risk, risk_weights
+from surveysynth.privacy.identification import identification_risk
+from surveysynth.privacy.identification_weights import risk_weights
 
 
 def measure(fn):
