@@ -33,8 +33,10 @@ from surveysynth.synth.pseudo_posterior import TargetUnreachableError
 ROOT = Path(__file__).resolve().parent.parent
 # loglik="stan": keep Stan's generated per-record log densities, the reference the numpy
 # evaluation (the default) is tested against below.
+# short test chains: the release gates are lowered explicitly (the gates themselves are tested
+# in test_convergence_gate_stops_a_short_fit)
 FAST = dict(chains=2, draws=250, warmup=250, progress=False, loglik="stan",
-            convergence={"ess_bulk": 100})  # short test chains: the ESS gate is lowered
+            convergence={"ess_bulk": 100, "rhat": 1.05, "divergent_share": 0.01})
 
 pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.ConvergenceWarning")
 
@@ -149,7 +151,7 @@ def test_fbs_log_lik_is_full_normalised_density(fbs_fit):
 
 
 def test_fbp_log_lik_matches_eq6(fbp_fit):
-    prep, res = fbp_fit._prep, fbp_fit.unweighted_fit_
+    prep, res = fbp_fit._prep_, fbp_fit.unweighted_fit_
     cells = prep["cells"]
     y, lpi = np.log(prep["y_raw"]), -np.log(prep["w_raw"])
     s = 5
@@ -159,12 +161,12 @@ def test_fbp_log_lik_matches_eq6(fbp_fit):
     expect = (stats.norm.logpdf(lpi, ky * y + xk, sp) + stats.norm.logpdf(y, xb, sy)
               - (xk + sp**2 / 2 + ky * xb + ky**2 * sy**2 / 2))
     np.testing.assert_allclose(res["log_lik"][s], expect, rtol=1e-7, atol=1e-7)
-    np.testing.assert_allclose(fbp_fit.synthesizer._record_absmax(prep, res),
+    np.testing.assert_allclose(fbp_fit._record_absmax(prep, res),
                                np.abs(res["log_lik"]).max(axis=0), rtol=1e-7)
 
 
 def test_pbp_log_lik_and_weighted_bounds(pbp_fit):
-    prep, res = pbp_fit._prep, pbp_fit.unweighted_fit_
+    prep, res = pbp_fit._prep_, pbp_fit.unweighted_fit_
     cells = prep["cells"]
     y = np.log(prep["y_raw"])
     s = 3
@@ -268,7 +270,9 @@ def test_fbs_bounds_alpha_and_tuning(fbs_fit):
     # asserted.
     D = (f.delta_ - f.delta_.min()) / (f.delta_.max() - f.delta_.min())
     np.testing.assert_allclose(f.alpha_, np.clip(f.c_ * (1 - D) + f.g_, 0, 1), rtol=1e-12)
-    assert f.alpha_.mean() > 0.8 and np.median(f.alpha_) > 0.85
+    # the final fit aims below the target by the measured spread of the bound, so c is
+    # lower than a fit landing on the target would need
+    assert f.alpha_.mean() > 0.6 and np.median(f.alpha_) > 0.65
     t = f.tuning_
     # the reported bound is the last (final) fit's, not a tuning fit's
     assert t["role"].iloc[-1] == "final" and t["delta_alpha"].iloc[-1] == f.delta_alpha_
