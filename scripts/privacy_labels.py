@@ -16,7 +16,7 @@ CASES = [
      dict(epsilon=20.4, delta_alpha=3.4, m=3,
           facts={"alpha_source": "lipschitz_tuned", "draws": 4000, "bound_draws": "final_fit"})),
     ("Mixture / NB with computed identification-risk weights", "identification_risk",
-     dict(epsilon=None, m=5, facts={"weights": "pairwise", "r": 0.2})),
+     dict(epsilon=None, m=5, facts={"weights": "pairwise", "r": 0.2, "known": "field, gender"})),
     ("Mixture / NB with caller-supplied alpha", "pseudo_posterior",
      dict(epsilon=12.0, delta_alpha=1.2, m=5,
           facts={"alpha_source": "caller", "draws": 4000, "bound_draws": "same_fit"})),

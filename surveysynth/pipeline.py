@@ -116,12 +116,7 @@ def load_config(path: str | Path) -> ReleaseConfig:
     return check_config(raw, base=path.parent)
 
 
-def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
-    """Validate a parsed configuration; every error names its key."""
-    _unknown(raw, _TOP_KEYS, "config")
-    for key in ("input", "design", "synthesizer", "output"):
-        if key not in raw:
-            raise ConfigError(f"[{key}] section missing. Fix: add it (see `surveysynth release --help`).")
+def _check_input(raw: dict[str, Any], base: Path) -> tuple[Path, pd.DataFrame]:
     inp = raw["input"]
     _unknown(inp, {"path"}, "[input]")
     if "path" not in inp:
@@ -131,13 +126,11 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
         raise ConfigError(f"input.path: {str(input_path)!r} does not exist.")
     if input_path.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise ConfigError(f"input.path: {input_path.name!r} must be .csv or .parquet.")
-    data = read_input(input_path)
-    columns = set(data.columns)
+    return input_path, read_input(input_path)
 
-    design = dict(raw["design"])
-    _unknown(design, _DESIGN_KEYS, "[design]")
 
-    syn = dict(raw["synthesizer"])
+def _check_synth(syn: dict[str, Any]) -> str:
+    """The [synthesizer] keys that do not need the data; returns the method."""
     _unknown(syn, _SYNTH_KEYS, "[synthesizer]")
     method = syn.get("method")
     if method not in SYNTHESIZERS:
@@ -146,57 +139,88 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
             f"{list(SYNTHESIZERS)}."
         )
     m = syn.get("m", 5)
-    if not isinstance(m, int) or m < 1:
+    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
         raise ConfigError(f"synthesizer.m = {m!r}: must be a positive integer (number of synthetic sets).")
-    for key in ("target_epsilon", "target_lipschitz", "epsilon"):
+    for key in ("target_epsilon", "target_lipschitz", "epsilon", "population_size"):
         if key in syn and (not isinstance(syn[key], (int, float)) or syn[key] <= 0):
             raise ConfigError(f"synthesizer.{key} = {syn[key]!r}: must be a number > 0.")
-    if method in ("FBS", "FBP", "PBP"):
-        if ("target_epsilon" in syn) == ("target_lipschitz" in syn):
-            raise ConfigError(
-                f"synthesizer: {method} needs exactly one of target_epsilon or target_lipschitz."
-            )
+    if method in ("FBS", "FBP", "PBP") and ("target_epsilon" in syn) == ("target_lipschitz" in syn):
+        raise ConfigError(
+            f"synthesizer: {method} needs exactly one of target_epsilon or target_lipschitz."
+        )
     if method == "quantile" and "epsilon" not in syn:
         raise ConfigError("synthesizer.epsilon missing: the total epsilon of the KNG synthesis.")
-    needed = []
+    return method
+
+
+def _synthesized(method: str, syn: dict[str, Any]) -> list[tuple[str, str]]:
+    """(config key, column) of every variable the synthesizer models."""
     if method == "quantile":
         variables = _as_list(syn.get("variables"))
         if not variables:
             raise ConfigError("synthesizer.variables missing: the variables to synthesize, in order.")
-        needed += [("synthesizer.variables", v) for v in variables]
-    else:
-        if "outcome" not in syn:
-            raise ConfigError("synthesizer.outcome missing: the confidential variable to synthesize.")
-        needed.append(("synthesizer.outcome", syn["outcome"]))
-        needed += [("synthesizer.predictors", v) for v in _as_list(syn.get("predictors"))]
+        return [("synthesizer.variables", v) for v in variables]
+    if "outcome" not in syn:
+        raise ConfigError("synthesizer.outcome missing: the confidential variable to synthesize.")
+    return [("synthesizer.outcome", syn["outcome"])] + [
+        ("synthesizer.predictors", v) for v in _as_list(syn.get("predictors"))]
+
+
+def _design_columns(design: dict[str, Any]) -> list[tuple[str, str]]:
+    from ._validate import parse_vars
+
+    out = []
     for key in ("ids", "strata", "weights", "probs", "fpc"):
         spec = design.get(key)
-        if isinstance(spec, str) and spec.strip().startswith("~"):
-            from ._validate import parse_vars
+        names = (parse_vars(spec, key) if isinstance(spec, str) and spec.strip().startswith("~")
+                 else _as_list(spec))
+        out += [(f"design.{key}", v) for v in names]
+    return out
 
-            names = parse_vars(spec, key)
-        else:
-            names = _as_list(spec)
-        needed += [(f"design.{key}", v) for v in names]
+
+def _check_columns(needed: list[tuple[str, str]], data: pd.DataFrame, name: str) -> None:
+    columns = set(data.columns)
     for key, col in needed:
         if col not in columns:
             raise ConfigError(
-                f"{key}: column {col!r} is not in {input_path.name} (columns: "
-                f"{sorted(columns)[:15]}). Fix: correct the name."
+                f"{key}: column {col!r} is not in {name} (columns: {sorted(columns)[:15]}). "
+                "Fix: correct the name."
             )
 
+
+def _check_missing(modelled: list[tuple[str, str]], data: pd.DataFrame) -> None:
+    """A modelled variable with missing values would fail after the run started: refuse it now
+    (nothing is dropped silently)."""
+    for key, col in modelled:
+        na = data[col].isna().to_numpy()
+        if na.any():
+            rows = np.flatnonzero(na)[:5].tolist()
+            raise ConfigError(
+                f"{key}: column {col!r} has {int(na.sum())} missing value(s), first at rows "
+                f"{rows}. Fix: impute them or drop those records in the input file (the "
+                "synthesizers model complete records only)."
+            )
+
+
+def _released_columns(method: str, syn: dict[str, Any], data: pd.DataFrame) -> set[str] | None:
+    """Columns a full synthesis releases (None: partial synthesis releases the data's own)."""
+    if method == "quantile":
+        return set(_as_list(syn.get("variables")))
+    if method == "PBP":
+        return {syn["outcome"], *_as_list(syn.get("predictors"))}
+    return None
+
+
+def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | None) -> list[TableSpec]:
+    columns = set(data.columns)
     tables = []
-    for i, t in enumerate(raw.get("tables", [])):
+    for i, t in enumerate(raw_tables):
         where = f"tables[{i}]"
         _unknown(t, _TABLE_KEYS, where)
         spec = TableSpec(
-            name=str(t.get("name", f"table_{i + 1}")),
-            rows=_as_list(t.get("rows")),
-            cols=_as_list(t.get("cols")),
-            value=t.get("value"),
-            stat=t.get("stat", "total"),
-            cv_max=t.get("cv_max", 0.30),
-            n_min=t.get("n_min", 30),
+            name=str(t.get("name", f"table_{i + 1}")), rows=_as_list(t.get("rows")),
+            cols=_as_list(t.get("cols")), value=t.get("value"), stat=t.get("stat", "total"),
+            cv_max=t.get("cv_max", 0.30), n_min=t.get("n_min", 30),
         )
         if not spec.rows:
             raise ConfigError(f"{where}.rows missing: the classification variable(s) of the rows.")
@@ -204,25 +228,46 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
             raise ConfigError(f"{where}.stat = {spec.stat!r}: choose 'total' or 'mean'.")
         if spec.stat == "mean" and spec.value is None:
             raise ConfigError(f"{where}.value missing: stat='mean' needs the variable to average.")
-        for key, v in [("rows", x) for x in spec.rows] + [("cols", x) for x in spec.cols] + (
-            [("value", spec.value)] if spec.value else []
-        ):
+        used = [("rows", x) for x in spec.rows] + [("cols", x) for x in spec.cols] + (
+            [("value", spec.value)] if spec.value else [])
+        for key, v in used:
             if v not in columns:
                 raise ConfigError(
                     f"{where}.{key}: {v!r} is not a variable of the data. Fix: use one of "
                     f"{sorted(columns)[:15]}."
                 )
+            if released is not None and v not in released:
+                raise ConfigError(
+                    f"{where}.{key}: {v!r} is not released by this full synthesis (it releases "
+                    f"{sorted(released)}). Fix: tabulate released variables only."
+                )
         if not spec.name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"{where}.name = {spec.name!r}: use letters, digits, - and _ only.")
         tables.append(spec)
+    return tables
 
+
+def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
+    """Validate a parsed configuration against the data it names (no MCMC); every error names
+    its key and the fix."""
+    _unknown(raw, _TOP_KEYS, "config")
+    for key in ("input", "design", "synthesizer", "output"):
+        if key not in raw:
+            raise ConfigError(f"[{key}] section missing. Fix: add it (see `surveysynth release --help`).")
+    input_path, data = _check_input(raw, base)
+    design = dict(raw["design"])
+    _unknown(design, _DESIGN_KEYS, "[design]")
+    syn = dict(raw["synthesizer"])
+    method = _check_synth(syn)
+    modelled = _synthesized(method, syn)
+    _check_columns(modelled + _design_columns(design), data, input_path.name)
+    _check_missing(modelled, data)
+    tables = _check_tables(raw.get("tables", []), data, _released_columns(method, syn, data))
     _construct(method, syn)
     rep = raw.get("report", {})
     _unknown(rep, {"known", "r"}, "[report]")
     known = _as_list(rep.get("known", syn.get("known", syn.get("predictors"))))
-    for k in known:
-        if k not in columns:
-            raise ConfigError(f"report.known: {k!r} is not a column of the data.")
+    _check_columns([("report.known", k) for k in known], data, input_path.name)
     r = rep.get("r", 0.2)
     if not isinstance(r, (int, float)) or r <= 0:
         raise ConfigError(f"report.r = {r!r}: the identification-risk radius must be > 0.")
@@ -340,8 +385,8 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         ax.set_xlabel("weighted fit")
         ax.set_ylabel("Delta_alpha")
         ax.legend()
-        figures["tuning.png"] = report._png(fig)
-        sections.append(report._section(
+        figures["tuning.png"] = report.png(fig)
+        sections.append(report.section(
             "Tuning of the risk weights",
             [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
              "released bound comes from the last (final) fit, whose draws played no part in "
@@ -352,7 +397,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     summary = getattr(syn, "summary", None)
     if callable(summary):
         try:
-            sections.append(report._section("Fit summary", table=summary().to_frame("value")))
+            sections.append(report.section("Fit summary", table=summary().to_frame("value")))
         except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
             pass
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
@@ -367,14 +412,14 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
                       for d, p in zip(release.designs, perms, strict=True)]
             ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
                                      outcome=outcome, r=cfg.r)
-            sections.append(report._section(
+            sections.append(report.section(
                 f"Identification risk (known = {cfg.known}, r = {cfg.r})",
                 ["Aggregates over the confidential records (Hu, Savitsky & Williams)."],
                 table=ir.summary()))
     diag = getattr(syn, "diagnostics_table_", None)
     if isinstance(diag, pd.DataFrame) and len(diag):
         worst = diag.sort_values("rhat", ascending=False).head(15)
-        sections.append(report._section(
+        sections.append(report.section(
             "MCMC diagnostics (15 parameters with the largest R-hat)", table=worst))
     html = report.render(method=cfg.method, release=release, sections=sections,
                          convergence=conv, warnings=warns)

@@ -76,7 +76,7 @@ def _design_spec(design: Any) -> dict[str, Any]:
             f"save(): only SurveyDesign members can be saved, got {type(design).__name__}. "
             "Fix: release the linearization designs; analysts can build replicate designs."
         )
-    if design.n != design._frame.shape[0]:
+    if design.is_subset:
         raise ValueError(
             "save(): a synthetic design is a subset() of its data; release whole designs "
             "(domain estimation needs the full design)."

@@ -47,7 +47,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style></head>
 """
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -62,7 +62,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return f"{float(x):.{digits}g}"
 
 
-def _section(title: str, paragraphs=(), table: pd.DataFrame | None = None, images=()) -> dict:
+def section(title: str, paragraphs=(), table: pd.DataFrame | None = None, images=()) -> dict:
     html = None
     if table is not None:
         html = table.to_html(float_format=lambda v: f"{v:.4g}", escape=True)
@@ -97,8 +97,8 @@ def utility_sections(tables: list, design: Any, release: Any, outcome_vars: list
         ax.set_xlabel("relative difference, release vs confidential")
         ax.set_ylabel("cells")
         name = f"utility_{t.name}.png"
-        figures[name] = _png(fig)
-        out.append(_section(
+        figures[name] = png(fig)
+        out.append(section(
             f"Utility: table {t.name}",
             [f"{len(merged)} cells. Relative difference of the release from the confidential "
              f"estimate: median |diff| {np.nanmedian(np.abs(rel)):.3f}, max "
@@ -122,8 +122,8 @@ def utility_sections(tables: list, design: Any, release: Any, outcome_vars: list
         ax.set_ylabel("F_synthetic - F_confidential")
         ax.legend(fontsize=7)
         name = f"ecdf_{v}.png"
-        figures[name] = _png(fig)
-        out.append(_section(
+        figures[name] = png(fig)
+        out.append(section(
             f"Utility: distribution of {v}",
             [f"ECDF utility (Woo et al. 2009): U_m = {eu['U_m']:.4f}, U_a = {eu['U_a']:.6f}; "
              f"pMSE (main effects) = {pm['pMSE']:.6f} (0 best, 0.25 worst)."],

@@ -101,8 +101,8 @@ def kng(facts: dict[str, Any]) -> Guarantee:
                         "true sensitivity for tau > 0.5, so the noise is too small for those "
                         "quantiles")
     if facts.get("nonprivate_start_used"):
-        problems.append("chains started at the non-private quantile-regression estimates, and a "
-                        "finite chain's output depends on its start")
+        problems.append("the median chains started at the non-private quantile-regression "
+                        "estimates, and a finite chain's output depends on its start")
     sampler = facts.get("sampler")
     if problems:
         label = f"{NOT_DP}: " + "; ".join(p.split(",")[0] for p in problems)
@@ -112,7 +112,8 @@ def kng(facts: dict[str, Any]) -> Guarantee:
         return Guarantee(label, False, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
-        text = (f"{label}. Every quantile's coefficients were drawn exactly from the KNG density "
+        text = (f"{label}. Every quantile's coefficients were drawn exactly (up to floating-point "
+                "arithmetic) from the KNG density "
                 "(Reimherr & Awan) with the sound sensitivity 2 max(tau, 1 - tau) C_X and "
                 "data-independent public bounds; budgets compose sequentially over variables "
                 "and quantiles; the synthetic data sets are post-processing of the released "
@@ -121,10 +122,14 @@ def kng(facts: dict[str, Any]) -> Guarantee:
     which = "every quantile" if sampler == "mcmc" else "some quantiles"
     label = (f"{NOT_DP} as run: {which} drawn by a finite MCMC chain approximating the pure "
              f"epsilon-DP K-norm gradient mechanism (epsilon = {eps})")
+    fix = ("Use sampler='exact' (only intercepts move there) for a proven guarantee."
+           if sampler == "mcmc" else
+           "The quantiles whose slopes move (medians of later variables, varying slopes) have "
+           "no exact sampler; only configurations where every quantile's intercept alone moves "
+           "are drawn exactly.")
     text = (f"{label}. Pure epsilon-DP holds only for exact draws from the KNG density; the "
             f"chains ran a fixed {facts.get('n_iter')} iterations per quantile and their output "
-            "is not proven to be such a draw. Use sampler='exact' where only intercepts move "
-            "for a proven guarantee.")
+            f"is not proven to be such a draw. {fix}")
     return Guarantee(label, False, text)
 
 
@@ -151,8 +156,9 @@ def identification_risk(facts: dict[str, Any]) -> Guarantee:
     label = (f"{NOT_DP}: likelihood contributions downweighted by identification risk "
              f"({facts.get('weights')} weights)")
     text = (f"{label}. Risk weights computed from the confidential data (Hu, Savitsky & "
-            f"Williams; ball radius r = {facts.get('r')}); disclosure risk is measured in the "
-            "confidential report, not bounded.")
+            f"Williams; intruder-known variables {facts.get('known')}, ball radius r = "
+            f"{facts.get('r')}); disclosure risk is measured in the confidential report, not "
+            "bounded.")
     return Guarantee(label, False, text)
 
 

@@ -240,6 +240,43 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
     return post, fit, t1 - t0, t2 - t1
 
 
+def _extract(fit: Any, chains: int, draws: int, skip_diagnostics: tuple[str, ...]):
+    """pystan's draws with the draw axis first, R-hat / bulk ESS per scalar entry (constant
+    entries such as the fixed 1s of a Cholesky factor left out), and the sampler's columns."""
+    out: dict[str, np.ndarray] = {}
+    flat_for_diag = []
+    diag_names: list[str] = []
+    for name, dims in zip(fit.param_names, fit.dims, strict=False):
+        arr = np.asarray(fit[name])  # (*dims, chains*draws), chain-major in the last axis
+        if arr.size == 0:  # zero-size quantity (e.g. log_lik switched off)
+            arr = np.zeros((chains * draws, *tuple(dims)))
+        else:
+            arr = np.moveaxis(arr, -1, 0).reshape((-1, *tuple(dims)))
+        out[name] = arr
+        if name in skip_diagnostics:
+            continue
+        flat = arr.reshape(arr.shape[0], -1)
+        flat_for_diag.append(flat)
+        if flat.shape[1] == 1:
+            diag_names.append(name)
+        else:
+            idx = np.ndindex(*arr.shape[1:])
+            diag_names.extend(f"{name}[{','.join(str(i + 1) for i in ix)}]" for ix in idx)
+    sampler = {}
+    for name in ("lp__", "divergent__", "treedepth__", "stepsize__", "n_leapfrog__"):
+        if name in fit.sample_and_sampler_param_names:
+            sampler[name] = np.asarray(fit[name]).reshape(-1)
+    if flat_for_diag:
+        allp = np.concatenate(flat_for_diag, axis=1)
+        cd = allp.reshape(chains, draws, allp.shape[1])
+        keep = np.ptp(allp, axis=0) > 0
+        diag = convergence_diagnostics(cd[:, :, keep],
+                                       [n for n, k in zip(diag_names, keep, strict=False) if k])
+    else:
+        diag = pd.DataFrame(columns=["rhat", "ess_bulk"])
+    return out, diag, sampler
+
+
 def run_stan(
     program_code: str,
     data: dict[str, Any],
@@ -281,36 +318,7 @@ def run_stan(
         post, fit, t_build, t_sample = _run(*args)
 
     t0 = time.perf_counter()
-    out: dict[str, np.ndarray] = {}
-    flat_for_diag = []
-    diag_names: list[str] = []
-    for name, dims in zip(fit.param_names, fit.dims, strict=False):
-        arr = np.asarray(fit[name])  # (*dims, chains*draws), chain-major in the last axis
-        if arr.size == 0:  # zero-size quantity (e.g. log_lik switched off)
-            arr = np.zeros((chains * draws, *tuple(dims)))
-        else:
-            arr = np.moveaxis(arr, -1, 0).reshape((-1, *tuple(dims)))
-        out[name] = arr
-        if name in skip_diagnostics:
-            continue
-        flat = arr.reshape(arr.shape[0], -1)
-        flat_for_diag.append(flat)
-        if flat.shape[1] == 1:
-            diag_names.append(name)
-        else:
-            idx = np.ndindex(*arr.shape[1:])
-            diag_names.extend(f"{name}[{','.join(str(i + 1) for i in ix)}]" for ix in idx)
-    sampler = {}
-    for name in ("lp__", "divergent__", "treedepth__", "stepsize__", "n_leapfrog__"):
-        if name in fit.sample_and_sampler_param_names:
-            sampler[name] = np.asarray(fit[name]).reshape(-1)
-    if flat_for_diag:
-        allp = np.concatenate(flat_for_diag, axis=1)
-        cd = allp.reshape(chains, draws, allp.shape[1])
-        keep = np.ptp(allp, axis=0) > 0  # constant entries (e.g. fixed 1s of a Cholesky factor)
-        diag = convergence_diagnostics(cd[:, :, keep], [n for n, k in zip(diag_names, keep, strict=False) if k])
-    else:
-        diag = pd.DataFrame(columns=["rhat", "ess_bulk"])
+    out, diag, sampler = _extract(fit, chains, draws, skip_diagnostics)
     divergences = int(sampler.get("divergent__", np.zeros(1)).sum())
     max_depth = sample_kwargs.get("max_depth", 10)
     summary = {

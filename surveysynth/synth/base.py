@@ -186,7 +186,17 @@ class Synthesizer:
         self.fits_ = fits
         self._rng_ = secret_rng(self.random_state)
         self.seeded_ = is_seeded(self.random_state)
-        self._fit(design, self._rng_)
+        spent = len(getattr(self, "ledger_", []))
+        try:
+            self._fit(design, self._rng_)
+        except BaseException:
+            # a fit that failed before it spent anything (bad settings or data) is not a use
+            # of the budget: the next fit is not a refit
+            if len(getattr(self, "ledger_", [])) == spent:
+                self._reset_fitted()
+                if fits > 1:
+                    self.fits_ = fits - 1
+            raise
         return self
 
     def release(self, m: int | None = None) -> Any:

@@ -184,6 +184,63 @@ def _even_draws(S: int, m: int) -> np.ndarray:
 # the fit object
 
 
+class _TuningPath:
+    """The map c -> Delta_alpha as seen so far: the plug-in solver on one fit's per-record
+    bounds, and the log-linear regression through every evaluation (see ``_tune``)."""
+
+    def __init__(self, delta: np.ndarray, g: float, target: float) -> None:
+        finite = np.isfinite(delta)
+        self.delta, self.g, self.target = delta, g, target
+        lo_d, self.hi_d = delta[finite].min(), delta[finite].max()
+        D = np.zeros_like(delta)
+        if self.hi_d > lo_d:
+            D[finite] = (delta[finite] - lo_d) / (self.hi_d - lo_d)
+        below = D[finite & (D < 1)]
+        c_max = (1.0 - g) / (1.0 - below.max()) if below.size else 1.0
+        self.c_max = max(c_max, 1e-6) * 1.0001
+        self.R0 = np.where(finite, delta, 0.0)
+        self.logc: list[float] = []
+        self.logf: list[float] = []
+
+    def predict(self, c: float, R: np.ndarray) -> float:
+        return float(np.max(lipschitz_weights(None, c=c, g=self.g, bounds=self.delta) * R))
+
+    def plug_in(self, R: np.ndarray, goal: float) -> float:
+        """Solve predict(c, R) = goal on [0, c_max] by bisection (numpy only, no refit)."""
+        lo, hi = 0.0, self.c_max
+        if self.predict(hi, R) < goal:
+            return hi
+        if self.predict(lo, R) > goal:
+            return lo
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.predict(mid, R) < goal else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    def add(self, c: float, f: float) -> None:
+        if c > 0 and f > 0 and (not self.logc or self.logc[-1] != np.log(c)):
+            self.logc.append(float(np.log(c)))
+            self.logf.append(float(np.log(f)))
+
+    def next_c(self, c: float, f: float, goal: float, R: np.ndarray) -> float:
+        """The next c: the root of the regression line (two or more evaluations) or the
+        plug-in root from this fit's bounds, damped to [c/2, 2c]."""
+        self.add(c, f)
+        if len(self.logc) >= 2:
+            c_new = _loglinear_root(np.array(self.logc), np.array(self.logf), goal)
+        else:
+            c_new = self.plug_in(R, goal)
+        return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
+
+    def root(self, c: float, f: float, goal: float) -> float:
+        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped."""
+        if len(self.logc) < 2:
+            c_new = float(np.exp(np.log(c) + (np.log(goal) - np.log(f)) / 0.7))
+        else:
+            c_new = _loglinear_root(np.array(self.logc), np.array(self.logf), goal)
+        return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
+
+
 class _FittedMethods:
     """Methods of a fitted pseudo posterior synthesizer (summaries, synthesis, plots)."""
 
@@ -725,113 +782,62 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         """
         tol = float(self.tol)
         g = float(self.g)
-        lo_band, hi_band = (1.0 - tol) * target, target
-        aim = (1.0 - tol / 2.0) * target
         finite = np.isfinite(delta)
         if not finite.any():
             raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
-        lo_d, hi_d = delta[finite].min(), delta[finite].max()
-        D = np.zeros_like(delta)
-        if hi_d > lo_d:
-            D[finite] = (delta[finite] - lo_d) / (hi_d - lo_d)
-        below = D[finite & (D < 1)]
-        c_max = (1.0 - g) / (1.0 - below.max()) if below.size else 1.0
-        c_max = max(c_max, 1e-6) * 1.0001
-        R0 = np.where(finite, delta, 0.0)
-        max_refits = int(self.max_refits)
-
-        def predict(c, R):
-            a = lipschitz_weights(None, c=c, g=g, bounds=delta)
-            return float(np.max(a * R))
-
-        def plug_in(R, goal, lo, hi):
-            """Solve predict(c, R) = goal on [lo, hi] by bisection (numpy only, no refit)."""
-            if predict(hi, R) < goal:
-                return hi
-            if predict(lo, R) > goal:
-                return lo
-            a, b = lo, hi
-            for _ in range(60):
-                mid = 0.5 * (a + b)
-                if predict(mid, R) < goal:
-                    a = mid
-                else:
-                    b = mid
-            return 0.5 * (a + b)
-
-        logc: list[float] = []
-        logf: list[float] = []
-        fits = 0
-
-        def next_c(c, f, goal, R):
-            if c > 0 and f > 0:
-                logc.append(float(np.log(c)))
-                logf.append(float(np.log(f)))
-            if len(logc) >= 2:
-                c_new = _loglinear_root(np.array(logc), np.array(logf), goal)
-            else:
-                c_new = plug_in(R, goal, 0.0, c_max)
-            return float(np.clip(c_new, 0.5 * c, min(2.0 * c, c_max))) if c > 0 else c_new
-
-        def check_reach(c, f):
-            if f < lo_band and c >= c_max / 1.0001 - 1e-12:
-                raise TargetUnreachableError(
-                    f"{self.name}: target Delta_alpha {target:.4g} is above what weighting can "
-                    f"reach: with every record but the riskiest at alpha = 1 the bound is "
-                    f"{f:.4g} (unweighted {hi_d:.4g}). Reachable: "
-                    f"[{0 if g == 0 else 'floor at c=0'}, {f:.4g}]. Use a smaller target, or "
-                    "no target (c = 1).")
-            if f > hi_band and c <= 1e-12 and g > 0:
-                raise TargetUnreachableError(
-                    f"{self.name}: target Delta_alpha {target:.4g} is below the bound {f:.4g} "
-                    f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{hi_d:.4g}]. "
-                    "Lower g (g = 0 reaches any target down to 0) or raise the target.")
-
-        # --- tuning fits
-        if g > 0 and predict(0.0, R0) > target:
-            c = 0.0
-        else:
-            c = plug_in(R0, aim, 0.0, c_max)
+        path = _TuningPath(delta, g, target)
+        # --- tuning fits (never reported)
+        aim = (1.0 - tol / 2.0) * target
+        c = 0.0 if g > 0 and path.predict(0.0, path.R0) > target else path.plug_in(path.R0, aim)
         last = None
-        while fits < max_refits - 1:
+        fits = 0
+        while fits < int(self.max_refits) - 1:
             out = evaluate(c, False)
             fits += 1
-            f = out[0]
-            check_reach(c, f)
+            self._check_reach(path, c, out[0], target, tol)
             last = (c, out)
-            if abs(f - aim) <= tol * aim:
+            if abs(out[0] - aim) <= tol * aim:
                 break
-            c = next_c(c, f, aim, out[4])
-        else:
-            if last is None:
-                raise TargetUnreachableError(f"{self.name}: max_refits={max_refits} leaves no "
-                                             "room for a final fit; use max_refits >= 2.")
+            c = path.next_c(c, out[0], aim, out[4])
+        if last is None:
+            raise TargetUnreachableError(f"{self.name}: max_refits={self.max_refits} leaves no "
+                                         "room for a final fit; use max_refits >= 2.")
         c, out = last
-        f = out[0]
-        if c > 0 and f > 0 and (not logc or logc[-1] != np.log(c)):
-            logc.append(float(np.log(c)))
-            logf.append(float(np.log(f)))
+        path.add(c, out[0])
         # --- margin from the spread of the bound across chains
         chains = chain_maxima(out[3], out[1])
         s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
         margin = max(tol / 2.0, 1.645 * s_rel)
         goal = target * float(np.exp(-margin))
         self.bound_spread_ = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal}
-        c_final = (float(np.exp(np.log(c) + (np.log(goal) - np.log(f)) / 0.7)) if len(logc) < 2
-                   else _loglinear_root(np.array(logc), np.array(logf), goal))
-        c_final = float(np.clip(c_final, 0.5 * c, min(2.0 * c, c_max))) if c > 0 else c_final
-        # --- final fits: reported as is when <= target
-        while fits < max_refits:
+        c_final = path.root(c, out[0], goal)
+        # --- final fits: reported as they are when <= target
+        while fits < int(self.max_refits):
             out = evaluate(c_final, True)
             fits += 1
-            f = out[0]
-            if f <= hi_band:
+            if out[0] <= target:
                 return c_final, out
-            c_final = next_c(c_final, f, goal, out[4])
+            c_final = path.next_c(c_final, out[0], goal, out[4])
         raise TargetUnreachableError(
-            f"{self.name}: after {max_refits} fits no final fit had Delta_alpha <= target "
-            f"{target:.4g} (last {f:.4g}). The bound is noisy at this sample size: raise "
+            f"{self.name}: after {self.max_refits} fits no final fit had Delta_alpha <= target "
+            f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
             "max_refits or draws, or a larger tol (a lower aim).")
+
+    def _check_reach(self, path: _TuningPath, c: float, f: float, target: float,
+                     tol: float) -> None:
+        g = path.g
+        if f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12:
+            raise TargetUnreachableError(
+                f"{self.name}: target Delta_alpha {target:.4g} is above what weighting can "
+                f"reach: with every record but the riskiest at alpha = 1 the bound is "
+                f"{f:.4g} (unweighted {path.hi_d:.4g}). Reachable: "
+                f"[{0 if g == 0 else 'floor at c=0'}, {f:.4g}]. Use a smaller target, or "
+                "no target (c = 1).")
+        if f > target and c <= 1e-12 and g > 0:
+            raise TargetUnreachableError(
+                f"{self.name}: target Delta_alpha {target:.4g} is below the bound {f:.4g} "
+                f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{path.hi_d:.4g}]. "
+                "Lower g (g = 0 reaches any target down to 0) or raise the target.")
 
     # ------------------------------------------------------------------ model hooks
     def _contribution_scale(self, prep: dict) -> np.ndarray | float:
