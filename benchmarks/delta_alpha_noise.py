@@ -28,6 +28,7 @@ def main(argv=None) -> None:
 
     design = sdr_sample(sdr_population(seed=1), n=1000, seed=1001)
     syn = FBS("salary", ["field", "gender"], population_size=100_000, progress=False)
+    syn._cfg_ = syn._validate()  # the fit's own preparation, without fitting
     prep = syn._prepare(design)
     program = load_program("fbs")
     init = syn._inits(prep, np.random.default_rng(1))
