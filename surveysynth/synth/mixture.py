@@ -106,43 +106,14 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
         random_state: Any = None,
         progress: bool = True,
     ) -> None:
-        self.outcome = outcome
-        self.predictors = predictors
-        self.categorical = categorical
-        self.K = K
-        self.gamma = gamma
-        self.transform = transform
-        self.shift = shift
-        self.beta_scale = beta_scale
-        self.sigma_scale = sigma_scale
-        self.alpha = alpha
-        self.known = known
-        self.r = r
-        self.alpha_scale = alpha_scale
-        self.alpha_shift = alpha_shift
-        self.on_singleton = on_singleton
-        self.release_columns = release_columns
-        self.m = m
-        self.chains = chains
-        self.draws = draws
-        self.warmup = warmup
-        self.log_lik = log_lik
-        self.stan_kwargs = stan_kwargs
-        self.convergence = convergence
-        self.allow_unconverged = allow_unconverged
-        self.population_size = population_size
-        self.random_state = random_state
-        self.progress = progress
+        self._store_settings(locals())
 
     def _check_model(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or int(self.K) < 1:
             raise ValueError(f"K must be a positive integer (number of mixture components); got {self.K!r}.")
         if self.transform not in _TRANSFORMS:
             raise ValueError(f"transform must be one of {_TRANSFORMS}; got {self.transform!r}.")
-        for name in ("gamma", "beta_scale", "sigma_scale"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number; got {v!r}.")
+        self._check_positive("gamma", "beta_scale", "sigma_scale")
         sh = self.shift
         if not (isinstance(sh, (int, float, np.integer, np.floating)) and np.isfinite(sh) and sh >= 0):
             raise ValueError(f"shift must be a finite number >= 0; got {sh!r}.")

@@ -65,35 +65,10 @@ class NBSynthesizer(RiskWeightedSynthesizer):
         random_state: Any = None,
         progress: bool = True,
     ) -> None:
-        self.outcome = outcome
-        self.predictors = predictors
-        self.categorical = categorical
-        self.beta_scale = beta_scale
-        self.phi_scale = phi_scale
-        self.alpha = alpha
-        self.known = known
-        self.r = r
-        self.alpha_scale = alpha_scale
-        self.alpha_shift = alpha_shift
-        self.on_singleton = on_singleton
-        self.release_columns = release_columns
-        self.m = m
-        self.chains = chains
-        self.draws = draws
-        self.warmup = warmup
-        self.log_lik = log_lik
-        self.stan_kwargs = stan_kwargs
-        self.convergence = convergence
-        self.allow_unconverged = allow_unconverged
-        self.population_size = population_size
-        self.random_state = random_state
-        self.progress = progress
+        self._store_settings(locals())
 
     def _check_model(self) -> None:
-        for name in ("beta_scale", "phi_scale"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number; got {v!r}.")
+        self._check_positive("beta_scale", "phi_scale")
 
     def _prepare_y(self, y: np.ndarray, frame: pd.DataFrame) -> dict[str, Any]:
         bad = (y < 0) | (y != np.round(y))

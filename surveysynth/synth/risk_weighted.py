@@ -81,7 +81,22 @@ class RiskWeightedSynthesizer(Synthesizer):
     program: ClassVar[str] = ""
     param_names: ClassVar[tuple[str, ...]] = ()
 
+    # ------------------------------------------------------------------ settings
+    def _store_settings(self, settings: dict[str, Any]) -> None:
+        """Store every constructor argument unchanged under its own name (the protocol: no
+        validation in ``__init__``; ``fit`` validates). Each subclass ``__init__`` keeps its
+        explicit signature (``get_params`` reads it) and calls ``self._store_settings(locals())``."""
+        for name in self._get_param_names():
+            setattr(self, name, settings[name])
+
     # ------------------------------------------------------------------ validation
+    def _check_positive(self, *names: str) -> None:
+        """Each named setting must be a positive, finite number (model prior scales)."""
+        for name in names:
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive number; got {v!r}.")
+
     def _settings(self) -> dict[str, Any]:
         """Check the common settings; returns them normalised (the attributes stay as given)."""
         if not isinstance(self.outcome, str) or not self.outcome:
