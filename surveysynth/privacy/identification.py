@@ -59,6 +59,7 @@ __all__ = [
     "check_known",
     "pattern_codes",
     "risk_counts",
+    "risk_inputs",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -150,6 +151,19 @@ def pattern_codes(frame: pd.DataFrame, known: list[str]) -> np.ndarray:
         return np.zeros(len(frame), dtype=np.int64)
     codes = frame.groupby(known, sort=True, observed=True, dropna=False).ngroup()
     return codes.to_numpy(dtype=np.int64)
+
+
+def risk_inputs(
+    data: Any, known: Sequence[str] | str | None, outcome: str, r: float, name: str
+) -> tuple[pd.DataFrame, list[str], float, np.ndarray, np.ndarray]:
+    """The checked inputs of every risk computation on the confidential ``data`` (called
+    ``name`` in messages): (frame, known columns, radius r, outcome values y, pattern codes)."""
+    frame = as_frame(data, name)
+    known_l = known_columns(known)
+    r = check_radius(r)
+    check_known(frame, known_l, name)
+    y = outcome_values(frame, outcome, name)
+    return frame, known_l, r, y, pattern_codes(frame, known_l)
 
 
 def ball(y: np.ndarray, r: float) -> tuple[np.ndarray, np.ndarray]:
@@ -250,12 +264,7 @@ def data_risk(data: Any, known: Sequence[str] | str | None, outcome: str, r: flo
     -------
     float array of length n, in record order.
     """
-    frame = as_frame(data, "data")
-    known_l = known_columns(known)
-    r = check_radius(r)
-    check_known(frame, known_l, "data")
-    y = outcome_values(frame, outcome, "data")
-    codes = pattern_codes(frame, known_l)
+    _, _, r, y, codes = risk_inputs(data, known, outcome, r, "data")
     return risk_counts(y, codes, r, pairwise=False)[0]
 
 
@@ -400,13 +409,8 @@ def identification_risk(
     -------
     IdentificationRisk (``.ir``, ``.ir_by_set``, ``.data_risk``, ``.summary()``).
     """
-    frame = as_frame(original, "original")
-    known_l = known_columns(known)
-    r = check_radius(r)
-    check_known(frame, known_l, "original")
-    y = outcome_values(frame, outcome, "original")
+    frame, known_l, r, y, codes = risk_inputs(original, known, outcome, r, "original")
     ys = _synthetic_outcomes(synthetic, frame, known_l, outcome)
-    codes = pattern_codes(frame, known_l)
     n_pat = int(codes.max()) + 1 if codes.size else 1
     ir_c, size, _ = risk_counts(y, codes, r, pairwise=False)
     lo, hi = ball(y, r)

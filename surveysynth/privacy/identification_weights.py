@@ -12,15 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .identification import (
-    as_frame,
-    check_known,
-    check_radius,
-    known_columns,
-    outcome_values,
-    pattern_codes,
-    risk_counts,
-)
+from .identification import risk_counts, risk_inputs
 
 __all__ = ["risk_weights"]
 
@@ -73,12 +65,7 @@ def risk_weights(
     scale_f, shift_f = float(scale), float(shift)
     if not (np.isfinite(scale_f) and np.isfinite(shift_f)):
         raise ValueError(f"scale and shift must be finite numbers; got scale={scale!r}, shift={shift!r}.")
-    frame = as_frame(data, "data")
-    known_l = known_columns(known)
-    r = check_radius(r)
-    check_known(frame, known_l, "data")
-    y = outcome_values(frame, outcome, "data")
-    codes = pattern_codes(frame, known_l)
+    frame, known_l, r, y, codes = risk_inputs(data, known, outcome, r, "data")
     ir_c, size, s = risk_counts(y, codes, r, pairwise=(kind == "pairwise"))
     if kind == "marginal":
         alpha = 1.0 - ir_c
