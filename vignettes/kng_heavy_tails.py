@@ -25,6 +25,7 @@ Writes DIR/kng_heavy_tails.md and DIR/kng_heavy_tails_x1.png.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import time
 from pathlib import Path
 
@@ -167,8 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     configs = ["sound", "paper"] if args.config == "both" else [args.config]
     t_start = time.perf_counter()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
     md = [
         "# KNG synthesis of heavy-tailed data: seed 004 Table 1 and Table 2",
+        "",
+        f"Code: commit {commit} (`python vignettes/kng_heavy_tails.py"
+        + (" --fast" if args.fast else "") + f" --reps {reps} --config {args.config}`).",
         "",
         f"{reps} replicates, n = {n}, {n_iter} iterations per quantile, {n_perm} permutations "
         "for WRT; mean (standard error) over replicates; paper: 100 replicates. WRT here is the "
