@@ -8,8 +8,10 @@ an FBS release tabulated by cell.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,6 +64,7 @@ def monte_carlo(
     reps: int,
     seed: int | np.random.Generator | None = None,
     progress: bool = True,
+    store: str | Path | None = None,
 ) -> MonteCarloResult:
     """Run a repeated-sampling study.
 
@@ -72,6 +75,13 @@ def monte_carlo(
     its own child generator spawned from ``seed``, so results are reproducible and a
     replicate's randomness does not depend on the others. Estimands missing from a
     replicate's output count as missing (``reps`` says how many replicates scored them).
+
+    ``store``: a folder; each finished replicate is written there at once
+    (``rep_<r>.parquet``, written to a temporary name and renamed, so a kill leaves no partial
+    file), and replicates already there are read instead of rerun. With the same ``seed`` an
+    interrupted study resumed this way gives the same results as one uninterrupted run (each
+    replicate's generator depends only on the seed and its index). Long studies (R = 100) run
+    in the background this way and survive interruptions.
     """
     if not isinstance(reps, (int, np.integer)) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}.")
@@ -87,8 +97,16 @@ def monte_carlo(
 
     t0 = time.perf_counter()
     rows = []
+    folder = None if store is None else Path(store)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
     for r, rng in enumerate(tqdm(children, desc="Monte Carlo", disable=not progress)):
+        done = None if folder is None else folder / f"rep_{r:05d}.parquet"
+        if done is not None and done.exists():
+            rows.append(pd.read_parquet(done))
+            continue
         s = sample(rng)
+        first = len(rows)
         for method, df in _as_frames(analyze(s, rng), r).items():
             unknown = df.index.difference(truth.index)
             if len(unknown):
@@ -108,6 +126,10 @@ def monte_carlo(
                 "truth": truth.to_numpy(float),
             })
             rows.append(part)
+        if done is not None:
+            tmp = done.with_suffix(".partial")
+            pd.concat(rows[first:], ignore_index=True).to_parquet(tmp, index=False)
+            os.replace(tmp, done)
     reps_df = pd.concat(rows, ignore_index=True)
     ok = reps_df["estimate"].notna()
     reps_df["covered"] = np.where(

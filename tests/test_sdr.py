@@ -138,6 +138,39 @@ def test_monte_carlo_closed_form():
         monte_carlo(sample, analyze, {"other": 1.0}, reps=2, seed=1, progress=False)
 
 
+def test_monte_carlo_resumes_after_an_interruption(tmp_path):
+    """A study killed at replicate 5 and resumed from its store equals an uninterrupted run,
+    and the resumed run does not redo the stored replicates."""
+    from surveysynth.simulate import monte_carlo
+
+    calls = []
+
+    def sample(rng):
+        return rng.normal(0.0, 1.0, size=10)
+
+    def analyze(x, rng, fail_at=None):
+        calls.append(len(calls))
+        if fail_at is not None and len(calls) == fail_at:
+            raise KeyboardInterrupt
+        m = x.mean() + rng.normal(0, 0.01)
+        return pd.DataFrame({"estimate": [m], "se": [0.3], "ci_low": [m - 0.6],
+                             "ci_high": [m + 0.6]}, index=["mean"])
+
+    full = monte_carlo(sample, analyze, {"mean": 0.0}, reps=12, seed=9, progress=False)
+    store = tmp_path / "mc"
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        monte_carlo(sample, lambda x, r: analyze(x, r, fail_at=6), {"mean": 0.0}, reps=12,
+                    seed=9, progress=False, store=store)
+    assert len(list(store.glob("rep_*.parquet"))) == 5 and not list(store.glob("*.partial"))
+    calls.clear()
+    resumed = monte_carlo(sample, analyze, {"mean": 0.0}, reps=12, seed=9, progress=False,
+                          store=store)
+    assert len(calls) == 7  # only the 7 replicates not stored were run
+    pd.testing.assert_frame_equal(resumed.replicates, full.replicates)
+    pd.testing.assert_frame_equal(resumed.summary, full.summary)
+
+
 def test_monte_carlo_sdr_ht_counts(pop):
     """Horvitz-Thompson cell counts over repeated SDR samples cover about 95%."""
     from surveysynth.simulate import monte_carlo

@@ -485,6 +485,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         max_refits: int = 20,
         population_size: float | None = None,
         loglik: str = "auto",
+        pi_scale: str = "sample",
         convergence: dict | None = None,
         allow_unconverged: bool = False,
         random_state: Any = None,
@@ -511,6 +512,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.max_refits = max_refits
         self.population_size = population_size
         self.loglik = loglik
+        self.pi_scale = pi_scale
         self.convergence = convergence
         self.allow_unconverged = allow_unconverged
         self.random_state = random_state
@@ -525,15 +527,17 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         preds = [] if preds is None else [preds] if isinstance(preds, str) else list(preds)
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it.")
-        if self.effects not in ("cells", "main"):
-            raise ValueError(f"effects={self.effects!r}: choose 'cells' (full interaction) or 'main'.")
         coding = self.default_coding if self.coding is None else self.coding
-        if coding not in ("intercept", "cellmeans"):
-            raise ValueError(f"coding={coding!r}: choose 'intercept' or 'cellmeans'.")
+        choices = {"effects": (self.effects, ("cells", "main"), "'cells' (full interaction) or 'main'"),
+                   "coding": (coding, ("intercept", "cellmeans"), "'intercept' or 'cellmeans'"),
+                   "pi_scale": (self.pi_scale, ("natural", "sample"),
+                                "'natural' (pi = 1/w) or 'sample' (w normalised to sum to n; FBP)"),
+                   "loglik": (self.loglik, ("auto", "stan", "numpy"), "'auto', 'stan' or 'numpy'")}
+        for key, (value, allowed, say) in choices.items():
+            if value not in allowed:
+                raise ValueError(f"{key}={value!r}: choose {say}.")
         if coding == "cellmeans" and self.effects != "cells":
             raise ValueError("coding='cellmeans' needs effects='cells'.")
-        if self.loglik not in ("auto", "stan", "numpy"):
-            raise ValueError(f"loglik={self.loglik!r}: choose 'auto', 'stan' or 'numpy'.")
         if not 0 < float(self.tol) < 1:
             raise ValueError(f"tol must be in (0, 1), got {self.tol!r} (0.10 = band [0.9, 1] x target).")
         for nm in ("chains", "draws", "warmup", "max_refits"):
@@ -597,7 +601,14 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         cells = _build_cells(data, self._cfg_['predictors'], self.effects, self._cfg_['coding'])
         strata = design.strata_vars
         strata_release = None
-        if strata and self.kind == "partial" and set(strata) <= set(self._cfg_['predictors']):
+        if (strata and self.kind == "partial" and self.name != "FBP"
+                and set(strata) <= set(self._cfg_['predictors'])):
+            # FBS: the synthetic weights vary within strata, and the stratified linearization
+            # is the design's own. FBP: its smoothed weights are constant within predictor cells,
+            # so a stratified linearization gives field totals almost no variance (measured
+            # 0.14-0.48 x the sample's SE); released without strata, the single-stage
+            # linearization carries the variability of the cell shares (1.5 x the sample's SE,
+            # seed 000 Fig. 17's FBP/FBS ratio ~1.6). docs/pseudo_posterior.md.
             strata_release = list(strata)
         N = self._population(design)
         N_given = bool(self.population_size_given_)
@@ -987,6 +998,16 @@ class FBP(_PseudoPosterior):
                    "inclusion probabilities (exact sample likelihood); synthetic outcome from "
                    "the population model, smoothed weights, predictors unsynthesized")
 
+    def _lpi(self, prep):
+        """log pi_i: pi = 1/w on the weights' natural scale, or with w normalised to sum to n
+        (``pi_scale="sample"``). The sample likelihood (seed 001 eq. 6) is not invariant to the
+        scale of pi: a shift of log pi moves the kappa_x intercept and, through the
+        normalising denominator, every log p_s by minus the shift (see docs/pseudo_posterior.md)."""
+        w = prep["w_raw"]
+        if self.pi_scale == "sample":
+            w = w * prep["n"] / w.sum()
+        return -np.log(w)
+
     def _centre(self, prep):
         """Centring constant of y in the pi model: a sampling device only (see fbp.stan)."""
         return float(np.round(np.median(prep["y"]), 0))
@@ -994,7 +1015,7 @@ class FBP(_PseudoPosterior):
     def _stan_data(self, prep, alpha, save_log_lik):
         cells = prep["cells"]
         y = prep["y"]
-        lpi = -np.log(prep["w_raw"])
+        lpi = self._lpi(prep)
         C = cells.Xc.shape[0]
         w, means, cross = _cell_moments(cells.codes, C, alpha, [y, lpi])
         return dict(
@@ -1008,7 +1029,7 @@ class FBP(_PseudoPosterior):
     def _inits(self, prep, rng):
         cells = prep["cells"]
         y = prep["y"]
-        lpi = -np.log(prep["w_raw"])
+        lpi = self._lpi(prep)
         C, K = cells.Xc.shape
         w, means, cross = _cell_moments(cells.codes, C, np.ones(prep["n"]), [y, lpi])
         beta = self._ls_cells(cells.Xc, means[0], w)
@@ -1023,7 +1044,7 @@ class FBP(_PseudoPosterior):
     def _record_loglik(self, prep, res, s):
         cells = prep["cells"]
         y = prep["y"]
-        lpi = -np.log(prep["w_raw"])
+        lpi = self._lpi(prep)
         centre = self._centre(prep)
         mu = (res["beta"][s] @ cells.Xc.T)[:, cells.codes]  # (S, n)
         k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
