@@ -40,7 +40,13 @@ from ._validate import (
     require_columns,
 )
 from .estimate import Estimators
-from .variance.taylor import LONELY_OPTIONS, Stage, design_df, taylor_variance
+from .variance.taylor import (
+    LONELY_OPTIONS,
+    Stage,
+    design_df,
+    taylor_covariance,
+    taylor_variance,
+)
 
 ColumnSpec = str | Sequence[str] | None
 _PANDAS_COW = int(pd.__version__.split(".")[0]) >= 3
@@ -308,7 +314,15 @@ class SurveyDesign(Estimators):
             if weights is not None:
                 self.weights_var = cols[0] if len(cols) == 1 else cols
         else:
-            vals = np.asarray(spec, dtype=float).reshape(frame.shape[0], -1)
+            vals = np.asarray(spec, dtype=float)
+            if vals.ndim == 0:  # a scalar: the same weight (or probability) for every row
+                vals = np.full((frame.shape[0], 1), float(vals))
+            elif vals.shape[0] != frame.shape[0]:
+                raise ValueError(
+                    f"{arg}: got {vals.shape[0]} values for {frame.shape[0]} rows of data. Fix: "
+                    "give one value per row (or a single number for all rows)."
+                )
+            vals = vals.reshape(frame.shape[0], -1)
             cols = [f"<{arg} array>"]
         bad = ~np.isfinite(vals) | (vals <= 0)
         if arg == "probs":
@@ -410,6 +424,23 @@ class SurveyDesign(Estimators):
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
         )
         return est, var, z
+
+    def _ratio_cov(self, Y, X, dom, D):
+        """Point estimates, their (D*V, D*V) Taylor covariance and the influence values.
+
+        Estimate (d, v) has influence ``z[:, v]`` on the rows of domain d and 0 elsewhere;
+        the covariance is R's ``svyrecvar`` of those columns over the design's rows, as
+        ``svyby(..., covmat=TRUE)`` computes it (domain rows stay zero-padded in every
+        stratum, so the diagonal is the domain variance of :meth:`_ratio_core`).
+        """
+        est, _, z = self._ratio_core(Y, X, dom, D)
+        V = Y.shape[1]
+        rows = np.flatnonzero(dom >= 0)
+        Z = np.zeros((Y.shape[0], D * V))
+        Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
+        cov = taylor_covariance(self._variance_stages, Z, np.asarray(self._in), self.lonely_psu,
+                                self.adjust_domain_lonely)
+        return est, cov, z
 
     def _df_core(self, dom, D) -> np.ndarray:
         return design_df(self._stages[0], dom, D, self._w > 0)

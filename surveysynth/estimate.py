@@ -86,20 +86,54 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
     return out
 
 
+def t_critical(df: Any, level: float) -> np.ndarray:
+    """Two-sided critical value of a ``level`` interval: t with ``df``, normal where df is
+    infinite, NaN where df <= 0 or NaN (R's ``qt(p, 0)`` is NaN: a domain with no design
+    degrees of freedom has no t interval, rather than a zero-width one)."""
+    q = (1 + level) / 2
+    d = np.asarray(df, dtype=float)
+    ok = np.isfinite(d) & (d > 0)
+    with np.errstate(invalid="ignore"):
+        tq = stats.t.ppf(q, np.where(ok, d, 1.0))
+    return np.where(np.isposinf(d), stats.norm.ppf(q), np.where(ok, tq, np.nan))
+
+
 def confidence_interval(est: Any, se: Any, df: Any, level: float,
                         ci: str) -> tuple[np.ndarray, np.ndarray]:
     """Wald interval ``est -+ crit * se``: normal (R ``confint``) or t with ``df`` (``ci="t"``,
-    normal where df is infinite)."""
+    normal where df is infinite, NaN where df <= 0 as R's ``qt``)."""
     if ci not in ("normal", "t"):
         raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
     if not 0 < level < 1:
         raise ValueError(f"level={level}: must be in (0, 1).")
-    q = (1 + level) / 2
     if ci == "normal":
-        crit = stats.norm.ppf(q)
+        crit = stats.norm.ppf((1 + level) / 2)
     else:
-        crit = np.where(np.isfinite(df), stats.t.ppf(q, np.maximum(df, 1e-300)), stats.norm.ppf(q))
+        crit = t_critical(df, level)
     return est - crit * se, est + crit * se
+
+
+def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> list[str]:
+    """Names of the rows of an estimator's output, for :func:`surveysynth.contrast.vcov` and
+    ``contrast``: ``variable`` plus the level (R's ``svymean`` names, ``"sch.wideYes"``), led
+    by the domain's ``by`` values joined with ``"."`` and a colon (``"E:api00"``; R's
+    ``svyby`` names drop the variable when there is only one)."""
+    per = [f"{v}{'' if lev is None else lev}" for v, lev in labels]
+    if by_df is None:
+        return per
+    keys = [".".join(map(str, row)) for row in by_df.astype(object).to_numpy().tolist()]
+    return [f"{k}:{p}" for k in keys for p in per]
+
+
+def attach_vcov(out: pd.DataFrame, names: list[str], cov: np.ndarray) -> None:
+    """Store the covariance of the rows of ``out`` (in ``out.attrs["covmat"]``) with their
+    names and estimates, so :func:`surveysynth.contrast.vcov` can check the rows it is given
+    are still those it was computed for."""
+    out.attrs["covmat"] = {
+        "names": list(names),
+        "estimate": out["estimate"].to_numpy(float).copy(),
+        "vcov": np.asarray(cov, dtype=float),
+    }
 
 
 class Estimators:
@@ -339,7 +373,7 @@ class Estimators:
 
     @staticmethod
     def _frame_out(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
-                   extra: dict[str, Any] | None = None) -> pd.DataFrame:
+                   extra: dict[str, Any] | None = None, n=None) -> pd.DataFrame:
         V = len(labels)
         rows = {}
         if by_df is not None:
@@ -355,12 +389,42 @@ class Estimators:
         dfv = np.repeat(np.asarray(df, float), V)
         lo, hi = confidence_interval(est, se, dfv, level, ci)
         rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rows["cv"] = np.where(est != 0, se / np.abs(est), np.nan)
+        if n is not None:
+            rows["n"] = np.repeat(np.asarray(n, dtype=np.int64), V)
         if deff is not None:
             rows["deff"] = np.asarray(deff, float).reshape(D * V)
         if extra:
             for k, v in extra.items():
                 rows[k] = v
         return pd.DataFrame(rows)
+
+    # ---------------------------------------------------------------- df and counts
+    def _resolve_df(self, df: Any, dom: np.ndarray, D: int) -> np.ndarray:
+        """Degrees of freedom of each domain for ``df=``: None -> the domain's own (R ``degf``
+        of the domain subset), ``"design"`` -> the design's (R ``degf(design)``), a number."""
+        if df is None:
+            return np.asarray(self._df_core(dom, D), dtype=float)
+        if isinstance(df, str):
+            if df != "design":
+                raise ValueError(
+                    f"df={df!r}: give None (each domain's own df), 'design' (the full design's "
+                    "df, R's degf(design)) or a positive number."
+                )
+            return np.full(D, float(self.degf))
+        try:
+            val = float(df)
+        except (TypeError, ValueError):
+            raise ValueError(f"df={df!r}: give None, 'design' or a positive number.") from None
+        if not val > 0:
+            raise ValueError(f"df={df!r}: must be positive (or np.inf for normal intervals).")
+        return np.full(D, val)
+
+    @staticmethod
+    def _domain_n(dom: np.ndarray, D: int) -> np.ndarray:
+        """Unweighted number of rows in each domain (after ``na_rm``)."""
+        return np.bincount(dom[dom >= 0], minlength=D)
 
     # ---------------------------------------------------------------- deff
     def _deff(self, U: np.ndarray, dom: np.ndarray, D: int, var: np.ndarray, kind: str, deff):
@@ -394,20 +458,27 @@ class Estimators:
         return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
-                      R_call) -> pd.DataFrame:
+                      R_call, df=None, covmat=False) -> pd.DataFrame:
         na_rows = self.missing_rows(cols, na_rm, kind)
         dom, D, by_df = self.domains(by, na_rows)
         eng = self._engine(engine)
         if eng is not None:
+            if covmat:
+                raise ValueError(
+                    f"covmat=True needs engine='native' (engine {engine!r} returns SEs only).")
             est, se = eng.estimate(self, R_call, dom=dom, D=D, by=by, by_df=by_df, na_rm=na_rm)
             var = se**2
             z = None
         else:
             Yc = np.where(np.isnan(Y), 0.0, Y)
             Xc = None if X is None else np.where(np.isnan(X), 0.0, X)
-            est, var, z = self._ratio_core(Yc, Xc, dom, D)
+            if covmat:
+                est, cov, z = self._ratio_cov(Yc, Xc, dom, D)
+                var = np.diag(cov).reshape(est.shape).copy()
+            else:
+                est, var, z = self._ratio_core(Yc, Xc, dom, D)
             se = np.sqrt(var)
-        df = self._df_core(dom, D)
+        dfs = self._resolve_df(df, dom, D)
         deffs = None
         if deff:
             if kind == "ratio":
@@ -416,38 +487,63 @@ class Estimators:
             else:
                 Yc = np.where(np.isnan(Y), 0.0, Y)
                 deffs = self._deff(Yc, dom, D, var, "mean" if kind != "total" else "total", deff)
-        return self._frame_out(by_df, D, labels, est, se, df, level, ci, deffs)
+        out = self._frame_out(by_df, D, labels, est, se, dfs, level, ci, deffs,
+                              n=self._domain_n(dom, D))
+        if covmat:
+            attach_vcov(out, estimate_names(by_df, D, labels), cov)
+        return out
 
     # ---------------------------------------------------------------- public estimators
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, deff: bool | str = False, engine: str = "native",
-              level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
+              level: float = 0.95, ci: str = "normal", df: float | str | None = None,
+              covmat: bool = False) -> pd.DataFrame:
         """Estimated population totals (R ``svytotal`` / ``svyby(..., svytotal)``).
 
         A categorical variable gives the estimated count of each level, as in R.
+
+        ``df``: degrees of freedom of ``ci="t"`` intervals and of the ``df`` column. The
+        default (None) is each domain's own design df (R's ``degf`` of the domain subset,
+        what ``svyby`` and ``svyciprop`` use per domain), so a domain reaching few PSUs gets
+        the wide interval it deserves; ``"design"`` uses the whole design's df (R's examples
+        ``confint(svyby(...), df=degf(design))``); a number is used as given. ``covmat=True``
+        also computes the covariance of all the estimates (R ``svyby(covmat=TRUE)``,
+        ``vcov(svytotal)``), read with :func:`surveysynth.contrast.vcov`.
         """
         Y, labels, cols = self._variables(variables, allow_categorical=True)
         call = {"stat": "total", "variables": cols}
         return self._ratio_family("total", Y, None, labels, cols, by, na_rm, deff, engine,
-                                  level, ci, call)
+                                  level, ci, call, df, covmat)
 
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, deff: bool | str = False, engine: str = "native",
-             level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
-        """Estimated population means (Hajek), R ``svymean``; categorical gives level shares."""
+             level: float = 0.95, ci: str = "normal", df: float | str | None = None,
+             covmat: bool = False) -> pd.DataFrame:
+        """Estimated population means (Hajek), R ``svymean``; categorical gives level shares.
+
+        ``df`` and ``covmat`` as in :meth:`total`.
+        """
         Y, labels, cols = self._variables(variables, allow_categorical=True)
         X = np.ones_like(Y)
         call = {"stat": "mean", "variables": cols}
         return self._ratio_family("mean", Y, X, labels, cols, by, na_rm, deff, engine, level,
-                                  ci, call)
+                                  ci, call, df, covmat)
 
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
                    na_rm: bool = False, deff: bool | str = False, engine: str = "native",
-                   level: float = 0.95, ci: str = "normal") -> pd.DataFrame:
+                   level: float = 0.95, ci: str = "normal", df: float | str | None = None,
+                   covmat: bool = False, ci_method: str = "wald") -> pd.DataFrame:
         """Share of every level of categorical variables (R ``svymean`` on a factor).
 
         Numeric variables are treated as categorical here (each distinct value a level).
-        Intervals are Wald intervals, as ``confint(svymean(~factor))``.
+        ``ci_method="wald"`` (default) gives Wald intervals, as ``confint(svymean(~factor))``
+        (normal unless ``ci="t"``). The other methods are R ``svyciprop``'s, for the share of
+        each level, with t quantiles on ``df`` (default: each domain's design df, as
+        ``svyby(..., svyciprop)``): ``"logit"`` (Wald on the logit scale from the design-based
+        logistic fit, R's default), ``"likelihood"`` (Rao-Scott scaled profile likelihood),
+        ``"asin"``, ``"beta"`` (Korn-Graubard), ``"mean"`` (Wald with t) and ``"xlogit"``
+        (delta method on the logit). See :mod:`surveysynth.ciprop`. ``covmat`` as in
+        :meth:`total`.
         """
         cols = as_list(variables)
         require_columns(self._frame, cols, "variables")
@@ -458,14 +554,28 @@ class Estimators:
             labels += [(c, lev) for lev in levels]
         Y = np.column_stack(mats)
         call = {"stat": "proportion", "variables": cols}
+        if ci_method != "wald":
+            from .ciprop import CI_METHODS, proportion_ci
+
+            if ci_method not in CI_METHODS:
+                raise ValueError(f"ci_method={ci_method!r}: choose 'wald' or one of {CI_METHODS}.")
+            if engine != "native":
+                raise ValueError(f"ci_method={ci_method!r} needs engine='native'.")
+            out = self._ratio_family("proportion", Y, np.ones_like(Y), labels, cols, by, na_rm,
+                                     deff, engine, level, "t", call, df, covmat)
+            return proportion_ci(self, out, Y, cols, by, na_rm, level, df, ci_method)
         return self._ratio_family("proportion", Y, np.ones_like(Y), labels, cols, by, na_rm,
-                                  deff, engine, level, ci, call)
+                                  deff, engine, level, ci, call, df, covmat)
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
               by: str | Sequence[str] | None = None, na_rm: bool = False,
               deff: bool | str = False, engine: str = "native", level: float = 0.95,
-              ci: str = "normal") -> pd.DataFrame:
-        """Ratio of two totals, R ``svyratio`` (every numerator over every denominator)."""
+              ci: str = "normal", df: float | str | None = None,
+              covmat: bool = False) -> pd.DataFrame:
+        """Ratio of two totals, R ``svyratio`` (every numerator over every denominator).
+
+        ``df`` and ``covmat`` as in :meth:`total`.
+        """
         nums, dens = as_list(numerator), as_list(denominator)
         require_columns(self._frame, nums + dens, "ratio")
         pairs = [(a, b) for b in dens for a in nums]
@@ -474,16 +584,19 @@ class Estimators:
         labels = [(f"{a}/{b}", None) for a, b in pairs]
         call = {"stat": "ratio", "numerator": nums, "denominator": dens}
         return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,
-                                  level, ci, call)
+                                  level, ci, call, df, covmat)
 
     def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
                  by: str | Sequence[str] | None = None, na_rm: bool = False,
-                 engine: str = "native", level: float = 0.95) -> pd.DataFrame:
+                 engine: str = "native", level: float = 0.95,
+                 df: float | str | None = None) -> pd.DataFrame:
         """Quantiles with R 4.1's default rule (``qrule="math"``) and Woodruff interval.
 
         The interval inverts a confidence interval for the share of the population at or below
         the estimate (mean of ``x <= q``, t with the design df, as R ``svyquantile``); the SE
-        is the interval's length over 2 t_{df, (1+level)/2}, as R reports it.
+        is the interval's length over 2 t_{df, (1+level)/2}, as R reports it. ``df`` as in
+        :meth:`total` (default each domain's own df, as ``svyby(..., svyquantile)``); a
+        domain with df 0 gets NaN limits and SE, as R.
         """
         cols = as_list(variables)
         require_columns(self._frame, cols, "variables")
@@ -492,11 +605,10 @@ class Estimators:
             raise ValueError(f"quantiles={quantiles!r}: each must be in [0, 1].")
         na_rows = self.missing_rows(cols, na_rm, "quantile")
         dom, D, by_df = self.domains(by, na_rows)
-        df = self._df_core(dom, D)
+        df = self._resolve_df(df, dom, D)
         eng = self._engine(engine)
         alpha = 1 - level
-        crit = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.maximum(df, 1e-300)),
-                        stats.norm.ppf(1 - alpha / 2))
+        crit = t_critical(df, level)
         labels = [(c, p) for c in cols for p in ps]
         V = len(labels)
         est = np.empty((D, V))
@@ -515,7 +627,8 @@ class Estimators:
                 q, l_, h_ = self._woodruff(x, ps, dom, D, df, crit, alpha)
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
-        out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile")
+        out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile",
+                              n=self._domain_n(dom, D))
         out["ci_low"] = np.asarray(lo, float).reshape(D * V)
         out["ci_high"] = np.asarray(hi, float).reshape(D * V)
         return out

@@ -47,6 +47,7 @@ from .variance.replicate_weights import (
     preston_factors,
     rank_like_r,
     rao_wu_factors,
+    replicate_covariance,
     replicate_variance,
     warn_dropped,
 )
@@ -143,6 +144,8 @@ class ReplicateDesign(Estimators):
             self.weights_var = cols[0]
         else:
             pw = np.asarray(weights, dtype=float).reshape(-1)
+            if pw.shape[0] == 1:  # a scalar: the same weight for every row
+                pw = np.full(n, float(pw[0]))
             if pw.shape[0] != n:
                 raise ValueError(f"weights: {pw.shape[0]} values for {n} rows of data.")
             self.weights_var = None
@@ -270,8 +273,8 @@ class ReplicateDesign(Estimators):
         MT = sparse.coo_matrix((vals[nz], (col_idx[nz], krow[nz])), shape=(C, K)).tocsr()
         return self._rep_products(MT)
 
-    def _ratio_core(self, Y, X, dom, D):
-        """Domain ratios of totals (X None: totals) and their replicate variances."""
+    def _replicate_thetas(self, Y, X, dom, D):
+        """Full-sample domain ratios (D, V), their replicates (R, D*V) and score values."""
         rows = np.flatnonzero(dom >= 0)
         ds = dom[rows]
         w = self._w[rows]
@@ -305,11 +308,24 @@ class ReplicateDesign(Estimators):
                 th = ty_r / tx_r
                 Txr = Tx if not shared_x else np.repeat(Tx[:, :1], V, axis=1)
                 z[rows] = w[:, None] * (Ys - est[ds] * Xs) / Txr[ds]
-        thetas = th.reshape(D * V, R).T
+        return est, th.reshape(D * V, R).T, z
+
+    def _ratio_core(self, Y, X, dom, D):
+        """Domain ratios of totals (X None: totals) and their replicate variances."""
+        est, thetas, z = self._replicate_thetas(Y, X, dom, D)
         var, dropped = replicate_variance(thetas, est.reshape(-1), self.scale, self.rscales,
                                           self.mse)
         warn_dropped(dropped)
-        return est, var.reshape(D, V), z
+        return est, var.reshape(est.shape), z
+
+    def _ratio_cov(self, Y, X, dom, D):
+        """Domain ratios, their (D*V, D*V) replicate covariance (R ``svrVar`` of a matrix of
+        replicates: replicates with any NaN dropped, as its ``na.omit``) and score values."""
+        est, thetas, z = self._replicate_thetas(Y, X, dom, D)
+        cov, dropped = replicate_covariance(thetas, est.reshape(-1), self.scale, self.rscales,
+                                            self.mse)
+        warn_dropped(np.atleast_1d(dropped))
+        return est, cov, z
 
     def _df_core(self, dom, D) -> np.ndarray:
         """R's ``degf`` of each domain: rank of its analysis-weight matrix minus 1.

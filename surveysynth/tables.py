@@ -23,8 +23,10 @@ Decisions (docs/tables.md):
   empty domains): an empty cell has count/total 0 with SE 0 (what R's ``svytotal`` of the cell
   indicator gives) and mean NaN; it is flagged ``empty``.
 * CV = SE / |estimate| (NaN when the estimate is 0). Flags: ``cv>cv_max`` (default 0.30, the
-  usual relative-standard-error rule), ``n<n_min`` (default 30 unweighted records), ``empty``
-  and ``no estimate``; ``flag`` is True when any applies. Either threshold can be disabled with
+  usual relative-standard-error rule), ``n<n_min`` (default 30 unweighted records), ``empty``,
+  ``df=0`` (no design degrees of freedom: the cell's records lie in one PSU per stratum, so
+  its SE, often 0, says nothing; R gives NaN t intervals there) and ``no estimate``; ``flag``
+  is True when any applies. Either threshold can be disabled with
   None.
 * Intervals are normal (R ``confint``) unless ``ci="t"`` (design df); for releases they come
   from the combining rule (t with its df).
@@ -56,8 +58,14 @@ _NUMERIC = ("estimate", "se", "cv", "ci_low", "ci_high", "df", "n_unweighted")
 
 
 def reliability(estimate: np.ndarray, se: np.ndarray, n_unweighted: np.ndarray,
-                cv_max: float | None = 0.30, n_min: float | None = 30):
-    """CV, flag reasons and flags for cells (vectorized; see the module docstring)."""
+                cv_max: float | None = 0.30, n_min: float | None = 30,
+                df: np.ndarray | None = None):
+    """CV, flag reasons and flags for cells (vectorized; see the module docstring).
+
+    ``df`` (design degrees of freedom of each cell) flags ``df=0`` cells: a cell whose
+    records lie in one PSU per stratum has no variance information (R: NaN t interval),
+    even when its linearized SE happens to be 0 and so passes the CV rule.
+    """
     est = np.asarray(estimate, float)
     se = np.asarray(se, float)
     n = np.asarray(n_unweighted, float)
@@ -69,6 +77,9 @@ def reliability(estimate: np.ndarray, se: np.ndarray, n_unweighted: np.ndarray,
     if n_min is not None:
         parts.append(np.where(n < n_min, f"n<{n_min:g}", ""))
     parts.append(np.where(n == 0, "empty", ""))
+    if df is not None:
+        d = np.asarray(df, float)
+        parts.append(np.where((n > 0) & (d <= 0), "df=0", ""))
     parts.append(np.where(np.isnan(est), "no estimate", ""))
     reasons = np.array(["; ".join(p for p in row if p) for row in zip(*parts, strict=True)],
                        dtype=object) if est.size else np.array([], dtype=object)
@@ -372,7 +383,7 @@ def tabulate(
         extra = {"between": comb["between"].to_numpy(float),
                  "within": comb["within"].to_numpy(float),
                  "note": comb["note"].to_numpy(object)}
-    cv, reason, flag = reliability(est, se, n_unw, cv_max, n_min)
+    cv, reason, flag = reliability(est, se, n_unw, cv_max, n_min, df=dfs.min(axis=0))
     long = long.assign(estimate=est, se=se, cv=cv, ci_low=lo, ci_high=hi, df=df,
                        n_unweighted=n_unw, flag=flag, flag_reason=reason, **extra)
     return Table(long, row_vars, col_vars, stat, value, margin_label, meta)

@@ -79,6 +79,33 @@ def replicate_variance(
     return var, dropped
 
 
+def replicate_covariance(
+    thetas: np.ndarray,
+    full: np.ndarray,
+    scale: float,
+    rscales: np.ndarray,
+    mse: bool,
+) -> tuple[np.ndarray, int]:
+    """R's ``svrVar`` on a matrix of replicates: the (m, m) covariance of m statistics.
+
+    Replicates with a NaN in any column are dropped first (R: ``na.omit(thetas)``), so the
+    diagonal equals :func:`replicate_variance` when no replicate is NaN. Returns the matrix
+    and the number of replicates dropped.
+    """
+    thetas = np.asarray(thetas, dtype=float)
+    if thetas.ndim == 1:
+        thetas = thetas[:, None]
+    full = np.asarray(full, dtype=float).reshape(-1)
+    rscales = np.asarray(rscales, dtype=float).reshape(-1)
+    ok = ~np.isnan(thetas).any(axis=1)
+    if not ok.any():
+        raise ValueError("All replicates contained NaN (R: 'All replicates contained NAs').")
+    th, rs = thetas[ok], rscales[ok]
+    centre = full if mse else th[rs > 0].mean(axis=0)
+    dev = (th - centre[None, :]) * np.sqrt(rs)[:, None]
+    return scale * (dev.T @ dev), int((~ok).sum())
+
+
 def rank_like_r(gram: np.ndarray, tol: float = 1e-5) -> int:
     """Rank of a matrix A from its Gram matrix A'A, with R's ``qr(A, tol=1e-5)`` tolerance.
 
@@ -414,18 +441,44 @@ def sylvester_hadamard(order: int) -> np.ndarray:
     return hadamard(size).astype(float)
 
 
+def r_character_order(labels: np.ndarray) -> np.ndarray:
+    """Position of each label when sorted as R's ``order(as.character(x))`` sorts them.
+
+    Whole floats print as integers (R's ``as.character(2)`` is ``"2"``); strings are
+    compared by code point (R in the C locale; other locales collate letters' case
+    differently: give the strata as numbers or one case to be safe).
+    """
+    def text(x: Any) -> str:
+        if isinstance(x, (float, np.floating)) and float(x).is_integer():
+            return str(int(x))
+        return str(x)
+
+    keys = [text(x) for x in labels]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    pos = np.empty(len(keys), dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(len(keys))
+    return pos
+
+
 def brr_factors(stage: Stage, fay_rho: float = 0.0,
                 hadamard: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
-    """BRR / Fay factors for a design with exactly two PSUs in every stratum.
+    """BRR / Fay factors for a design with exactly two PSUs in every stratum, R's
+    ``brrweights``.
 
-    Half-sample r keeps, in stratum h, the first PSU (order of appearance) when
-    ``Hadamard[h + 1, r]`` is +1 and the second otherwise; kept PSUs get factor 2 - rho,
-    the other rho (rho = 0: classic BRR). Decision: the Hadamard matrix is Sylvester's, of
-    size the smallest power of two above the number of strata (R picks the smallest
-    multiple of 4 from a precooked list, so it may use fewer replicates); any Hadamard
-    matrix gives full orthogonal balance and so the same variance for linear statistics.
-    A user matrix (+-1 or two values) may be passed as ``hadamard``.
-    scale = 1 / (R (1 - rho)^2), rscales = 1.
+    Strata take the rows 2, 3, ... of the Hadamard matrix in the order of their labels
+    sorted as text (R: ``order(as.character(strata))``); within a stratum the "first" PSU is
+    the one that appears first in the data. Half-sample r keeps the first PSU of stratum h
+    when its Hadamard entry is "+" and the second otherwise; kept PSUs get factor 2 - rho,
+    the other rho (rho = 0: classic BRR). scale = 1 / (R (1 - rho)^2), rscales = 1.
+
+    Hadamard matrix: by default Sylvester's, of size the smallest power of two above the
+    number of strata, "+" = +1 (R's precooked matrices are Sylvester's for 1-7 and 12-15
+    strata, so the replicates are R's there; for other counts R picks a Paley or stored
+    matrix of a multiple of 4, giving the same variance for linear statistics and slightly
+    different ones for nonlinear statistics). A user matrix (two distinct values, at least
+    H + 1 rows) is read as R reads ``hadamard.matrix``: the value of its first entry means
+    "-" (keep the second PSU), the other value "+". Passing R's ``paley(11)`` gives R's
+    replicates exactly.
     """
     if not 0.0 <= fay_rho < 1.0:
         raise ValueError(f"fay_rho={fay_rho}: must be in [0, 1).")
@@ -441,27 +494,29 @@ def brr_factors(stage: Stage, fay_rho: float = 0.0,
             "bootstrap()."
         )
     if hadamard is None:
-        Hm = sylvester_hadamard(H + 1)
+        plus_matrix = sylvester_hadamard(max(H + 1, 4)) > 0  # R: at least 4 replicates
     else:
         Hm = np.asarray(hadamard)
         vals = np.unique(Hm)
         if Hm.ndim != 2 or Hm.shape[0] < H + 1 or vals.shape[0] != 2:
             raise ValueError(
-                f"hadamard: need a two-valued matrix with at least {H + 1} rows, got shape "
-                f"{Hm.shape} with values {vals[:5]}."
+                f"hadamard: need a two-valued matrix with at least {H + 1} rows (number of "
+                f"strata + 1), got shape {Hm.shape} with values {vals[:5]}."
             )
-        Hm = np.where(Hm == vals[1], 1.0, -1.0)
-        gram = Hm.T @ Hm
+        plus_matrix = Hm != Hm[0, 0]
+        pm = np.where(plus_matrix, 1.0, -1.0)
+        gram = pm.T @ pm
         if not np.allclose(gram, np.diag(np.diag(gram))):
             raise ValueError("hadamard: columns are not orthogonal: not a Hadamard matrix.")
     K = soc.shape[0]
     first = np.zeros(K, dtype=bool)
     order = np.lexsort((np.arange(K), soc))
     first[order[0::2]] = True  # each stratum has 2 clusters: first of the pair in order
-    plus = Hm[1 + soc, :] > 0  # (K, R)
+    row_of_stratum = 1 + r_character_order(stage.labels)
+    plus = plus_matrix[row_of_stratum[soc], :]  # (K, R)
     kept = np.where(first[:, None], plus, ~plus)
     fac = np.where(kept, 2.0 - fay_rho, fay_rho)
-    Rn = Hm.shape[1]
+    Rn = plus_matrix.shape[1]
     return fac, np.asarray(stage.cluster, dtype=np.int64), 1.0 / (Rn * (1.0 - fay_rho) ** 2)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 LONELY_OPTIONS = ("fail", "remove", "certainty", "adjust", "average")
 
@@ -80,6 +81,41 @@ def _compact_pairs(a: np.ndarray, b: np.ndarray, nb: int, na: int):
     return codes, inverse.reshape(-1)
 
 
+def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
+                nsubset: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool,
+                stage_number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """R ``onestrat``'s rules for (stratum, domain) cells: the scale of the centred sum of
+    squares (0 for certainty strata), whether the cell is left uncentred (``adjust``) and
+    whether it is NA (``average``); raises for a lonely PSU under ``fail``."""
+    lonely = n_h == 1
+    scale = np.where(lonely, f, f * n_h / np.where(lonely, 1.0, n_h - 1.0))
+    # onestrat: sweep (centre) unless lonely.psu == "adjust" and (nsubset == 1) and
+    # (nPSU == 1 or survey.adjust.domain.lonely)
+    uncentred = (lonely_psu == "adjust") & (nsubset == 1) & (lonely | adjust_domain_lonely)
+    is_na = np.zeros(c_str.shape[0], dtype=bool)
+    if lonely_psu == "average":
+        is_na |= lonely
+        if adjust_domain_lonely:
+            is_na |= (nsubset == 1) & ~lonely
+    # onestrat returns 0 first when every f < 1e-7 (certainty stratum), before any lonely rule
+    certain = f < 1e-7
+    scale = np.where(certain, 0.0, scale)
+    is_na &= ~certain
+    if lonely_psu == "fail":
+        bad = lonely & ~certain
+        if bad.any():
+            labels = stage.labels[c_str[bad]]
+            shown = ", ".join(map(str, labels[:5]))
+            more = "" if labels.shape[0] <= 5 else f" (and {labels.shape[0] - 5} more)"
+            raise LonelyPSUError(
+                f"Stratum ({shown}){more} has only one PSU at stage {stage_number}. "
+                "Fix: choose lonely_psu='remove', 'certainty', 'adjust' or 'average' "
+                "(R's options(survey.lonely.psu=...)), or collapse strata."
+            )
+    scale = np.where(is_na, 0.0, scale)
+    return scale, uncentred, is_na
+
+
 def stage_variance(
     stage: Stage,
     z: np.ndarray,
@@ -130,33 +166,10 @@ def stage_variance(
     # clusters of the stratum without domain rows: zero totals, deviation -mean (R pads zeros)
     SS += (n_h - nsubset)[:, None] * mean**2
 
-    lonely = n_h == 1
-    scale = np.where(lonely, f, f * n_h / np.where(lonely, 1.0, n_h - 1.0))
-    # onestrat: sweep (centre) unless lonely.psu == "adjust" and (nsubset == 1) and
-    # (nPSU == 1 or survey.adjust.domain.lonely)
-    uncentred = (lonely_psu == "adjust") & (nsubset == 1) & (lonely | adjust_domain_lonely)
+    scale, uncentred, is_na = _cell_rules(stage, c_str, n_h, f, nsubset, lonely_psu,
+                                          adjust_domain_lonely, stage_number)
     contrib = np.where(uncentred[:, None], U, SS) * scale[:, None]
-    is_na = np.zeros(C, dtype=bool)
-    if lonely_psu == "average":
-        is_na |= lonely
-        if adjust_domain_lonely:
-            is_na |= (nsubset == 1) & ~lonely
-    # onestrat returns 0 first when every f < 1e-7 (certainty stratum), before any lonely rule
-    certain = f < 1e-7
-    contrib[certain] = 0.0
-    is_na &= ~certain
-    if lonely_psu == "fail":
-        bad = lonely & ~certain
-        if bad.any():
-            labels = stage.labels[c_str[bad]]
-            shown = ", ".join(map(str, labels[:5]))
-            more = "" if labels.shape[0] <= 5 else f" (and {labels.shape[0] - 5} more)"
-            raise LonelyPSUError(
-                f"Stratum ({shown}){more} has only one PSU at stage {stage_number}. "
-                "Fix: choose lonely_psu='remove', 'certainty', 'adjust' or 'average' "
-                "(R's options(survey.lonely.psu=...)), or collapse strata."
-            )
-    contrib[is_na] = 0.0
+    contrib[scale == 0.0] = 0.0
     # onestage: per recursion group, sum over its strata * nstrat / nokstrat
     g = stage.group_of_stratum[c_str]
     n_groups = int(stage.group_of_stratum.max()) + 1 if stage.n_strata else 1
@@ -199,6 +212,71 @@ def taylor_variance(
     total = np.zeros((n_domains, z.shape[1]))
     for number, stage in enumerate(stages, start=1):
         total += stage_variance(stage, z, dom, n_domains, lonely_psu, adjust_domain_lonely, number)
+    return total
+
+
+def stage_covariance(stage: Stage, z: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool,
+                     stage_number: int) -> np.ndarray:
+    """Covariance contribution of one stage for the columns of ``z`` (m, K): (K, K).
+
+    The cross-product version of :func:`stage_variance` for one domain (the rows given):
+    R's ``onestrat`` returns ``crossprod(dev)`` scaled, so a (K, K) matrix whose diagonal is
+    :func:`stage_variance`'s. Each stratum's centred cluster totals, the zero totals of its
+    clusters without rows (deviation ``-mean``, as R's padding) and the recursion factors are
+    stacked in one matrix ``A`` with the scales folded in as square roots; the result is
+    ``A'A``.
+    """
+    K = z.shape[1]
+    if z.shape[0] == 0:
+        return np.zeros((K, K))
+    dom = np.zeros(z.shape[0], dtype=np.int64)
+    pair_codes, pair_of_row = _compact_pairs(stage.cluster, dom, 1, stage.n_clusters)
+    P = pair_codes.shape[0]
+    agg = sparse.csr_matrix((np.ones(z.shape[0]), (pair_of_row, np.arange(z.shape[0]))),
+                            shape=(P, z.shape[0]))
+    T = np.asarray(agg @ z)  # cluster totals (P, K)
+    p_str = stage.stratum_of_cluster[pair_codes]
+    cell_codes, cell_of_pair = _compact_pairs(p_str, np.zeros(P, np.int64), 1, stage.n_strata)
+    C = cell_codes.shape[0]
+    c_str = cell_codes
+    n_h = stage.n_psu[c_str].astype(float)
+    f = stage.fpc_factor[c_str]
+    nsubset = np.bincount(cell_of_pair, minlength=C)
+    scale, uncentred, is_na = _cell_rules(stage, c_str, n_h, f, nsubset, lonely_psu,
+                                          adjust_domain_lonely, stage_number)
+    g = stage.group_of_stratum[c_str]
+    n_groups = int(stage.group_of_stratum.max()) + 1 if stage.n_strata else 1
+    nstrat = np.bincount(g, minlength=n_groups).astype(float)
+    nok = np.bincount(g, weights=(~is_na).astype(float), minlength=n_groups)
+    if ((nok == 0) & (nstrat > 0)).any():  # every stratum of a group NA: R gives NaN
+        return np.full((K, K), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(nok > 0, nstrat / nok, 0.0)
+    s = scale * stage.multiplier[c_str] * factor[g]
+    S = np.asarray(sparse.csr_matrix((np.ones(P), (cell_of_pair, np.arange(P))),
+                                     shape=(C, P)) @ T)
+    mean = np.where(uncentred[:, None], 0.0, S / n_h[:, None])
+    dev = (T - mean[cell_of_pair]) * np.sqrt(s[cell_of_pair])[:, None]
+    pad = mean * np.sqrt(s * np.where(uncentred, 0.0, n_h - nsubset))[:, None]
+    A = np.vstack([dev, pad])
+    return A.T @ A
+
+
+def taylor_covariance(stages: list[Stage], z: np.ndarray, inside: np.ndarray, lonely_psu: str,
+                      adjust_domain_lonely: bool) -> np.ndarray:
+    """Covariance matrix of the totals of the columns of ``z`` (n, K): R's ``svyrecvar`` on
+    a matrix of influence values, over the rows ``inside`` (the design's rows; the others
+    are outside the subset), as ``svyby(..., covmat=TRUE)`` and ``vcov(svymean)`` compute it.
+    """
+    z = np.asarray(z, dtype=float)
+    if z.ndim == 1:
+        z = z[:, None]
+    if not inside.all():
+        z = z[inside]
+        stages = [_restrict(st, inside) for st in stages]
+    total = np.zeros((z.shape[1], z.shape[1]))
+    for number, stage in enumerate(stages, start=1):
+        total += stage_covariance(stage, z, lonely_psu, adjust_domain_lonely, number)
     return total
 
 
