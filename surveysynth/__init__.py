@@ -22,6 +22,8 @@ _EXPORTS = {
     "pps_systematic": ".sampling",
     "run_release": ".pipeline",
     "load_config": ".pipeline",
+    "svyglm": ".analysis",
+    "GLMResults": ".analysis",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -1,0 +1,423 @@
+"""Survey-weighted generalized linear models: R ``survey::svyglm`` on every design kind.
+
+``svyglm(formula, design, family=...)`` fits a GLM with the sampling weights and gives
+design-based standard errors, as R ``svyglm`` (survey 4.1) does:
+
+* the point estimates are the weighted GLM fit (pseudo maximum likelihood), by R's ``glm.fit``
+  iterations with the weights rescaled to mean 1 over the design's rows
+  (:mod:`surveysynth.analysis.irls`);
+* linearization designs (:class:`~surveysynth.SurveyDesign`): the sandwich
+  ``A^{-1} B A^{-1}`` where ``B`` is the design variance of the total of the estimating
+  functions ``x_i (y_i - mu_i) w_i mu'_i / V(mu_i)`` (R ``svy.varcoef``): the influence values
+  ``estfun %*% A^{-1}`` go through the core's Taylor engine (``svyrecvar``), strata, clusters,
+  fpc and lonely-PSU rules included;
+* replicate designs (:class:`~surveysynth.ReplicateDesign`): the model is refitted with every
+  replicate's analysis weights, starting from the full-sample coefficients, and the
+  coefficients' replicate covariance is R's ``svrVar`` with the design's scale, rscales and mse;
+* residual degrees of freedom ``degf(design) + 1 - p`` (the design df, not n - p); t and p
+  values and intervals use them (R ``summary.svyglm``, ``confint.svyglm``);
+* domains: a ``subset()`` design keeps its full design for the variance, as R's ``svyglm`` on
+  ``subset(design, ...)``.
+
+Families: ``gaussian``, ``binomial``, ``quasibinomial``, ``poisson``, ``quasipoisson`` (R gives
+the same estimates, SEs and df for a family and its quasi version: the design-based variance
+does not use the dispersion). Formulas are R-style through formulaic (``y ~ x + C(g)``,
+``np.log(x)``, ``I(a - b)``, interactions ``a:b``, ``a*b``); an offset is a formula term
+``offset(expr)`` or the ``offset=`` argument (a column, an expression, or an array).
+
+Differences from R, on purpose: a missing value in a model variable is an error naming the rows
+unless ``na_rm=True`` (R drops the rows silently); a rank-deficient model matrix is an error
+naming the aliased terms (R reports NA coefficients); coefficient names are formulaic's
+(``stype[T.H]`` for R's ``stypeH``); ``predict`` adds the offset (R's ``predict.svyglm`` leaves
+it out).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from formulaic import model_matrix
+from scipy import stats
+
+from .covariance import influence_covariance, replicate_covariance
+from .families import Family, get_family
+from .irls import IRLSFit, check_rank, irls
+
+_OFFSET = re.compile(r"\boffset\s*\(")
+
+
+def _split_offset(formula: str) -> tuple[str, list[str]]:
+    """Remove ``offset(expr)`` terms from the right-hand side; return the formula and exprs."""
+    exprs: list[str] = []
+    text = formula
+    while True:
+        m = _OFFSET.search(text)
+        if m is None:
+            break
+        depth, k = 1, m.end()
+        while k < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            k += 1
+        if depth:
+            raise ValueError(f"formula {formula!r}: unbalanced parentheses in offset(...).")
+        exprs.append(text[m.end(): k - 1].strip())
+        before = text[: m.start()].rstrip()
+        if before.endswith("+"):
+            before = before[:-1].rstrip()
+        after = text[k:].lstrip()
+        if before.endswith("~") and after.startswith("+"):
+            after = after[1:].lstrip()
+        text = f"{before} {after}".strip()
+        if text.endswith("~"):
+            text += " 1"
+    return text, exprs
+
+
+def _check_formula(formula: Any) -> str:
+    if not isinstance(formula, str) or "~" not in formula:
+        raise ValueError(
+            f"formula={formula!r}: give an R-style formula string with a response, e.g. "
+            "'api00 ~ ell + meals'."
+        )
+    return formula
+
+
+def _required(formula: str, data_cols: pd.Index) -> list[str]:
+    """Columns a formula reads: column names appearing in it as whole tokens (names with dots,
+    R style, included; formulaic's own variable list splits them at the dot)."""
+    found = []
+    for c in map(str, data_cols):
+        if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w.])", formula):
+            found.append(c)
+    return found
+
+
+def _quote_dotted(text: str, data_cols: pd.Index) -> str:
+    """Back-quote column names with dots (R style, ``api.stu``) so that formulaic reads them as
+    names inside Python expressions (``np.log(api.stu)``) too."""
+    for c in sorted((str(c) for c in data_cols if "." in str(c)), key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.`]){re.escape(c)}(?![\w.`])", f"`{c}`", text)
+    return text
+
+
+def _model_matrix(formula: str, data: pd.DataFrame, what: str, **kwargs: Any):
+    """formulaic's model matrix; its errors (unknown names, bad syntax) as a ValueError."""
+    try:
+        return model_matrix(formula, data, **kwargs)
+    except Exception as exc:  # formulaic raises several types; report them alike
+        raise ValueError(
+            f"{what}: cannot evaluate formula {formula!r} on the design's data: {exc}. Fix: "
+            f"check the names (columns: {list(map(str, data.columns))[:12]}...) and the syntax."
+        ) from exc
+
+
+def _evaluate(expr: str, data: pd.DataFrame) -> np.ndarray:
+    """Value of a numeric expression (a column or a formulaic expression) on ``data``."""
+    if expr in data.columns:
+        return data[expr].to_numpy(dtype=float, na_value=np.nan)
+    mm = _model_matrix(f"0 + {expr}", data, "offset", na_action="ignore")
+    if mm.shape[1] != 1:
+        raise ValueError(f"offset {expr!r}: must give one numeric column, got {mm.shape[1]}.")
+    return np.asarray(mm, dtype=float)[:, 0]
+
+
+def _check_finite(values: np.ndarray, index: pd.Index, what: str) -> None:
+    bad = ~np.isfinite(values)
+    if bad.ndim > 1:
+        bad = bad.any(axis=1)
+    if bad.any():
+        rows = index[bad][:5].tolist()
+        raise ValueError(
+            f"svyglm: {what} is not finite (NaN or infinite, e.g. log of 0) in rows {rows}"
+            f"{' and more' if bad.sum() > 5 else ''}. Fix: transform or drop those rows."
+        )
+
+
+def _response(lhs: pd.DataFrame, family: Family) -> np.ndarray:
+    """The response vector: numeric, or the indicator of the second level of a two-level
+    factor for binomial families (R: ``y != levels(y)[1]``)."""
+    if lhs.shape[1] == 1:
+        return np.asarray(lhs, dtype=float)[:, 0]
+    if lhs.shape[1] == 2 and family.kind == "binomial":
+        return np.asarray(lhs, dtype=float)[:, 1]
+    raise ValueError(
+        f"svyglm: the response expands to {lhs.shape[1]} columns {list(lhs.columns)[:6]}; "
+        f"family {family.name!r} needs a numeric response"
+        + (" (or a two-level factor)." if family.kind == "binomial" else ".")
+    )
+
+
+@dataclass
+class _Model:
+    X: np.ndarray
+    y: np.ndarray
+    offset: np.ndarray
+    names: list[str]
+    fit_rows: np.ndarray  # bool over full_data
+    na_rows: np.ndarray  # bool over full_data
+    spec: Any
+    offset_exprs: list[str] = field(default_factory=list)
+    offset_array: bool = False
+
+
+def _offset_values(offset, exprs, data, full_index, fit_rows, design) -> np.ndarray:
+    total = np.zeros(data.shape[0])
+    for e in exprs:
+        total += _evaluate(e, data)
+    if offset is None:
+        return total
+    if isinstance(offset, str):
+        return total + _evaluate(offset, data)
+    arr = np.asarray(offset, dtype=float).reshape(-1)
+    if arr.shape[0] != design.n:
+        raise ValueError(
+            f"offset: {arr.shape[0]} values for {design.n} rows of the design's data; give one "
+            "value per row of design.data (or a column name)."
+        )
+    full = np.full(full_index.shape[0], np.nan)
+    full[np.asarray(design.in_subset)] = arr
+    return total + full[fit_rows]
+
+
+def _build_model(formula: str, design: Any, family: Family, offset: Any, na_rm: bool) -> _Model:
+    text, exprs = _split_offset(_check_formula(formula))
+    full = design.full_data
+    extra = [o for o in [offset] if isinstance(o, str)]
+    cols = _required(" ".join([text, *exprs, *extra]), full.columns)
+    na = design.missing_rows(sorted(set(cols)), na_rm, "svyglm")
+    text = _quote_dotted(text, full.columns)
+    exprs = [_quote_dotted(e, full.columns) for e in exprs]
+    extra = [o if o in full.columns else _quote_dotted(o, full.columns) for o in extra]
+    offset = extra[0] if extra else offset
+    inside = np.asarray(design.in_subset, dtype=bool)
+    na_rows = np.zeros(inside.shape[0], dtype=bool) if na is None else np.asarray(na, bool)
+    fit_rows = inside & ~na_rows
+    data = full.loc[fit_rows]
+    mm = _model_matrix(text, data, "svyglm", na_action="raise")
+    X = np.asarray(mm.rhs, dtype=float)
+    y = _response(mm.lhs, family)
+    off = _offset_values(offset, exprs, data, full.index, fit_rows, design)
+    _check_finite(X, data.index, "the model matrix")
+    _check_finite(y, data.index, "the response")
+    _check_finite(off, data.index, "the offset")
+    return _Model(X, y, off, list(map(str, mm.rhs.columns)), fit_rows, na_rows,
+                  mm.rhs.model_spec, exprs + extra,
+                  offset is not None and not isinstance(offset, str))
+
+
+def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: str | None = None,
+           offset: str | Sequence[float] | np.ndarray | None = None, na_rm: bool = False,
+           maxit: int = 25, epsilon: float = 1e-8) -> GLMResults:
+    """Fit a survey-weighted GLM with design-based standard errors (R ``svyglm``).
+
+    Parameters
+    ----------
+    formula : R-style formula, e.g. ``"api00 ~ ell + meals + stype"``; ``offset(expr)`` terms
+        allowed.
+    design : a :class:`~surveysynth.SurveyDesign` (linearization) or
+        :class:`~surveysynth.ReplicateDesign` (replicate refits), possibly a ``subset()``.
+    family : ``"gaussian"``, ``"binomial"``, ``"quasibinomial"``, ``"poisson"`` or
+        ``"quasipoisson"``; ``link`` overrides the canonical link.
+    offset : a column name, an expression (``"np.log(enroll)"``) or one value per row of
+        ``design.data``; added to any ``offset()`` terms of the formula.
+    na_rm : drop rows with a missing model variable (kept in the design for the variance);
+        without it a missing value is an error naming the rows.
+    maxit, epsilon : R's ``glm.control``.
+
+    Returns
+    -------
+    GLMResults with ``params``, ``bse``, ``tvalues``, ``pvalues``, ``df_resid``, ``vcov()``,
+    ``conf_int()``, ``summary()`` and ``predict()``.
+    """
+    fam = get_family(family, link)
+    model = _build_model(formula, design, fam, offset, na_rm)
+    inside = np.asarray(design.in_subset, dtype=bool)
+    w_full = np.asarray(design.full_weights, dtype=float)
+    prior = w_full[model.fit_rows] / w_full[inside].mean()
+    check_rank(model.X, prior, model.names)
+    fit = irls(model.X, model.y, prior, model.offset, fam, maxit=maxit, epsilon=epsilon)
+    replicates = None
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        vcov, replicates = _replicate_vcov(design, model, fam, fit, maxit, epsilon)
+        # R: degf of the design before rows with missing values are dropped
+        codes = np.where(inside, 0, -1)
+    else:
+        estfun = model.X * (fit.resid_working * fit.weights)[:, None]
+        infl = np.zeros((inside.shape[0], model.X.shape[1]))
+        infl[model.fit_rows] = estfun @ fit.cov_unscaled
+        codes = np.where(model.fit_rows, 0, -1)
+        vcov = influence_covariance(design, infl, codes)
+    degf = float(design.domain_df(codes, 1)[0])
+    return GLMResults(formula=formula, family=fam, fit=fit, model=model, vcov_matrix=vcov,
+                      design_df=degf, design_kind=getattr(design, "design_kind", "taylor"),
+                      replicates=replicates)
+
+
+def _replicate_vcov(design, model, fam, fit, maxit, epsilon):
+    """R ``svyglm.svyrep.design``: refit with each replicate's weights from the full fit."""
+    inside = np.asarray(design.in_subset, dtype=bool)
+    keep = model.fit_rows[inside]
+    rep = np.asarray(design.replicate_weights("analysis"), dtype=float)[keep]
+    betas = np.empty((rep.shape[1], model.X.shape[1]))
+    for r in range(rep.shape[1]):
+        wi = rep[:, r]
+        betas[r] = irls(model.X, model.y, wi / wi.sum(), model.offset, fam, start=fit.coef,
+                        maxit=maxit, epsilon=epsilon).coef
+    return replicate_covariance(design, betas, fit.coef), betas
+
+
+class GLMResults:
+    """A fitted survey-weighted GLM (statsmodels-like attributes, R ``svyglm`` numbers).
+
+    Attributes: ``params``, ``bse``, ``tvalues``, ``pvalues`` (pandas Series by term),
+    ``df_resid`` (design df + 1 - p), ``design_df``, ``nobs``, ``family``, ``link``,
+    ``converged``, ``iterations``, ``deviance``, ``naive_cov`` (model-based, unscaled),
+    ``replicates`` (replicate coefficients, replicate designs only).
+    """
+
+    def __init__(self, formula: str, family: Family, fit: IRLSFit, model: _Model,
+                 vcov_matrix: np.ndarray, design_df: float, design_kind: str,
+                 replicates: np.ndarray | None = None) -> None:
+        names = model.names
+        self.formula = formula
+        self.family = family.name
+        self.link = family.link.name
+        self._family = family
+        self._model = model
+        self._fit = fit
+        self.design_kind = design_kind
+        self.design_df = design_df
+        self.df_resid = design_df + 1 - len(names)
+        self.nobs = int(model.X.shape[0])
+        self.converged = fit.converged
+        self.iterations = fit.iterations
+        self.deviance = fit.deviance
+        self.params = pd.Series(fit.coef, index=names, name="estimate")
+        self._vcov = pd.DataFrame(vcov_matrix, index=names, columns=names)
+        self.naive_cov = pd.DataFrame(fit.cov_unscaled, index=names, columns=names)
+        self.bse = pd.Series(np.sqrt(np.diag(vcov_matrix)), index=names, name="se")
+        self.tvalues = pd.Series(self.params / self.bse, name="t")
+        with np.errstate(invalid="ignore"):
+            p = 2 * stats.t.sf(np.abs(self.tvalues), self.df_resid) if self.df_resid > 0 else (
+                np.full(len(names), np.nan))
+        self.pvalues = pd.Series(p, index=names, name="p")
+        self.replicates = None if replicates is None else pd.DataFrame(replicates, columns=names)
+        self.fitted_values = fit.mu
+
+    def vcov(self) -> pd.DataFrame:
+        """Design-based covariance matrix of the coefficients (R ``vcov(svyglm)``)."""
+        return self._vcov.copy()
+
+    cov_params = vcov
+
+    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
+        """Wald intervals with the t distribution on ``df_resid`` (R ``confint.svyglm``)."""
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha={alpha}: must be in (0, 1).")
+        if self.df_resid <= 0:
+            crit = np.nan
+        else:
+            crit = stats.t.ppf(1 - alpha / 2, self.df_resid)
+        return pd.DataFrame({"lower": self.params - crit * self.bse,
+                             "upper": self.params + crit * self.bse})
+
+    def coef_table(self, alpha: float = 0.05) -> pd.DataFrame:
+        """One row per term: estimate, se, t, p, lower, upper."""
+        ci = self.conf_int(alpha)
+        return pd.DataFrame({"estimate": self.params, "se": self.bse, "t": self.tvalues,
+                             "p": self.pvalues, "lower": ci["lower"], "upper": ci["upper"]})
+
+    def summary(self, alpha: float = 0.05) -> GLMSummary:
+        """The coefficient table with the model and design facts (``.text``, ``.html``)."""
+        return GLMSummary(self, self.coef_table(alpha), alpha)
+
+    def predict(self, newdata: pd.DataFrame | None = None, type: str = "link",  # noqa: A002
+                offset: Sequence[float] | np.ndarray | None = None) -> pd.DataFrame:
+        """Predictions and their design-based SEs (R ``predict.svyglm``).
+
+        ``type="link"`` gives the linear predictor, ``"response"`` the mean (SE by the delta
+        method). Without ``newdata``, the rows of the fit. The offset is added: from the
+        formula's ``offset()`` terms or column evaluated on ``newdata``, or ``offset=`` when the
+        model was fitted with an array offset.
+        """
+        if type not in ("link", "response"):
+            raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
+        if newdata is None:
+            X, off, index = self._model.X, self._model.offset, None
+        else:
+            X, off, index = self._new_matrix(newdata, offset)
+        V = self._vcov.to_numpy()
+        eta = X @ self.params.to_numpy() + off
+        var = np.einsum("ij,jk,ik->i", X, V, X)
+        se = np.sqrt(var)
+        if type == "response":
+            d = self._family.link.mu_eta(eta)
+            eta = self._family.link.linkinv(eta)
+            se = np.abs(d) * se
+        return pd.DataFrame({"fit": eta, "se": se}, index=index)
+
+    def _new_matrix(self, newdata: pd.DataFrame, offset):
+        if not isinstance(newdata, pd.DataFrame):
+            raise TypeError(f"newdata must be a pandas DataFrame, got {type(newdata).__name__}.")
+        mm = self._model.spec.get_model_matrix(newdata, na_action="raise")
+        X = np.asarray(mm, dtype=float)
+        off = np.zeros(X.shape[0])
+        for e in self._model.offset_exprs:
+            off += _evaluate(e, newdata)
+        if self._model.offset_array:
+            if offset is None:
+                raise ValueError(
+                    "predict: the model was fitted with an array offset; pass offset= with one "
+                    "value per row of newdata."
+                )
+            off += np.asarray(offset, dtype=float).reshape(-1)
+        return X, off, newdata.index
+
+    def __repr__(self) -> str:
+        return self.summary().text
+
+
+class GLMSummary:
+    """Printable summary of :class:`GLMResults`: ``.text`` (str), ``.html``, ``.table``."""
+
+    def __init__(self, res: GLMResults, table: pd.DataFrame, alpha: float) -> None:
+        self.table = table
+        kind = {"taylor": "linearization", "replicate": "replicate weights"}.get(
+            res.design_kind, res.design_kind)
+        lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
+        self.header = [
+            f"Survey-weighted GLM: family {res.family}, link {res.link}",
+            f"Formula: {res.formula}",
+            f"Design: {kind}; n = {res.nobs}; design df = {res.design_df:g}; "
+            f"residual df = {res.df_resid:g}",
+        ]
+        self.footer = (f"t and p values on {res.df_resid:g} df; intervals {lo}, {hi} Wald-t. "
+                       f"IRLS iterations: {res.iterations}"
+                       + ("" if res.converged else " (did not converge)"))
+        shown = table.rename(columns={"lower": lo, "upper": hi})
+        self._shown = shown
+
+    @property
+    def text(self) -> str:
+        body = self._shown.to_string(float_format=lambda v: f"{v:.6g}")
+        return "\n".join([*self.header, "", body, "", self.footer])
+
+    @property
+    def html(self) -> str:
+        head = "".join(f"<p>{html.escape(h)}</p>" for h in self.header)
+        return (f"<div>{head}{self._shown.to_html(float_format=lambda v: f'{v:.6g}')}"
+                f"<p>{html.escape(self.footer)}</p></div>")
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
