@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .combine import NOTE_FALLBACK, combine
+from .combine import combine_sets
 from .privacy.record import PrivacyRecord
 
 RELEASE_KINDS = ("partial", "full")
@@ -44,7 +44,8 @@ MANIFEST = "manifest.json"
 FORMAT = "surveysynth-release"
 FORMAT_VERSION = 2
 _WEIGHT_COLUMN = "__surveysynth_weight__"
-_VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff")
+# per-set value columns (everything else labels a cell); the combined frame recomputes cv
+_VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv", "n", "variance")
 NOT_FOR_PUBLICATION = (
     "CONFIDENTIAL - NOT FOR PUBLICATION. Computed from the confidential data for the "
     "disclosure review; never copy this file into a public release."
@@ -211,15 +212,12 @@ class SyntheticRelease:
 
     # ---------------------------------------------------------------- combining
     def _combine_arrays(self, q: np.ndarray, u: np.ndarray, level: float) -> pd.DataFrame:
-        """combine() with the release's rule, n and n_syn (q, u shaped (m, k))."""
-        n_syn = self.n_syn
-        n = self._n_original if self._n_original is not None else n_syn
-        out = combine(q, u, kind=self._kind, n=n, n_syn=n_syn, level=level)
-        if self._n_original is None and self._kind == "full":
-            notes = out["note"].to_numpy(dtype=object).copy()
-            fb = notes == NOTE_FALLBACK
-            notes[fb] = NOTE_FALLBACK + " (n_original unknown: n taken as n_syn)"
-            out["note"] = notes
+        """The release's combining rule (q, u shaped (m, k)), with a ``cv`` column."""
+        out = combine_sets(q, u, kind=self._kind, n_syn=self.n_syn,
+                           n_original=self._n_original, level=level)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.insert(out.columns.get_loc("se") + 1, "cv",
+                       out["se"].to_numpy(float) / np.abs(out["estimate"].to_numpy(float)))
         return out
 
     def _combine_frames(self, frames: list[pd.DataFrame], additive: bool,
