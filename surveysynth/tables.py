@@ -142,13 +142,57 @@ class Table:
         columns = index(ckeys, self.cols) if self.cols else pd.Index([what])
         return pd.DataFrame(grid, index=index(rkeys, self.rows), columns=columns)
 
-    def display(self, digits: int = 1, mark: str = "*") -> pd.DataFrame:
-        """Wide view of ``estimate (se)`` strings, flagged cells marked with ``mark``."""
+    def digits(self, digits: int | dict[str, int] | None = None) -> dict[str, int]:
+        """Decimals per statistic (``estimate``, ``se``, ``ci``, ``cv``) for the exports.
+
+        Default: estimate, se and ci to the precision of the standard errors (two significant
+        digits of the median SE: a 0/1 mean with SE 0.03 shows 2 decimals, a count with SE
+        1,430 none), cv 3. An int sets estimate, se and ci; a dict overrides some."""
+        se = self.long.se.to_numpy(float)
+        se = se[np.isfinite(se) & (se > 0)]
+        auto = int(np.clip(1 - np.floor(np.log10(np.median(se))), 0, 6)) if se.size else 1
+        out = {"estimate": auto, "se": auto, "ci": auto, "cv": 3}
+        if isinstance(digits, (int, np.integer)) and not isinstance(digits, bool):
+            out.update(estimate=int(digits), se=int(digits), ci=int(digits))
+        elif isinstance(digits, dict):
+            bad = sorted(set(digits) - set(out))
+            if bad:
+                raise ValueError(f"digits: unknown statistic(s) {bad}; use {sorted(out)}.")
+            out.update({k: int(v) for k, v in digits.items()})
+        elif digits is not None:
+            raise ValueError(f"digits={digits!r}: an integer or a dict like {{'estimate': 0}}.")
+        return out
+
+    def labelled(self, labels: dict[str, dict[Any, str]] | None = None) -> Table:
+        """The table with value labels shown instead of codes in the label columns (keys of
+        ``labels[var]`` are matched to the levels as text, so TOML's string keys match integer
+        codes); the margin label and unlabelled levels stay as they are."""
+        if not labels:
+            return self
+        long = self.long.copy()
+        for var, mapping in labels.items():
+            if var not in self.rows + self.cols:
+                raise ValueError(f"labels[{var!r}]: not a classification variable of the table "
+                                 f"({self.rows + self.cols}).")
+            text = {str(k): str(v) for k, v in mapping.items()}
+            long[var] = [text.get(str(x), x) if x != self.margin_label else x
+                         for x in long[var].tolist()]
+        return Table(long, self.rows, self.cols, self.stat, self.value, self.margin_label,
+                     self.meta)
+
+    def display(self, digits: int | dict[str, int] | None = None, mark: str = "*",
+                labels: dict[str, dict[Any, str]] | None = None) -> pd.DataFrame:
+        """Wide view of ``estimate (se)`` strings, flagged cells marked with ``mark``
+        (decimals: :meth:`digits`; value labels: :meth:`labelled`)."""
+        if labels:
+            return self.labelled(labels).display(digits, mark)
+        dg = self.digits(digits)
         est = self.long.estimate.to_numpy(float)
         se = self.long.se.to_numpy(float)
         flag = self.long.flag.to_numpy(bool)
+        de, ds = dg["estimate"], dg["se"]
         text = [
-            ("" if np.isnan(e) else f"{e:,.{digits}f} ({s:,.{digits}f})") + (mark if f else "")
+            ("" if np.isnan(e) else f"{e:,.{de}f} ({s:,.{ds}f})") + (mark if f else "")
             for e, s, f in zip(est, se, flag, strict=True)
         ]
         tmp = Table(self.long.assign(_text=text), self.rows, self.cols, self.stat, self.value,
@@ -177,22 +221,115 @@ class Table:
             return f"{self.display()}\n{self.footnote}"
 
     # ---------------------------------------------------------------- export
-    def to_csv(self, path: str | Path, wide: bool = False) -> Path:
-        """The long table (or the wide display with ``wide=True``) as CSV."""
+    def export_frame(self, digits: int | dict[str, int] | None = None,
+                     labels: dict[str, dict[Any, str]] | None = None) -> pd.DataFrame:
+        """The long table as published: value labels applied, estimate/se/ci/cv rounded to
+        their digits, ``df`` as an integer (rounded down: the conservative t quantile) or
+        "inf" (infinite, or above 1e6 where t and normal agree to 6 digits; empty when there
+        is none), ``n_unweighted`` as an integer (for a release the mean over the m sets,
+        rounded)."""
+        dg = self.digits(digits)
+        long = self.labelled(labels).long.copy()
+        for col, key in (("estimate", "estimate"), ("se", "se"), ("ci_low", "ci"),
+                         ("ci_high", "ci"), ("cv", "cv"), ("between", "se"), ("within", "se")):
+            if col in long:
+                long[col] = long[col].astype(float).round(dg[key])
+        df = long["df"].to_numpy(float)
+        long["df"] = pd.array([("inf" if (np.isinf(d) or d > 1e6) else str(int(np.floor(d))))
+                               if not np.isnan(d) else pd.NA for d in df], dtype="string")
+        long["n_unweighted"] = np.rint(long["n_unweighted"].to_numpy(float)).astype("int64")
+        return long
+
+    def _wide_text(self, digits: Any, labels: Any) -> pd.DataFrame:
+        """The display with the column variables' names kept in the column labels (a wide
+        CSV / sheet has a single header row: "gender: female")."""
+        disp = self.display(digits, labels=labels).copy()
+        if self.cols:
+            keys = [c if isinstance(c, tuple) else (c,) for c in disp.columns]
+            disp.columns = [", ".join(f"{v}: {k}" for v, k in zip(self.cols, key, strict=True))
+                            for key in keys]
+        disp.index = (disp.index.map(str) if disp.index.nlevels == 1 else disp.index)
+        return disp
+
+    def to_csv(self, path: str | Path, wide: bool = False, title: str | None = None,
+               digits: int | dict[str, int] | None = None,
+               labels: dict[str, dict[Any, str]] | None = None) -> Path:
+        """The long table (:meth:`export_frame`; or the wide ``estimate (se)`` display with
+        ``wide=True``, column variables named in the header) as CSV. A title and the footnote
+        are written as ``#`` comment lines (read back with ``pd.read_csv(path, comment="#")``)."""
         path = Path(path)
-        (self.display() if wide else self.long).to_csv(path, index=wide)
+        frame = self._wide_text(digits, labels) if wide else self.export_frame(digits, labels)
+        body = frame.to_csv(index=wide)
+        head = f"# {title}\n" if title else ""
+        foot = f"# {self.footnote}\n" if title or wide else ""
+        path.write_text(head + body + foot)
         return path
 
-    def to_excel(self, path: str | Path) -> Path:
-        """XLSX workbook: sheets ``table`` (estimate (se) display), ``estimate``, ``se``,
-        ``long`` and ``notes``."""
+    def to_excel(self, path: str | Path, title: str | None = None,
+                 digits: int | dict[str, int] | None = None,
+                 labels: dict[str, dict[Any, str]] | None = None) -> Path:
+        """XLSX workbook. ``table``: title, then per cell the estimate and its SE as NUMBERS
+        with number formats of their digits (flagged cells shaded, marked in a ``flag``
+        column block), value labels and the column variables' names in the header; ``text``:
+        the ``estimate (se)`` layout as text; ``estimate``, ``se``: numeric grids; ``long``:
+        :meth:`export_frame`; ``notes``: title, footnote, digits."""
+        from openpyxl.styles import Alignment, Font, PatternFill
+
         path = Path(path)
+        dg = self.digits(digits)
+        lab = self.labelled(labels)
+        est, se, flag = lab.wide("estimate"), lab.wide("se"), lab.wide("flag")
+        fmt = {k: "#,##0" + ("." + "0" * d if d else "") for k, d in dg.items()}
         with pd.ExcelWriter(path, engine="openpyxl") as xw:
-            self.display().to_excel(xw, sheet_name="table")
-            self.wide("estimate").to_excel(xw, sheet_name="estimate")
-            self.wide("se").to_excel(xw, sheet_name="se")
-            self.long.to_excel(xw, sheet_name="long", index=False)
-            pd.DataFrame({"note": [self.footnote]}).to_excel(xw, sheet_name="notes", index=False)
+            pd.DataFrame().to_excel(xw, sheet_name="table")
+            ws = xw.sheets["table"]
+            ws.cell(1, 1, title or self.footnote.split(".")[0]).font = Font(bold=True, size=12)
+            nr = len(self.rows)
+            header = 3
+            for j, v in enumerate(self.rows):
+                ws.cell(header + 1, 1 + j, v).font = Font(bold=True)
+            colkeys = list(est.columns)
+            for j, key in enumerate(colkeys):
+                key = key if isinstance(key, tuple) else (key,)
+                name = (", ".join(f"{v}: {k}" for v, k in zip(self.cols, key, strict=True))
+                        if self.cols else "")
+                c0 = nr + 1 + 2 * j
+                ws.cell(header, c0, name).font = Font(bold=True)
+                ws.cell(header + 1, c0, "estimate").font = Font(bold=True)
+                ws.cell(header + 1, c0 + 1, "se").font = Font(bold=True)
+                ws.cell(header, c0).alignment = Alignment(horizontal="center")
+            shade = PatternFill("solid", start_color="FFF2CC")
+            for i, rkey in enumerate(est.index):
+                rkey = rkey if isinstance(rkey, tuple) else (rkey,)
+                r = header + 2 + i
+                for j, v in enumerate(rkey):
+                    ws.cell(r, 1 + j, v if isinstance(v, (int, float)) else str(v))
+                for j in range(len(colkeys)):
+                    c0 = nr + 1 + 2 * j
+                    for off, grid, key in ((0, est, "estimate"), (1, se, "se")):
+                        x = float(grid.iloc[i, j])
+                        cell = ws.cell(r, c0 + off, None if np.isnan(x) else x)
+                        cell.number_format = fmt[key]
+                        if bool(flag.iloc[i, j]):
+                            cell.fill = shade
+            ws.cell(header + 3 + len(est.index), 1,
+                    self.footnote + " Shaded: flagged (unreliable) cells.")
+            self._wide_text(digits, labels).to_excel(xw, sheet_name="text")
+            est.to_excel(xw, sheet_name="estimate")
+            se.to_excel(xw, sheet_name="se")
+            for name, key in (("estimate", "estimate"), ("se", "se")):
+                sh = xw.sheets[name]
+                for row in sh.iter_rows(min_row=2, min_col=nr + 1):
+                    for cell in row:
+                        cell.number_format = fmt[key]
+            long = self.export_frame(digits, labels)
+            long["df"] = [x if pd.isna(x) or x == "inf" else int(x) for x in long["df"]]
+            long.to_excel(xw, sheet_name="long", index=False)
+            pd.DataFrame({"note": [title or "", self.footnote,
+                                   "digits: " + ", ".join(f"{k} {v}" for k, v in dg.items()),
+                                   "df: integer (rounded down) or inf; n_unweighted: integer "
+                                   "(for a release the mean over the m sets, rounded)"]}
+                         ).to_excel(xw, sheet_name="notes", index=False)
         return path
 
     def to_latex(self, path: str | Path | None = None, caption: str | None = None) -> str:

@@ -154,12 +154,16 @@ def test_views_and_exports(strat, tmp_path):
     assert w.loc["H", "Yes"] == lg[(lg.stype == "H") & (lg["sch.wide"] == "Yes")].estimate.iloc[0]
     assert w.loc["All", "All"] == lg[lg.cell == "grand total"].estimate.iloc[0]
     assert "*" in t.display().loc["E", "No"]
-    back = pd.read_csv(t.to_csv(tmp_path / "t.csv"))
-    np.testing.assert_allclose(back.estimate, lg.estimate, rtol=1e-12)
+    d = int(np.clip(1 - np.floor(np.log10(np.median(lg.se))), 0, 6))  # 2 significant SE digits
+    back = pd.read_csv(t.to_csv(tmp_path / "t.csv"), comment="#")
+    np.testing.assert_allclose(back.estimate, lg.estimate.round(d), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(back.se, lg.se.round(d), rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(back.df, np.floor(lg.df).astype(int))  # written as integers
+    assert back.df.iloc[-1] == 200 - 3 and back.df.dtype == np.int64  # apistrat: n - H
     t.to_excel(tmp_path / "t.xlsx")
     xl = pd.read_excel(tmp_path / "t.xlsx", sheet_name=None)
-    assert set(xl) == {"table", "estimate", "se", "long", "notes"}
-    np.testing.assert_allclose(xl["long"].se, lg.se, rtol=1e-12)
+    assert set(xl) == {"table", "text", "estimate", "se", "long", "notes"}
+    np.testing.assert_allclose(xl["long"].se, lg.se.round(d), rtol=0, atol=1e-9)
     tex = t.to_latex(tmp_path / "t.tex")
     assert "\\begin{tabular}" in tex and "sch.wide" in tex and (tmp_path / "t.tex").exists()
     html = t.to_html()
@@ -167,6 +171,67 @@ def test_views_and_exports(strat, tmp_path):
     assert "mean of api00" in repr(t)
     one = tabulate(strat, "stype", value="api00", stat="mean")
     assert list(one.wide().index) == ["E", "H", "M", "All"]
+    pd.testing.assert_frame_equal(strat.data, before)
+
+
+def test_export_digits_labels_df_and_xlsx_cells(strat, tmp_path):
+    """Exports fit to publish: decimals follow the SE (a 0/1 mean is not "0.1 (0.0)"), digits
+    are configurable per statistic, value labels replace codes, the wide CSV names the column
+    variable, df is an integer or "inf", n_unweighted an integer, XLSX cells are numbers."""
+    import openpyxl
+
+    before = strat.data.copy()
+    d01 = SurveyDesign(strat.data.assign(yes=(strat.data["sch.wide"] == "Yes").astype(float)),
+                       strata="stype", weights="pw", fpc="fpc")
+    t = tabulate(d01, "stype", "awards", value="yes", stat="mean")
+    lg = t.long
+    e, s = lg.estimate.iloc[0], lg.se.iloc[0]
+    d = int(np.clip(1 - np.floor(np.log10(np.median(lg.se[lg.se > 0]))), 0, 6))
+    assert d >= 2  # SEs of a 0/1 mean are below 0.1
+    key = (lg.stype.iloc[0], lg.awards.iloc[0])
+    assert t.display().loc[key[0], key[1]].rstrip("*") == f"{e:,.{d}f} ({s:,.{d}f})"
+    assert t.display({"estimate": 4, "se": 1}).loc[key[0], key[1]].rstrip("*") == \
+        f"{e:,.4f} ({s:,.1f})"
+    with pytest.raises(ValueError, match="digits"):
+        t.display({"est": 2})
+    # value labels (TOML gives string keys), margins untouched
+    labels = {"stype": {"E": "Elementary", "H": "High"}}
+    wide = t.to_csv(tmp_path / "w.csv", wide=True, labels=labels, title="Share of sch.wide")
+    text = wide.read_text()
+    assert text.startswith("# Share of sch.wide\n")
+    w = pd.read_csv(wide, comment="#", index_col=0)
+    assert list(w.columns) == ["awards: No", "awards: Yes", "awards: All"]
+    assert list(w.index) == ["Elementary", "High", "M", "All"]
+    # df and n as published: integers or "inf"; blank when there is none
+    odd = Table(lg.assign(df=[3.004e53, 12.7, np.nan, np.inf] + [197.0] * (len(lg) - 4),
+                          n_unweighted=lg.n_unweighted + 1 / 3), t.rows, t.cols, t.stat,
+                t.value, t.margin_label, t.meta)
+    ex = odd.export_frame()
+    assert ex.df.iloc[:2].tolist() == ["inf", "12"] and pd.isna(ex.df.iloc[2])
+    assert ex.df.iloc[3] == "inf" and ex.df.iloc[4] == "197"
+    assert ex.n_unweighted.dtype == np.int64
+    np.testing.assert_array_equal(ex.n_unweighted, lg.n_unweighted.astype(int))
+    csv = odd.to_csv(tmp_path / "odd.csv").read_text()
+    assert "e+53" not in csv and ".333" not in csv
+    # XLSX: numeric cells with number formats, labels, title, flagged cells shaded
+    t.to_excel(tmp_path / "t.xlsx", title="Share of sch.wide", digits={"estimate": 3, "se": 3},
+               labels=labels)
+    wb = openpyxl.load_workbook(tmp_path / "t.xlsx")
+    ws = wb["table"]
+    assert ws["A1"].value == "Share of sch.wide"
+    assert [ws.cell(3, c).value for c in (2, 4, 6)] == ["awards: No", "awards: Yes", "awards: All"]
+    assert ws.cell(5, 1).value == "Elementary"
+    first = ws.cell(5, 2)
+    assert isinstance(first.value, float) and first.number_format == "#,##0.000"
+    grid = t.wide("estimate")
+    assert first.value == pytest.approx(grid.iloc[0, 0], rel=1e-12)  # full value, formatted
+    assert ws.cell(5, 3).value == pytest.approx(t.wide("se").iloc[0, 0], rel=1e-12)
+    flags = t.wide("flag").to_numpy(bool)
+    assert flags.any() and not flags.all()
+    fills = np.array([[ws.cell(5 + i, 2 + 2 * j).fill.start_color.rgb == "00FFF2CC"
+                       for j in range(flags.shape[1])] for i in range(flags.shape[0])])
+    np.testing.assert_array_equal(fills, flags)
+    assert wb["text"].cell(1, 2).value == "awards: No"
     pd.testing.assert_frame_equal(strat.data, before)
 
 
