@@ -20,6 +20,8 @@ _EXPORTS = {
     "Table": ".tables",
     "inclusion_probabilities": ".sampling",
     "pps_systematic": ".sampling",
+    "vcov": ".contrasts",
+    "contrast": ".contrasts",
     "run_release": ".pipeline",
     "load_config": ".pipeline",
     "svyglm": ".analysis",

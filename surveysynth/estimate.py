@@ -114,7 +114,7 @@ def confidence_interval(est: Any, se: Any, df: Any, level: float,
 
 
 def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> list[str]:
-    """Names of the rows of an estimator's output, for :func:`surveysynth.contrast.vcov` and
+    """Names of the rows of an estimator's output, for :func:`surveysynth.contrasts.vcov` and
     ``contrast``: ``variable`` plus the level (R's ``svymean`` names, ``"sch.wideYes"``), led
     by the domain's ``by`` values joined with ``"."`` and a colon (``"E:api00"``; R's
     ``svyby`` names drop the variable when there is only one)."""
@@ -127,7 +127,7 @@ def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> l
 
 def attach_vcov(out: pd.DataFrame, names: list[str], cov: np.ndarray) -> None:
     """Store the covariance of the rows of ``out`` (in ``out.attrs["covmat"]``) with their
-    names and estimates, so :func:`surveysynth.contrast.vcov` can check the rows it is given
+    names and estimates, so :func:`surveysynth.contrasts.vcov` can check the rows it is given
     are still those it was computed for."""
     out.attrs["covmat"] = {
         "names": list(names),
@@ -508,7 +508,7 @@ class Estimators:
         the wide interval it deserves; ``"design"`` uses the whole design's df (R's examples
         ``confint(svyby(...), df=degf(design))``); a number is used as given. ``covmat=True``
         also computes the covariance of all the estimates (R ``svyby(covmat=TRUE)``,
-        ``vcov(svytotal)``), read with :func:`surveysynth.contrast.vcov`.
+        ``vcov(svytotal)``), read with :func:`surveysynth.contrasts.vcov`.
         """
         Y, labels, cols = self._variables(variables, allow_categorical=True)
         call = {"stat": "total", "variables": cols}
