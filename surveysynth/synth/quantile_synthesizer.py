@@ -89,10 +89,11 @@ from .kng import (
     kng_sample_intercept_exact,
 )
 from .kng.mechanism import _check_epsilon
+from .private_quantiles import joint_exp_quantiles
 
 __all__ = ["QuantileSynthesizer", "paper_quantile_grid", "split_budget"]
 
-_METHODS = ("kng", "stepwise", "sandwich", "nonprivate")
+_METHODS = ("kng", "stepwise", "sandwich", "jointexp", "nonprivate")
 _BUDGET_KEYS = ("variables", "median", "anchors", "anchor_median")
 _BUDGET_DEFAULTS = {"median": 0.8, "anchors": 0.8, "anchor_median": 0.8}
 
@@ -149,14 +150,25 @@ def split_budget(
     anchors: Sequence[float] | None = None,
     anchor_share: float = 0.8,
     anchor_median: float = 0.8,
+    intercept_only: bool = True,
 ) -> pd.DataFrame:
     """Per-quantile epsilons of one variable (columns ``tau, epsilon, role``), summing to epsilon.
+
+    JointExp (``method="jointexp"``): one row with ``tau`` NaN for the joint release of all
+    quantiles (the whole epsilon when ``intercept_only``); for a later variable the DP Theil-Sen
+    slope gets ``median * epsilon`` and the joint release of all intercepts the rest.
 
     KNG: epsilon/m each. Stepwise: the median ``median * epsilon``, the others share the rest.
     Sandwich: the median ``anchor_median * anchor_share * epsilon``, the other anchors share
     ``(1 - anchor_median) * anchor_share * epsilon``, the rest share ``(1 - anchor_share) epsilon``.
     """
     grid = np.asarray(quantiles, dtype=float)
+    if method == "jointexp":
+        if intercept_only:
+            return pd.DataFrame({"tau": [np.nan], "epsilon": [float(epsilon)],
+                                 "role": ["joint (all quantiles, JointExp)"]})
+        return pd.DataFrame({"tau": [np.nan, np.nan], "epsilon": [median * epsilon, (1 - median) * epsilon],
+                             "role": ["slope (DP Theil-Sen)", "joint (all intercepts, JointExp)"]})
     m = grid.size
     eps = np.empty(m)
     role = np.empty(m, dtype=object)
@@ -227,6 +239,7 @@ class _Config:
     step: Any
     adapt: bool
     sampler: str
+    transform: str
 
 
 class QuantileSynthesizer(Synthesizer):
@@ -238,7 +251,12 @@ class QuantileSynthesizer(Synthesizer):
     ----------
     variables : names of the numeric columns to synthesize, in synthesis order.
     quantiles : quantile grid (default: seed 004's 49 quantiles, :func:`paper_quantile_grid`).
-    method : "kng", "stepwise" (default), "sandwich" or "nonprivate".
+    method : "kng", "stepwise" (default), "sandwich", "jointexp" or "nonprivate". "jointexp":
+        the first variable's quantiles by the joint exponential mechanism (Gillenwater, Joseph &
+        Kulesza 2021; pure epsilon-DP, exact sampler); each later variable on the previous one
+        only: its slope by DP Theil-Sen (share ``budget["median"]``) and every quantile's
+        intercept by JointExp on the residuals (fixed slope), with the rest of its budget. All
+        draws exact: the whole release is pure epsilon-DP.
     slopes : "fixed" or "varying" (default; stepwise and sandwich; plain KNG varies all slopes).
     epsilon : privacy budget of one fit (sum over all variables and quantiles); default 1.
     budget : dict of fractions, each a number, a list (one per variable) or a dict by variable:
@@ -260,7 +278,12 @@ class QuantileSynthesizer(Synthesizer):
     adapt : adaptive proposals (default True); False with a small ``step`` mimics the authors'
         slowly moving chains (paper reproduction only).
     sampler : "exact" (default: exact draws wherever only the intercept moves, MCMC elsewhere)
-        or "mcmc" (adaptive Metropolis for every quantile).
+        or "mcmc" (adaptive Metropolis for every quantile). Ignored by ``method="jointexp"``
+        (always exact).
+    transform : ``method="jointexp"`` only: the public scale of the mechanism, "log" (default:
+        log(1 + (x - lb) / s), s = (ub - lb) / 1000, a heavy-tailed base measure) or "identity"
+        (uniform base measure on [lb, ub]); see
+        :func:`surveysynth.synth.private_quantiles.tail_transform`.
     m : number of synthetic data sets a release holds (default 5).
     random_state : None (default: secret OS entropy), or a seed for reproducible runs (a secret
         key; never published, the record says the run was seeded).
@@ -297,6 +320,7 @@ class QuantileSynthesizer(Synthesizer):
         step: Mapping[str, float] | float | None = None,
         adapt: bool = True,
         sampler: str = "exact",
+        transform: str = "log",
         m: int = 5,
         random_state: int | np.random.Generator | np.random.SeedSequence | None = None,
         population_size: float | None = None,
@@ -317,6 +341,7 @@ class QuantileSynthesizer(Synthesizer):
         self.step = step
         self.adapt = adapt
         self.sampler = sampler
+        self.transform = transform
         self.m = m
         self.random_state = random_state
         self.population_size = population_size
@@ -340,6 +365,7 @@ class QuantileSynthesizer(Synthesizer):
             ("sensitivity", self.sensitivity, ("sound", "paper")),
             ("init", self.init, ("independent", "nonprivate")),
             ("sampler", self.sampler, ("exact", "mcmc")),
+            ("transform", self.transform, ("log", "identity")),
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
@@ -368,7 +394,7 @@ class QuantileSynthesizer(Synthesizer):
             budget=checked_budget, C_X=_parse_cx(self.C_X, variables, method),
             bounds=_parse_bounds(self.bounds, variables, method), anchors=anchors,
             sensitivity=self.sensitivity, n_iter=int(self.n_iter), init=self.init, step=self.step,
-            adapt=bool(self.adapt), sampler=self.sampler,
+            adapt=bool(self.adapt), sampler=self.sampler, transform=self.transform,
         )
 
     def exact_plan(self) -> pd.DataFrame:
@@ -541,7 +567,8 @@ class QuantileSynthesizer(Synthesizer):
             "sampler": sampler,
             "n_iter": cfg.n_iter,
             "method": cfg.method,
-            "slopes": cfg.slopes if cfg.method in ("stepwise", "sandwich") else "varying",
+            "slopes": (cfg.slopes if cfg.method in ("stepwise", "sandwich")
+                       else "fixed" if cfg.method == "jointexp" else "varying"),
             "variables": ", ".join(cfg.variables),
             "quantiles_per_variable": int(cfg.quantiles.size),
             "fits": len(fits),
@@ -550,10 +577,15 @@ class QuantileSynthesizer(Synthesizer):
                 f"{v} [{cfg.bounds[v][0]:g}, {cfg.bounds[v][1]:g}]" for v in cfg.variables),
             "integer_variables": ", ".join(self.integer_variables_) or "none",
         }
+        if cfg.method == "jointexp":
+            facts["transform"] = cfg.transform
+        parts = (f"{len(cfg.variables)} variables (each variable's {cfg.quantiles.size} quantiles "
+                 "in one JointExp release; a later variable's DP Theil-Sen slope first)"
+                 if cfg.method == "jointexp" else
+                 f"{len(cfg.variables)} variables x {cfg.quantiles.size} quantiles")
         notes.append(
-            f"sequential composition over {len(cfg.variables)} variables x {cfg.quantiles.size} "
-            f"quantiles: epsilon {self.epsilon_:.6g} per fit; the {int(m)} synthetic data sets are "
-            "post-processing of one set of released coefficients."
+            f"sequential composition over {parts}: epsilon {self.epsilon_:.6g} per fit; the "
+            f"{int(m)} synthetic data sets are post-processing of one set of released coefficients."
         )
         notes.extend(_sampler_notes(cfg, self.diagnostics_))
         if cfg.method == "kng":
@@ -734,6 +766,9 @@ def _finish(pred: np.ndarray, bounds: tuple[float, float] | None, integer: bool)
 def _mechanism(cfg: _Config) -> str:
     if cfg.method == "nonprivate":
         return "quantile-regression (non-private)"
+    if cfg.method == "jointexp":
+        name = f"jointexp-{cfg.transform}"
+        return name if len(cfg.variables) == 1 else name + "+dp-theil-sen-chain"
     return f"kng-{cfg.method}" + ("" if cfg.method == "kng" else f"-{cfg.slopes}")
 
 
@@ -752,6 +787,7 @@ def _quantile_budget(cfg: _Config) -> pd.DataFrame:
             cfg.quantiles, cfg.epsilon * cfg.budget["variables"][j], cfg.method,
             median=cfg.budget["median"][j], anchors=cfg.anchors,
             anchor_share=cfg.budget["anchors"][j], anchor_median=cfg.budget["anchor_median"][j],
+            intercept_only=j == 0,
         )
         led.insert(0, "variable", v)
         parts.append(led)
@@ -766,7 +802,9 @@ def _exact_plan(cfg: _Config) -> pd.DataFrame:
     parts = []
     for j, v in enumerate(cfg.variables):
         exact = np.zeros(grid.size, dtype=bool)
-        if cfg.sampler == "exact":
+        if cfg.method == "jointexp":
+            exact[:] = True
+        elif cfg.sampler == "exact":
             if j == 0:
                 exact[:] = True
             elif cfg.method in ("stepwise", "sandwich") and cfg.slopes == "fixed":
@@ -792,6 +830,8 @@ def _fit_variable(cfg: _Config, X, y, v, Z, P, eps, exact, rng, bar):
         return B, diag, False
 
     lb, ub = cfg.bounds[v]
+    if cfg.method == "jointexp":
+        return _fit_variable_jointexp(cfg, X, y, v, Z, P, eps, rng, bar)
     kw = dict(
         C_X=cx, sensitivity=cfg.sensitivity, n_iter=cfg.n_iter, check_X=Z,
         proposal_rows=P, lb=lb, ub=ub, adapt=cfg.adapt,
@@ -857,6 +897,65 @@ def _fit_variable(cfg: _Config, X, y, v, Z, P, eps, exact, rng, bar):
     return B, diag, used_start
 
 
+def _theil_sen_slope(x, y, epsilon, bound, rng):
+    """Pure epsilon-DP slope of y on one predictor x (DP Theil-Sen with disjoint pairs).
+
+    Alabi, McMillan, Sarathy, Smith & Vadhan (2022, "Differentially private simple linear
+    regression"), DPTheilSenMatch: the records are paired by a random permutation (independent of
+    the data), each pair gives one slope, clipped to the public [-bound, bound]; the median of
+    these slopes is released by the exponential mechanism (JointExp with one quantile, exact
+    sampler). Replacing one record changes one pair's slope, so the release is pure epsilon-DP.
+    """
+    perm = rng.permutation(x.size)
+    half = x.size // 2
+    a, b = perm[:half], perm[half: 2 * half]
+    dx, dy = x[b] - x[a], y[b] - y[a]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(dx != 0, dy / np.where(dx != 0, dx, 1.0), np.sign(dy) * bound)
+    slope = np.clip(slope, -bound, bound)
+    res = joint_exp_quantiles(slope, [0.5], epsilon, -bound, bound, transform="identity",
+                              random_state=secret_rng(int(rng.integers(0, 2**63))))
+    return float(res.values[0])
+
+
+def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
+    """One variable by JointExp (method="jointexp"); every draw is exact.
+
+    First (intercept-only) variable: all quantiles by one JointExp release on [lb, ub]. A later
+    variable is modelled on the previous variable only (a first-order chain X1 -> X2 -> X3;
+    earlier predictors get slope 0): its slope s by DP Theil-Sen (share ``budget["median"]``),
+    then every quantile's intercept jointly by JointExp on the residuals y - s x (x clipped at
+    C_X) with public bounds [lb - min_z zs, ub - max_z zs] over the hull values z of the
+    previous variable: every synthetic prediction zs + b then
+    lies in [lb, ub], and the quantiles (one slope, sorted intercepts) never cross.
+    """
+    grid = cfg.quantiles
+    q, p = grid.size, X.shape[1]
+    lb, ub = cfg.bounds[v]
+    cx = cfg.C_X[v]
+    B = np.zeros((q, p))
+    if p == 1:
+        res = joint_exp_quantiles(y, grid, eps[0], lb, ub, transform=cfg.transform,
+                                  random_state=secret_rng(int(rng.integers(0, 2**63))))
+        B[:, 0] = res.values
+    else:
+        x = clip_predictors(X, cx)[:, -1]
+        slope = _theil_sen_slope(x, y, eps[0], (ub - lb) / cx, rng)
+        resid = y - slope * x
+        h = Z[:, -1] * slope
+        r_lo, r_hi = lb - float(h.min()), ub - float(h.max())
+        if r_hi - r_lo <= 1e-9 * max(1.0, ub - lb):
+            B[:, 0] = r_lo  # the bounds leave one intercept (no data used; budget still booked)
+        else:
+            res = joint_exp_quantiles(resid, grid, eps[1], r_lo, r_hi, transform=cfg.transform,
+                                      random_state=secret_rng(int(rng.integers(0, 2**63))))
+            B[:, 0] = res.values
+        B[:, -1] = slope
+    bar.update(q)
+    diag = pd.DataFrame({"variable": v, "tau": grid, "accept_rate": np.nan, "sampler": "exact"})
+    return B, diag, False
+
+
 def _sampler_notes(cfg: _Config, diagnostics: pd.DataFrame) -> list[str]:
     """Which quantiles were drawn exactly and which by MCMC (facts of the run, no claims)."""
     is_exact = diagnostics["sampler"] == "exact"
@@ -883,10 +982,15 @@ def _sampler_notes(cfg: _Config, diagnostics: pd.DataFrame) -> list[str]:
         return "; ".join(parts)
 
     notes = []
+    if cfg.method == "jointexp":
+        what = ("drawn exactly by the joint exponential mechanism (all quantiles of a variable in "
+                f"one release, on the {cfg.transform} scale; no MCMC)")
+    else:
+        what = "drawn exactly from the KNG density (only the intercept moves; no MCMC)"
     if is_exact.all():
-        return ["every quantile was drawn exactly from its KNG density (only intercepts move; no MCMC)."]
+        return [f"every quantile was {what}."]
     if is_exact.any():
-        notes.append(f"drawn exactly from the KNG density (only the intercept moves; no MCMC): {describe(is_exact)}.")
+        notes.append(f"{what}: {describe(is_exact)}.")
     notes.append(
         f"drawn by MCMC ({describe(~is_exact)}): the chains ran a fixed {cfg.n_iter} iterations "
         "per quantile and not to verified convergence."

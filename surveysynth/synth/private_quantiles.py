@@ -1,0 +1,319 @@
+"""Joint exponential mechanism for many quantiles of one variable, with an exact sampler.
+
+Gillenwater, Joseph & Kulesza (2021), "Differentially private quantiles" (ICML), JointExp.
+Data x_1 <= ... <= x_n (clipped to public bounds [a, b]), quantiles q_1 < ... < q_m. The output
+o_1 <= ... <= o_m in [a, b] has density (w.r.t. Lebesgue measure on the sorted region)
+
+    f(o) ∝ exp(-(eps / (2 Delta)) sum_{j=1}^{m+1} | #{x : o_{j-1} < x <= o_j} - (q_j - q_{j-1}) n |),
+
+o_0 = a, o_{m+1} = b, q_0 = 0, q_{m+1} = 1. Under replace-one neighbours (n public, the
+neighbour relation of the KNG mechanism in :mod:`surveysynth.synth.kng`) one record moves from
+one gap to another, so the utility changes by at most Delta = 2 and the mechanism is pure
+eps-DP (exponential mechanism with a data-independent base measure). All m quantiles share the
+one budget: no split over quantiles, which is what makes it accurate in the tails.
+
+Exact sampler. With the edges e_0 = a, e_1..e_n = sorted data, e_{n+1} = b, interval
+I_i = [e_i, e_{i+1}] (i = 0..n, length L_i) holds the outputs with exactly i data values below.
+The density depends on o only through the intervals i_1 <= ... <= i_m holding the o_j, and the
+volume of the sorted outputs with those intervals is prod_i L_i^{r_i} / r_i! (r_i = number of
+outputs in I_i). So the mechanism is a distribution over index sequences times sorted uniforms
+within intervals. A forward dynamic programme in log space gives, for each quantile j and
+interval i, the total weight of all prefixes ending with a run of r outputs in I_i; a backward
+pass draws the runs (interval, run length) exactly from their conditional probabilities; then
+each run's outputs are sorted uniform draws on its interval.
+
+The convolution over previous intervals, sum_{i' < i} W(i') exp(-alpha |i - i' - c_j|), is done
+without FFT (the reference implementation's FFT in scaled linear space loses small terms): for
+gaps d >= c_j the kernel is exp(alpha c_j) exp(-alpha d), a prefix log-sum-exp of
+W(i') + alpha i' (stable: ``np.logaddexp.accumulate``); for 1 <= d < c_j it is a sliding
+window of length < c_j, summed directly in log space. Total cost O(m^2 n + n^2 / m'), with
+m' the number of gaps (O(n m) for evenly spaced quantiles); memory O(m n).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+from ..privacy.randomness import secret_rng
+from .kng.mechanism import _check_epsilon
+
+__all__ = [
+    "JOINTEXP_SENSITIVITY",
+    "JointExpTables",
+    "JointExpResult",
+    "joint_exp_tables",
+    "joint_exp_draws",
+    "joint_exp_quantiles",
+    "joint_exp_log_density",
+    "tail_transform",
+]
+
+JOINTEXP_SENSITIVITY = 2.0  # replace-one neighbours: one record leaves one gap and joins another
+_CHUNK = 2_000_000  # elements of one sliding-window block (memory cap of the near part)
+
+
+@dataclass
+class JointExpTables:
+    """Forward tables of the exact JointExp sampler (computed from confidential data: curator only).
+
+    ``edges`` e_0..e_{n+1}; ``log_len`` log L_i (-inf for empty intervals, e.g. ties);
+    ``alpha`` = eps / (2 Delta); ``gaps`` c_1..c_{m+1}; ``log_start[j, i]`` the log weight of all
+    prefixes o_1..o_{j+1} whose last output starts a new run in interval i (0-based j);
+    ``log_total[j, i]`` the same for any run length; ``log_z`` the log normaliser.
+    """
+
+    edges: np.ndarray
+    log_len: np.ndarray
+    quantiles: np.ndarray
+    epsilon: float
+    alpha: float
+    gaps: np.ndarray
+    log_start: np.ndarray
+    log_total: np.ndarray
+    log_z: float
+    n_clipped: int = 0
+    _cum_phi0: np.ndarray = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        return self.edges.size - 2
+
+    @property
+    def m(self) -> int:
+        return self.quantiles.size
+
+    def log_phi(self, j: int, d: np.ndarray | int) -> np.ndarray:
+        """log phi_j(d) = -alpha |d - c_j| for gap j (0-based: j = 0..m)."""
+        return -self.alpha * np.abs(np.asarray(d, dtype=float) - self.gaps[j])
+
+    def log_run(self, j: int, upto: int) -> np.ndarray:
+        """log weight of prefixes o_1..o_{j+1} ending with a run of r = 1..j+1 outputs in
+        interval i, for i < upto: array (upto, j + 1), column r - 1."""
+        r = np.arange(1, j + 2)
+        first = j + 1 - r  # 0-based index of the run's first output
+        ll = self.log_len[:upto, None]
+        with np.errstate(invalid="ignore"):
+            extra = np.where(r[None, :] > 1, (r[None, :] - 1) * ll, 0.0)
+        out = (self.log_start[first, :upto].T + extra + (self._cum_phi0[j] - self._cum_phi0[first])[None, :]
+               - gammaln(r + 1)[None, :])
+        return np.where(np.isnan(out), -np.inf, out)
+
+
+@dataclass(frozen=True)
+class JointExpResult:
+    """One JointExp release: ``values`` (sorted, one per quantile), its epsilon and sampler."""
+
+    values: np.ndarray
+    quantiles: np.ndarray
+    epsilon: float
+    lower: float
+    upper: float
+    sampler: str = "exact"
+    n_clipped: int = 0  # confidential: records clipped to the bounds (curator only)
+
+
+def _check_inputs(data: Any, quantiles: Any, lower: float, upper: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    x = np.asarray(data, dtype=float).ravel()
+    if x.size < 1:
+        raise ValueError("data is empty: JointExp needs at least one record.")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        raise ValueError(
+            f"data has non-finite values at positions {np.flatnonzero(bad)[:5].tolist()} "
+            f"({int(bad.sum())} in all); impute or drop them first."
+        )
+    try:
+        lo, hi = float(lower), float(upper)
+    except (TypeError, ValueError):
+        raise ValueError(f"lower/upper must be numbers; got {lower!r}, {upper!r}.") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(
+            f"public bounds ({lo}, {hi}) must be finite with lower < upper: JointExp's base measure "
+            "is uniform on [lower, upper]. Give bounds from public knowledge, not from the data."
+        )
+    q = np.atleast_1d(np.asarray(quantiles, dtype=float))
+    if q.size == 0 or not np.all((q > 0) & (q < 1)) or np.any(np.diff(q) <= 0):
+        raise ValueError(f"quantiles must be strictly increasing in (0, 1); got {q.tolist()}.")
+    return x, q, lo, hi
+
+
+def _log_lengths(edges: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(np.diff(edges))
+
+
+def _log_factorial(r: np.ndarray) -> np.ndarray:
+    return gammaln(np.asarray(r, dtype=float) + 1)
+
+
+def _convolve(w: np.ndarray, alpha: float, c: float) -> np.ndarray:
+    """out[i] = log sum_{d=1}^{i} exp(w[i - d] - alpha |d - c|), i = 0..len(w)-1 (out[0] = -inf)."""
+    size = w.size
+    idx = np.arange(size, dtype=float)
+    D = max(1, math.ceil(c))  # far part: d >= D (d >= c); near part: 1 <= d < D
+    prefix = np.logaddexp.accumulate(w + alpha * idx)
+    far = np.full(size, -np.inf)
+    if size > D:
+        far[D:] = alpha * c - alpha * idx[D:] + prefix[: size - D]
+    if D == 1:
+        return far
+    width = D - 1
+    padded = np.concatenate([np.full(width, -np.inf), w])
+    d = np.arange(width, 0, -1, dtype=float)  # window position p holds w[i - d_p]
+    kern = -alpha * (c - d)
+    near = np.empty(size)
+    rows = max(1, _CHUNK // width)
+    view = np.lib.stride_tricks.sliding_window_view(padded, width)[:size]
+    for s in range(0, size, rows):
+        blk = view[s: s + rows] + kern[None, :]
+        near[s: s + rows] = logsumexp(blk, axis=1)
+    return np.logaddexp(far, near)
+
+
+def joint_exp_tables(
+    data: Sequence[float] | np.ndarray,
+    quantiles: Sequence[float] | np.ndarray,
+    epsilon: float,
+    lower: float,
+    upper: float,
+) -> JointExpTables:
+    """The forward dynamic programme of the exact JointExp sampler (log space).
+
+    Data outside [lower, upper] are clipped to the bounds (counted in ``n_clipped``, curator only).
+    """
+    x, q, lo, hi = _check_inputs(data, quantiles, lower, upper)
+    eps = _check_epsilon(epsilon, "epsilon")
+    n_clipped = int(np.count_nonzero((x < lo) | (x > hi)))
+    xs = np.sort(np.clip(x, lo, hi))
+    n, m = xs.size, q.size
+    edges = np.concatenate([[lo], xs, [hi]])
+    log_len = _log_lengths(edges)
+    alpha = eps / (2.0 * JOINTEXP_SENSITIVITY)
+    gaps = np.diff(np.concatenate([[0.0], q, [1.0]])) * n
+    idx = np.arange(n + 1, dtype=float)
+    phi0 = -alpha * gaps  # log phi_j(0), j = 0..m
+    cum_phi0 = np.concatenate([[0.0], np.cumsum(phi0[1:m])])  # sum_{t=1}^{j} log phi_t(0), 0-based
+    log_start = np.empty((m, n + 1))
+    log_total = np.empty((m, n + 1))
+    runs = np.full((n + 1, m), -np.inf)  # runs[:, r-1]: current quantile ends a run of r in i
+    log_start[0] = log_len - alpha * np.abs(idx - gaps[0])
+    runs[:, 0] = log_start[0]
+    log_total[0] = log_start[0]
+    for j in range(1, m):
+        log_start[j] = log_len + _convolve(log_total[j - 1], alpha, gaps[j])
+        r = np.arange(2, j + 2)
+        runs[:, 1: j + 1] = runs[:, 0:j] + (log_len + phi0[j])[:, None] - np.log(r)[None, :]
+        runs[:, 0] = log_start[j]
+        log_total[j] = logsumexp(runs[:, : j + 1], axis=1)
+    log_z = float(logsumexp(log_total[m - 1] - alpha * np.abs(n - idx - gaps[m])))
+    return JointExpTables(edges=edges, log_len=log_len, quantiles=q, epsilon=eps, alpha=alpha,
+                          gaps=gaps, log_start=log_start, log_total=log_total, log_z=log_z,
+                          n_clipped=n_clipped, _cum_phi0=cum_phi0)
+
+
+def _pick(logw: np.ndarray, u: float) -> int:
+    """Index of a flat log-weight array drawn by inverse CDF with uniform u."""
+    flat = logw.ravel()
+    p = np.exp(flat - flat.max())
+    cdf = np.cumsum(p)
+    k = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    return min(k, flat.size - 1)
+
+
+def joint_exp_draws(
+    tables: JointExpTables, size: int = 1, random_state: Any = None
+) -> np.ndarray:
+    """``size`` exact draws (rows, each sorted, one column per quantile) from the JointExp density."""
+    rng = secret_rng(random_state)
+    n, m = tables.n, tables.m
+    out = np.empty((int(size), m))
+    for s in range(int(size)):
+        j, last, first = m - 1, n, True  # j: 0-based index of the highest unassigned output
+        while j >= 0:
+            upto = last + 1 if first else last
+            # weight of a run ending at output j in interval i, times the gap above it
+            logw = tables.log_run(j, upto) + tables.log_phi(j + 1, last - np.arange(upto))[:, None]
+            k = _pick(logw, rng.random())
+            i, r = divmod(k, j + 1)
+            r += 1
+            lo, hi = tables.edges[i], tables.edges[i + 1]
+            out[s, j - r + 1: j + 1] = np.sort(rng.uniform(lo, hi, r))
+            j -= r
+            last, first = i, False
+    return out
+
+
+def tail_transform(lower: float, upper: float, transform: str = "log", scale: float | None = None):
+    """The public monotone map used as JointExp's scale, and its inverse, with the mapped bounds.
+
+    ``"identity"``: JointExp on the raw values (uniform base measure on [lower, upper]).
+    ``"log"``: JointExp on t(x) = log(1 + (x - lower) / scale), scale = (upper - lower) / 1000 by
+    default; equivalently a base measure with density proportional to 1 / (scale + x - lower) on
+    the original scale. Why: the Lebesgue base measure gives the empty region between the largest
+    value and a loose public upper bound a volume that dwarfs the data's spacing in the tail, and
+    at small epsilon the top quantiles land there (X1 of seed 004, epsilon 0.5, 49 quantiles: q99
+    above every data value in 70% of draws, 7.5% on the log scale). Quantiles are equivariant
+    under monotone maps, and the map depends only on the public bounds, so privacy is unchanged.
+    """
+    lo, hi = float(lower), float(upper)
+    if transform == "identity":
+        return (lambda v: np.asarray(v, float)), (lambda v: np.asarray(v, float)), lo, hi
+    if transform != "log":
+        raise ValueError(f"transform must be 'log' or 'identity'; got {transform!r}.")
+    s = (hi - lo) / 1000.0 if scale is None else float(scale)
+    if not (s > 0 and math.isfinite(s)):
+        raise ValueError(f"scale must be a positive finite number; got {scale!r}.")
+    return (lambda v: np.log1p((np.asarray(v, float) - lo) / s),
+            lambda v: lo + s * np.expm1(np.asarray(v, float)),
+            0.0, math.log1p((hi - lo) / s))
+
+
+def joint_exp_quantiles(
+    data: Sequence[float] | np.ndarray,
+    quantiles: Sequence[float] | np.ndarray,
+    epsilon: float,
+    lower: float,
+    upper: float,
+    transform: str = "identity",
+    scale: float | None = None,
+    random_state: Any = None,
+) -> JointExpResult:
+    """Pure epsilon-DP estimates of all ``quantiles`` at once (JointExp, exact sampler).
+
+    ``lower``/``upper`` are public bounds (data outside are clipped); the output is sorted and
+    lies in [lower, upper]. The whole ``epsilon`` covers all quantiles jointly. ``transform``
+    (``"identity"`` or ``"log"``, see :func:`tail_transform`) is the public scale on which the
+    mechanism runs; outputs are mapped back (post-processing).
+    """
+    x, _, lo, hi = _check_inputs(data, quantiles, lower, upper)
+    fwd, inv, tlo, thi = tail_transform(lo, hi, transform, scale)
+    t = joint_exp_tables(fwd(np.clip(x, lo, hi)), quantiles, epsilon, tlo, thi)
+    vals = np.clip(inv(joint_exp_draws(t, 1, random_state)[0]), lo, hi)
+    return JointExpResult(values=np.maximum.accumulate(vals), quantiles=t.quantiles,
+                          epsilon=t.epsilon, lower=lo, upper=hi,
+                          n_clipped=int(np.count_nonzero((x < lo) | (x > hi))))
+
+
+def joint_exp_log_density(
+    outputs: np.ndarray,
+    data: Sequence[float] | np.ndarray,
+    quantiles: Sequence[float] | np.ndarray,
+    epsilon: float,
+    lower: float,
+    upper: float,
+) -> np.ndarray:
+    """Normalised log density of sorted outputs (rows) under JointExp, from the counts directly."""
+    t = joint_exp_tables(data, quantiles, epsilon, lower, upper)
+    o = np.atleast_2d(np.asarray(outputs, dtype=float))
+    xs = t.edges[1:-1]
+    below = np.searchsorted(xs, o, side="right")  # #{x <= o_j}
+    cnt = np.diff(np.column_stack([np.zeros(o.shape[0]), below, np.full(o.shape[0], t.n)]), axis=1)
+    u = -np.abs(cnt - t.gaps[None, :]).sum(axis=1)
+    ok = np.all(np.diff(o, axis=1) >= 0, axis=1) & np.all((o >= t.edges[0]) & (o <= t.edges[-1]), axis=1)
+    return np.where(ok, t.alpha * u - t.log_z, -np.inf)
