@@ -26,6 +26,9 @@ _EXPORTS = {
     "load_config": ".pipeline",
     "svyglm": ".analysis",
     "GLMResults": ".analysis",
+    "svychisq": ".analysis",
+    "svyttest": ".analysis",
+    "svyranktest": ".analysis",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

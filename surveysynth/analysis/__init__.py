@@ -7,6 +7,8 @@ Sits above the estimation core and the combining rules, below privacy and releas
 
 from __future__ import annotations
 
+from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
 
-__all__ = ["GLMResults", "GLMSummary", "svyglm"]
+__all__ = ["GLMResults", "GLMSummary", "TestResult", "svychisq", "svyglm", "svyranktest",
+           "svyttest"]

@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from formulaic import model_matrix
 from scipy import stats
 
 from .covariance import influence_covariance, replicate_covariance
 from .families import Family, get_family
+from .formulas import formula_columns, formula_matrix, quote_dotted
 from .irls import IRLSFit, check_rank, irls
 
 _OFFSET = re.compile(r"\boffset\s*\(")
@@ -88,40 +88,11 @@ def _check_formula(formula: Any) -> str:
     return formula
 
 
-def _required(formula: str, data_cols: pd.Index) -> list[str]:
-    """Columns a formula reads: column names appearing in it as whole tokens (names with dots,
-    R style, included; formulaic's own variable list splits them at the dot)."""
-    found = []
-    for c in map(str, data_cols):
-        if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w.])", formula):
-            found.append(c)
-    return found
-
-
-def _quote_dotted(text: str, data_cols: pd.Index) -> str:
-    """Back-quote column names with dots (R style, ``api.stu``) so that formulaic reads them as
-    names inside Python expressions (``np.log(api.stu)``) too."""
-    for c in sorted((str(c) for c in data_cols if "." in str(c)), key=len, reverse=True):
-        text = re.sub(rf"(?<![\w.`]){re.escape(c)}(?![\w.`])", f"`{c}`", text)
-    return text
-
-
-def _model_matrix(formula: str, data: pd.DataFrame, what: str, **kwargs: Any):
-    """formulaic's model matrix; its errors (unknown names, bad syntax) as a ValueError."""
-    try:
-        return model_matrix(formula, data, **kwargs)
-    except Exception as exc:  # formulaic raises several types; report them alike
-        raise ValueError(
-            f"{what}: cannot evaluate formula {formula!r} on the design's data: {exc}. Fix: "
-            f"check the names (columns: {list(map(str, data.columns))[:12]}...) and the syntax."
-        ) from exc
-
-
 def _evaluate(expr: str, data: pd.DataFrame) -> np.ndarray:
     """Value of a numeric expression (a column or a formulaic expression) on ``data``."""
     if expr in data.columns:
         return data[expr].to_numpy(dtype=float, na_value=np.nan)
-    mm = _model_matrix(f"0 + {expr}", data, "offset", na_action="ignore")
+    mm = formula_matrix(f"0 + {expr}", data, "offset", na_action="ignore")
     if mm.shape[1] != 1:
         raise ValueError(f"offset {expr!r}: must give one numeric column, got {mm.shape[1]}.")
     return np.asarray(mm, dtype=float)[:, 0]
@@ -189,17 +160,17 @@ def _build_model(formula: str, design: Any, family: Family, offset: Any, na_rm: 
     text, exprs = _split_offset(_check_formula(formula))
     full = design.full_data
     extra = [o for o in [offset] if isinstance(o, str)]
-    cols = _required(" ".join([text, *exprs, *extra]), full.columns)
+    cols = formula_columns(" ".join([text, *exprs, *extra]), full.columns)
     na = design.missing_rows(sorted(set(cols)), na_rm, "svyglm")
-    text = _quote_dotted(text, full.columns)
-    exprs = [_quote_dotted(e, full.columns) for e in exprs]
-    extra = [o if o in full.columns else _quote_dotted(o, full.columns) for o in extra]
+    text = quote_dotted(text, full.columns)
+    exprs = [quote_dotted(e, full.columns) for e in exprs]
+    extra = [o if o in full.columns else quote_dotted(o, full.columns) for o in extra]
     offset = extra[0] if extra else offset
     inside = np.asarray(design.in_subset, dtype=bool)
     na_rows = np.zeros(inside.shape[0], dtype=bool) if na is None else np.asarray(na, bool)
     fit_rows = inside & ~na_rows
     data = full.loc[fit_rows]
-    mm = _model_matrix(text, data, "svyglm", na_action="raise")
+    mm = formula_matrix(text, data, "svyglm", na_action="raise")
     X = np.asarray(mm.rhs, dtype=float)
     y = _response(mm.lhs, family)
     off = _offset_values(offset, exprs, data, full.index, fit_rows, design)
@@ -310,6 +281,10 @@ class GLMResults:
         self.replicates = None if replicates is None else pd.DataFrame(replicates, columns=names)
         self.fitted_values = fit.mu
 
+    def model_column(self, k: int) -> np.ndarray:
+        """Column ``k`` of the fitted model matrix (rows of the fit)."""
+        return self._model.X[:, k].copy()
+
     def vcov(self) -> pd.DataFrame:
         """Design-based covariance matrix of the coefficients (R ``vcov(svyglm)``)."""
         return self._vcov.copy()
@@ -365,7 +340,7 @@ class GLMResults:
     def _new_matrix(self, newdata: pd.DataFrame, offset):
         if not isinstance(newdata, pd.DataFrame):
             raise TypeError(f"newdata must be a pandas DataFrame, got {type(newdata).__name__}.")
-        mm = self._model.spec.get_model_matrix(newdata, na_action="raise")
+        mm = self._model.spec.getformula_matrix(newdata, na_action="raise")
         X = np.asarray(mm, dtype=float)
         off = np.zeros(X.shape[0])
         for e in self._model.offset_exprs:
