@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .combine import combine_sets
 from .privacy.record import PrivacyRecord
@@ -287,6 +288,60 @@ class SyntheticRelease:
               level: float = 0.95) -> pd.DataFrame:
         """Combined ratios of totals over the m synthetic sets."""
         return self._run("ratio", (numerator, denominator), by, na_rm, level, additive=False)
+
+    def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
+                 by: str | Sequence[str] | None = None, na_rm: bool = False,
+                 level: float = 0.95) -> pd.DataFrame:
+        """Combined quantiles over the m synthetic sets (R ``svyquantile`` per set).
+
+        Each set's quantile (R's ``qrule="math"``) and its Woodruff SE (interval length over
+        2 t) enter the release's rule like any other estimate: a sample quantile is
+        asymptotically linear (Bahadur: the mean of an indicator over the density at the
+        quantile) and the Woodruff SE estimates its sampling variance consistently, which is
+        what the partial and full synthesis rules assume of the per-set estimates. The combined
+        interval is therefore symmetric (qbar -+ t sqrt(T)), unlike a per-set Woodruff interval.
+        Columns as :meth:`total`, with ``quantile``.
+        """
+        frames = [d.quantile(variables, quantiles, by=by, na_rm=na_rm, level=level)
+                  for d in self._designs]
+        return self._combine_frames(frames, additive=False, level=level)
+
+    def glm(self, formula: str, family: str = "gaussian", link: str | None = None,
+            offset: Any = None, na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Survey-weighted GLM (:func:`surveysynth.analysis.svyglm`) on every synthetic set,
+        coefficients combined by the release's rule.
+
+        Each set gives coefficients q_l and design-based variances u_l (SE squared); the
+        release's rule (partial or full synthesis) combines each coefficient separately.
+        Returns one row per term: ``term``, ``estimate`` (qbar), ``variance`` (T), ``se``,
+        ``cv``, ``df``, ``ci_low``, ``ci_high``, ``between``, ``within``, ``m``, ``note``,
+        ``t`` and ``p`` (t on the combined df, normal where it is infinite). Every set must give
+        the same terms (a level missing from a synthetic set is an error naming the sets).
+        """
+        from .analysis import svyglm
+
+        fits = [svyglm(formula, d, family=family, link=link, offset=offset, na_rm=na_rm)
+                for d in self._designs]
+        terms = list(fits[0].params.index)
+        differ = [i for i, f in enumerate(fits) if list(f.params.index) != terms]
+        if differ:
+            raise ValueError(
+                f"glm: synthetic sets {differ[:5]} give terms {list(fits[differ[0]].params.index)}"
+                f" but set 0 gives {terms}: a factor level is missing from some sets. Fix: "
+                "merge rare levels before fitting, or subset all sets alike."
+            )
+        q = np.vstack([f.params.to_numpy() for f in fits])
+        u = np.vstack([f.bse.to_numpy() ** 2 for f in fits])
+        out = self._combine_arrays(q, u, level)
+        out.insert(0, "term", terms)
+        est, se, df = (out[c].to_numpy(float) for c in ("estimate", "se", "df"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = est / se
+            p = np.where(np.isfinite(df), 2 * stats.t.sf(np.abs(t), np.where(
+                np.isfinite(df) & (df > 0), df, 1.0)), 2 * stats.norm.sf(np.abs(t)))
+        out["t"] = t
+        out["p"] = p
+        return out
 
     # ---------------------------------------------------------------- persistence
     def manifest(self) -> dict[str, Any]:

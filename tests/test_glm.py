@@ -208,3 +208,90 @@ def test_errors_and_no_mutation(api):
         svyglm("api00", d)
     svyglm("api00 ~ ell", d)
     pd.testing.assert_frame_equal(data, before)
+
+
+# ------------------------------------------------------------------ SyntheticRelease.glm
+def _release(frames, kind, n_original=None):
+    from surveysynth.privacy.record import build_record
+    from surveysynth.release import SyntheticRelease
+
+    designs = [ss.SurveyDesign(f, strata="stype", weights="pw", fpc="fpc") for f in frames]
+    rec = build_record("none", "test copy", m=len(frames), epsilon=None, seeded=True,
+                       notes=["test"])
+    return SyntheticRelease(designs, kind, rec, n_original=n_original), designs
+
+
+def _hand_rule(q, u, kind, n, n_syn):
+    """The combining rules written out (METHODS section 4), independent of combine.py."""
+    m = q.shape[0]
+    qbar = q.sum(axis=0) / m
+    b = ((q - qbar) ** 2).sum(axis=0) / (m - 1)
+    ubar = u.sum(axis=0) / m
+    if kind == "partial":
+        return qbar, ubar + b / m, (m - 1) * (1 + ubar / (b / m)) ** 2
+    T = (1 + 1 / m) * b - ubar
+    df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
+    return qbar, np.where(T > 0, T, n_syn / n * ubar), np.where(T > 0, df, np.inf)
+
+
+@pytest.mark.parametrize("kind", ["partial", "full"])
+def test_release_glm_equals_hand_combining_rule(api, kind):
+    rng = np.random.default_rng(20)
+    base = api["apistrat"]
+    m = 4
+    # large noise on api00 makes the between-set variance exceed the within for some terms
+    # (the full rule's T_f > 0 branch), small effects on others (its fallback)
+    frames = [base.assign(api00=base["api00"] + rng.normal(0, 300, len(base)),
+                          ell=base["ell"] + rng.normal(0, 1, len(base))) for _ in range(m)]
+    rel, designs = _release(frames, kind, n_original=180)
+    got = rel.glm("api00 ~ ell + meals", family="gaussian")
+    fits = [svyglm("api00 ~ ell + meals", d) for d in designs]
+    q = np.vstack([f.params for f in fits])
+    u = np.vstack([f.bse**2 for f in fits])
+    qbar, T, df = _hand_rule(q, u, kind, 180, 200)
+    assert list(got["term"]) == ["Intercept", "ell", "meals"]
+    assert_rel(got["estimate"], qbar, 1e-12, "qbar")
+    assert_rel(got["variance"], T, 1e-12, "T")
+    assert_rel(got["df"], df, 1e-12, "df")
+    from scipy import stats as st
+    crit = np.where(np.isfinite(df), st.t.ppf(0.975, np.where(np.isfinite(df), df, 1)),
+                    st.norm.ppf(0.975))
+    assert_rel(got["ci_low"], qbar - crit * np.sqrt(T), 1e-12, "ci")
+    tt = qbar / np.sqrt(T)
+    p = np.where(np.isfinite(df), 2 * st.t.sf(abs(tt), np.where(np.isfinite(df), df, 1)),
+                 2 * st.norm.sf(abs(tt)))
+    assert_rel(got["p"], p, 1e-12, "p")
+    if kind == "full":
+        Tf = (1 + 1 / m) * q.var(axis=0, ddof=1) - u.mean(axis=0)
+        assert (Tf > 0).any() and (Tf <= 0).any(), "test data must reach both branches"
+
+
+def test_release_glm_binomial_copies_and_level_mismatch(api):
+    base = api["apistrat"]
+    rel, designs = _release([base] * 3, "partial")
+    got = rel.glm("sch.wide ~ ell + meals", family="binomial")
+    one = svyglm("sch.wide ~ ell + meals", designs[0], family="binomial")
+    assert_rel(got["estimate"], one.params, 1e-13, "copies estimate")
+    assert_rel(got["se"], one.bse, 1e-13, "copies se")
+    assert (got["between"] < 1e-20).all()
+    plain = base.assign(stype=base["stype"].astype(str))
+    odd = plain[plain["stype"] != "M"]  # a synthetic set without middle schools
+    rel2, _ = _release([plain, odd], "partial")
+    with pytest.raises(ValueError, match="synthetic sets \\[1\\]"):
+        rel2.glm("api00 ~ stype")
+
+
+def test_release_quantile_equals_hand_combining_rule(api):
+    rng = np.random.default_rng(21)
+    base = api["apistrat"]
+    frames = [base.assign(api00=base["api00"] + rng.normal(0, 20, len(base))) for _ in range(3)]
+    rel, designs = _release(frames, "partial")
+    got = rel.quantile("api00", [0.25, 0.5], by="stype")
+    per = [d.quantile("api00", [0.25, 0.5], by="stype") for d in designs]
+    q = np.vstack([p["estimate"].to_numpy() for p in per])
+    u = np.vstack([p["se"].to_numpy() ** 2 for p in per])
+    qbar, T, df = _hand_rule(q, u, "partial", 200, 200)
+    assert list(got["quantile"]) == list(per[0]["quantile"])
+    assert_rel(got["estimate"], qbar, 1e-12, "quantile qbar")
+    assert_rel(got["variance"], T, 1e-12, "quantile T")
+    assert_rel(got["df"], df, 1e-12, "quantile df")

@@ -340,7 +340,7 @@ class GLMResults:
     def _new_matrix(self, newdata: pd.DataFrame, offset):
         if not isinstance(newdata, pd.DataFrame):
             raise TypeError(f"newdata must be a pandas DataFrame, got {type(newdata).__name__}.")
-        mm = self._model.spec.getformula_matrix(newdata, na_action="raise")
+        mm = self._model.spec.get_model_matrix(newdata, na_action="raise")
         X = np.asarray(mm, dtype=float)
         off = np.zeros(X.shape[0])
         for e in self._model.offset_exprs:
