@@ -154,10 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     rel = sub.add_parser("release", help="confidential file + CONFIG.toml -> release folder",
                          formatter_class=argparse.RawDescriptionHelpFormatter,
                          description=_release_help())
-    rel.add_argument("config", type=Path, help="the release configuration (TOML)")
-    rel.add_argument("--quiet", action="store_true", help="no progress output")
+    rel.add_argument("config", type=Path, nargs="?",
+                     help="the release configuration (TOML; keys: docs/release-config.md)")
+    loud = rel.add_mutually_exclusive_group()
+    loud.add_argument("--quiet", action="store_true", help="no progress output (errors only)")
+    loud.add_argument("--verbose", action="store_true",
+                      help="also the synthesizer's own progress (pystan, tuning fits)")
     rel.add_argument("--check", action="store_true",
                      help="only validate the configuration against the data (no MCMC)")
+    rel.add_argument("--example", metavar="METHOD",
+                     help="print a complete example config for METHOD (FBS, FBP, PBP, quantile, "
+                          "mixture, nb) and exit")
+    rel.add_argument("--schema-doc", action="store_true",
+                     help="print the configuration reference (docs/release-config.md) and exit")
     demo = sub.add_parser("demo", help="estimates on R's api data beside R survey's own")
     demo.add_argument("--out", type=Path, default=Path("release-demo"),
                       help="folder for the demo's outputs (default: release-demo)")
@@ -174,26 +183,41 @@ def main(argv: list[str] | None = None) -> int:
             return rc
         return _demo_release(args.out, args.quick, args.seed)
     if args.command == "release":
-        from .pipeline import ConfigError, load_config, run_release
-
-        try:
-            cfg = load_config(args.config)
-            if args.check:
-                print(f"{args.config}: configuration OK ({cfg.method}, {len(cfg.tables)} tables)")
-                return 0
-            out = run_release(cfg, quiet=args.quiet)
-        except ConfigError as exc:
-            print(f"surveysynth release: configuration error: {exc}", file=sys.stderr)
-            return 2
-        print(f"release written to {out}")
-        return 0
+        return _release(args, parser)
     return 2
+
+
+def _release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .pipeline import ConfigError, load_config, run_release
+    from .release_config import example_config, render_markdown
+
+    try:
+        if args.schema_doc:
+            print(render_markdown())
+            return 0
+        if args.example:
+            print(example_config(args.example), end="")
+            return 0
+        if args.config is None:
+            parser.error("release: give CONFIG.toml (or --example METHOD, --schema-doc)")
+        cfg = load_config(args.config)
+        if args.check:
+            print(f"{args.config}: configuration OK ({cfg.method}, {len(cfg.tables)} tables)")
+            return 0
+        run_release(cfg, quiet=args.quiet, verbosity=2 if args.verbose else 1)
+    except ConfigError as exc:
+        print(f"surveysynth release: configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _release_help() -> str:
     from .pipeline import __doc__ as doc
 
-    return doc or ""
+    return (doc or "") + (
+        "\nThe configuration's keys, types, defaults and allowed values, and a complete "
+        "example per synthesizer: docs/release-config.md (`surveysynth release --schema-doc`; "
+        "`surveysynth release --example FBS`).\n")
 
 
 if __name__ == "__main__":

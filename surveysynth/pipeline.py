@@ -30,13 +30,19 @@ the next run to the same target removes).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
+import inspect
+import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,18 +55,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb")
-_TOP_KEYS = {"input", "design", "synthesizer", "tables", "report", "output"}
-_DESIGN_KEYS = {"ids", "strata", "weights", "probs", "fpc", "nest", "lonely_psu"}
-_SYNTH_KEYS = {
-    "method", "outcome", "predictors", "variables", "log", "target_epsilon", "target_lipschitz",
-    "epsilon", "m", "seed", "init", "fit", "known", "r", "weights", "population_size",
-}
-_TABLE_KEYS = {"name", "rows", "cols", "value", "stat", "cv_max", "n_min"}
+from .release_config import SYNTHESIZERS, ConfigError, check_keys, synth_class
 
-
-class ConfigError(ValueError):
-    """The release configuration is wrong; the message names the key and the fix."""
+__all__ = ["SYNTHESIZERS", "ConfigError", "ReleaseConfig", "TableSpec", "check_config",
+           "load_config", "run_release"]
 
 
 @dataclass
@@ -72,11 +70,14 @@ class TableSpec:
     stat: str
     cv_max: float | None = 0.30
     n_min: float | None = 30
+    title: str | None = None
+    digits: dict[str, int] | None = None
+    labels: dict[str, dict[str, str]] | None = None
 
 
 @dataclass
 class ReleaseConfig:
-    """A validated release configuration (see the module docstring for the file format)."""
+    """A validated release configuration (keys: docs/release-config.md)."""
 
     input_path: Path
     design: dict[str, Any]
@@ -88,20 +89,13 @@ class ReleaseConfig:
     known: list[str] = field(default_factory=list)
     r: float = 0.2
     source: dict[str, Any] = field(default_factory=dict)
+    missing_policy: str = "refuse"
 
 
 def _as_list(x: Any) -> list[str]:
     if x is None:
         return []
     return [x] if isinstance(x, str) else list(x)
-
-
-def _unknown(section: dict, allowed: set, where: str) -> None:
-    extra = sorted(set(section) - allowed)
-    if extra:
-        raise ConfigError(
-            f"{where}: unknown key(s) {extra}. Allowed: {sorted(allowed)}. Fix: check the spelling."
-        )
 
 
 def load_config(path: str | Path) -> ReleaseConfig:
@@ -117,11 +111,7 @@ def load_config(path: str | Path) -> ReleaseConfig:
 
 
 def _check_input(raw: dict[str, Any], base: Path) -> tuple[Path, pd.DataFrame]:
-    inp = raw["input"]
-    _unknown(inp, {"path"}, "[input]")
-    if "path" not in inp:
-        raise ConfigError("input.path missing: the confidential CSV or Parquet file.")
-    input_path = (base / inp["path"]).resolve()
+    input_path = (base / raw["input"]["path"]).resolve()
     if not input_path.exists():
         raise ConfigError(f"input.path: {str(input_path)!r} does not exist.")
     if input_path.suffix.lower() not in (".csv", ".parquet", ".pq"):
@@ -129,51 +119,35 @@ def _check_input(raw: dict[str, Any], base: Path) -> tuple[Path, pd.DataFrame]:
     return input_path, read_input(input_path)
 
 
-def _check_synth(syn: dict[str, Any]) -> str:
-    """The [synthesizer] keys that do not need the data; returns the method."""
-    _unknown(syn, _SYNTH_KEYS, "[synthesizer]")
-    method = syn.get("method")
-    if method not in SYNTHESIZERS:
-        raise ConfigError(
-            f"synthesizer.method = {method!r} is not a known synthesizer. Choose one of "
-            f"{list(SYNTHESIZERS)}."
-        )
-    m = syn.get("m", 5)
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ConfigError(f"synthesizer.m = {m!r}: must be a positive integer (number of synthetic sets).")
-    for key in ("target_epsilon", "target_lipschitz", "epsilon", "population_size"):
-        if key in syn and (not isinstance(syn[key], (int, float)) or syn[key] <= 0):
-            raise ConfigError(f"synthesizer.{key} = {syn[key]!r}: must be a number > 0.")
-    if method in ("FBS", "FBP", "PBP") and ("target_epsilon" in syn) == ("target_lipschitz" in syn):
-        raise ConfigError(
-            f"synthesizer: {method} needs exactly one of target_epsilon or target_lipschitz."
-        )
-    if method == "quantile" and "epsilon" not in syn:
-        raise ConfigError("synthesizer.epsilon missing: the total epsilon of the KNG synthesis.")
-    return method
-
-
 def _synthesized(method: str, syn: dict[str, Any]) -> list[tuple[str, str]]:
     """(config key, column) of every variable the synthesizer models."""
     if method == "quantile":
-        variables = _as_list(syn.get("variables"))
-        if not variables:
-            raise ConfigError("synthesizer.variables missing: the variables to synthesize, in order.")
-        return [("synthesizer.variables", v) for v in variables]
-    if "outcome" not in syn:
-        raise ConfigError("synthesizer.outcome missing: the confidential variable to synthesize.")
+        return [("synthesizer.variables", v) for v in _as_list(syn.get("variables"))]
     return [("synthesizer.outcome", syn["outcome"])] + [
         ("synthesizer.predictors", v) for v in _as_list(syn.get("predictors"))]
 
 
-def _design_columns(design: dict[str, Any]) -> list[tuple[str, str]]:
+def _design_columns(design: dict[str, Any], data: pd.DataFrame) -> list[tuple[str, str]]:
+    import re
+
     from ._validate import parse_vars
 
     out = []
-    for key in ("ids", "strata", "weights", "probs", "fpc"):
+    for key in ("ids", "strata", "weights", "probs", "fpc", "repweights"):
         spec = design.get(key)
-        names = (parse_vars(spec, key) if isinstance(spec, str) and spec.strip().startswith("~")
-                 else _as_list(spec))
+        if key == "repweights" and isinstance(spec, str) and not spec.strip().startswith("~"):
+            try:
+                pattern = re.compile(spec)
+            except re.error as exc:
+                raise ConfigError(f"design.repweights = {spec!r}: not a regular expression "
+                                  f"({exc}).") from exc
+            names = [str(c) for c in data.columns if pattern.search(str(c))]
+            if not names:
+                raise ConfigError(f"design.repweights = {spec!r}: no column name matches. Fix: "
+                                  "give the pattern (R grep) or a list of names.")
+        else:
+            names = (parse_vars(spec, key) if isinstance(spec, str)
+                     and spec.strip().startswith("~") else _as_list(spec))
         out += [(f"design.{key}", v) for v in names]
     return out
 
@@ -188,18 +162,67 @@ def _check_columns(needed: list[tuple[str, str]], data: pd.DataFrame, name: str)
             )
 
 
-def _check_missing(modelled: list[tuple[str, str]], data: pd.DataFrame) -> None:
-    """A modelled variable with missing values would fail after the run started: refuse it now
-    (nothing is dropped silently)."""
-    for key, col in modelled:
-        na = data[col].isna().to_numpy()
-        if na.any():
-            rows = np.flatnonzero(na)[:5].tolist()
+def apply_missing(policy: str, needed: list[tuple[str, str]],
+                  data: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Apply the [missing] policy to the modelled variables and design columns.
+
+    "refuse": a column with missing values is an error naming its key, the count, the first
+    rows and the fix. "drop": records with a missing value in any of them are dropped (a new
+    frame; the caller's is not changed) and the counts are returned for the confidential report
+    (never silent)."""
+    cols = list(dict.fromkeys(col for _, col in needed))
+    na = data[cols].isna().to_numpy() if cols else np.zeros((len(data), 0), bool)
+    if not na.any():
+        return data, {"policy": policy, "dropped": 0}
+    if policy == "refuse":
+        key, col = next((k, c) for k, c in needed if data[c].isna().any())
+        miss = data[col].isna().to_numpy()
+        rows = np.flatnonzero(miss)[:5].tolist()
+        raise ConfigError(
+            f"{key}: column {col!r} has {int(miss.sum())} missing value(s), first at rows "
+            f"{rows}. Fix: impute them or drop those records in the input file, or set "
+            "[missing] policy = \"drop\" (complete records; the count is stated in the "
+            "confidential report)."
+        )
+    drop = na.any(axis=1)
+    by_col = {c: int(n) for c, n in zip(cols, na.sum(axis=0), strict=True) if n}
+    kept = data.loc[~drop].reset_index(drop=True)
+    if len(kept) < 2:
+        raise ConfigError("missing.policy = \"drop\" leaves fewer than 2 records. Fix: impute "
+                          "the missing values.")
+    return kept, {"policy": policy, "dropped": int(drop.sum()), "records_kept": int(len(kept)),
+                  "missing_by_column": by_col}
+
+
+def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
+    """The outcome / synthesized variables must be numeric (and fit the model's support)."""
+    settings = {**syn.get("init", {}), **syn.get("fit", {})}
+    for key, col in _synthesized(method, syn):
+        if key == "synthesizer.predictors":
+            continue
+        x = data[col]
+        if pd.api.types.is_bool_dtype(x) or not pd.api.types.is_numeric_dtype(x):
+            bad = data.index[pd.to_numeric(x, errors="coerce").isna() & x.notna()][:5].tolist()
             raise ConfigError(
-                f"{key}: column {col!r} has {int(na.sum())} missing value(s), first at rows "
-                f"{rows}. Fix: impute them or drop those records in the input file (the "
-                "synthesizers model complete records only)."
-            )
+                f"{key}: column {col!r} is not numeric (dtype {x.dtype}; first non-numeric rows "
+                f"{bad}). Fix: synthesize a numeric variable (recode it in the input file) or "
+                "use it as a predictor.")
+        v = x.to_numpy(dtype=float)
+        if method in ("FBS", "FBP", "PBP") and syn.get("log", True) and (v <= 0).any():
+            rows = np.flatnonzero(v <= 0)[:5].tolist()
+            raise ConfigError(
+                f"synthesizer.log: outcome {col!r} has values <= 0 (first rows {rows}); log = "
+                "true models log(outcome). Fix: log = false, or an outcome > 0.")
+        if method == "nb" and ((v < 0) | (v != np.round(v))).any():
+            rows = np.flatnonzero((v < 0) | (v != np.round(v)))[:5].tolist()
+            raise ConfigError(
+                f"{key}: method 'nb' needs non-negative integer counts; {col!r} is not at rows "
+                f"{rows}. Fix: method = \"mixture\" for a continuous outcome.")
+        if (method == "mixture" and settings.get("transform", "log") == "log"
+                and (v + float(settings.get("shift", 0.0)) <= 0).any()):
+            raise ConfigError(
+                f"{key}: {col!r} has values <= -shift, which transform = \"log\" cannot take. "
+                "Fix: init = { shift = <a public number above -min> } or transform = \"asinh\".")
 
 
 def _released_columns(method: str, syn: dict[str, Any], data: pd.DataFrame) -> set[str] | None:
@@ -216,18 +239,12 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
     tables = []
     for i, t in enumerate(raw_tables):
         where = f"tables[{i}]"
-        _unknown(t, _TABLE_KEYS, where)
         spec = TableSpec(
             name=str(t.get("name", f"table_{i + 1}")), rows=_as_list(t.get("rows")),
             cols=_as_list(t.get("cols")), value=t.get("value"), stat=t.get("stat", "total"),
-            cv_max=t.get("cv_max", 0.30), n_min=t.get("n_min", 30),
+            cv_max=t.get("cv_max", 0.30), n_min=t.get("n_min", 30), title=t.get("title"),
+            digits=t.get("digits"), labels=t.get("labels"),
         )
-        if not spec.rows:
-            raise ConfigError(f"{where}.rows missing: the classification variable(s) of the rows.")
-        if spec.stat not in ("total", "mean"):
-            raise ConfigError(f"{where}.stat = {spec.stat!r}: choose 'total' or 'mean'.")
-        if spec.stat == "mean" and spec.value is None:
-            raise ConfigError(f"{where}.value missing: stat='mean' needs the variable to average.")
         used = [("rows", x) for x in spec.rows] + [("cols", x) for x in spec.cols] + (
             [("value", spec.value)] if spec.value else [])
         for key, v in used:
@@ -241,44 +258,61 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
                     f"{where}.{key}: {v!r} is not released by this full synthesis (it releases "
                     f"{sorted(released)}). Fix: tabulate released variables only."
                 )
-        if not spec.name.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"{where}.name = {spec.name!r}: use letters, digits, - and _ only.")
+        if spec.value and not pd.api.types.is_numeric_dtype(data[spec.value]):
+            raise ConfigError(f"{where}.value: {spec.value!r} is not numeric (dtype "
+                              f"{data[spec.value].dtype}). Fix: a numeric variable.")
+        for var in spec.labels or {}:
+            if var not in spec.rows + spec.cols:
+                raise ConfigError(f"{where}.labels.{var}: not a classification variable of this "
+                                  f"table ({spec.rows + spec.cols}). Fix: label those only.")
         tables.append(spec)
     return tables
 
 
+def build_design(design: dict[str, Any], data: pd.DataFrame) -> Any:
+    """The survey design of the input: a SurveyDesign, or a ReplicateDesign when
+    ``repweights`` is given (R svrepdesign's arguments)."""
+    try:
+        if "repweights" in design:
+            from .replicate_design import ReplicateDesign
+
+            d = ReplicateDesign(data, **design)
+            # the synthesizers read the design's sampling structure; a replicate design has none
+            for name, value in (("strata_vars", None), ("ids_vars", []), ("nest", False)):
+                if not hasattr(d, name):
+                    setattr(d, name, value)
+            return d
+        from .design import SurveyDesign
+
+        return SurveyDesign(data, **design)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[design]: {exc}") from exc
+
+
 def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
-    """Validate a parsed configuration against the data it names (no MCMC); every error names
-    its key and the fix."""
-    _unknown(raw, _TOP_KEYS, "config")
-    for key in ("input", "design", "synthesizer", "output"):
-        if key not in raw:
-            raise ConfigError(f"[{key}] section missing. Fix: add it (see `surveysynth release --help`).")
+    """Validate a parsed configuration against the schema (surveysynth.release_config) and the
+    data it names (no MCMC); every error names its key and the fix."""
+    method = check_keys(raw)
     input_path, data = _check_input(raw, base)
     design = dict(raw["design"])
-    _unknown(design, _DESIGN_KEYS, "[design]")
     syn = dict(raw["synthesizer"])
-    method = _check_synth(syn)
     modelled = _synthesized(method, syn)
-    _check_columns(modelled + _design_columns(design), data, input_path.name)
-    _check_missing(modelled, data)
+    needed = modelled + _design_columns(design, data)
+    _check_columns(needed, data, input_path.name)
+    policy = raw.get("missing", {}).get("policy", "refuse")
+    complete, _ = apply_missing(policy, needed, data)
+    _check_types(method, syn, complete)
     tables = _check_tables(raw.get("tables", []), data, _released_columns(method, syn, data))
     _construct(method, syn)
+    build_design(design, complete)
     rep = raw.get("report", {})
-    _unknown(rep, {"known", "r"}, "[report]")
     known = _as_list(rep.get("known", syn.get("known", syn.get("predictors"))))
     _check_columns([("report.known", k) for k in known], data, input_path.name)
-    r = rep.get("r", 0.2)
-    if not isinstance(r, (int, float)) or r <= 0:
-        raise ConfigError(f"report.r = {r!r}: the identification-risk radius must be > 0.")
     out = raw["output"]
-    _unknown(out, {"folder", "overwrite"}, "[output]")
-    if "folder" not in out:
-        raise ConfigError("output.folder missing: where the release folder goes.")
     return ReleaseConfig(
         input_path=input_path, design=design, method=method, synth=syn, tables=tables,
         output=(base / out["folder"]).resolve(), overwrite=bool(out.get("overwrite", False)),
-        known=known, r=float(r), source=raw,
+        known=known, r=float(rep.get("r", 0.2)), source=raw, missing_policy=policy,
     )
 
 
@@ -296,26 +330,137 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _say(msg: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"[surveysynth release] {msg}", file=sys.stderr, flush=True)
+class Console:
+    """What ``surveysynth release`` prints to stderr: numbered steps (design, compile, fit,
+    synthesis, tables, writing) and a summary at verbosity 1 (the default); nothing at 0
+    (``--quiet``); at 2 (``--verbose``) also pystan's and the synthesizers' own progress (with
+    Stan's informational messages about our models filtered, synth/_stan.py).
+
+    At verbosity 1 the fit's console output is read line by line and turned into at most one
+    line per Stan run (with its time) and, for long runs, a line with an ETA every 30 s; lines
+    that are neither progress nor Stan's known notes (real errors) are shown as they are."""
+
+    STEPS = ("design", "compile", "fit", "synthesis", "tables", "writing")
+    _SAMPLING = re.compile(r"Sampling:\s+(\d+)%(?: \((\d+)/(\d+)\))?")
+    _TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<([\d:?]+)")
+    _NOISE = re.compile(r"Building|Sampling:|^\s*(FBS|FBP|PBP) (tuning|final) fit|it/s\]|s/it\]")
+
+    def __init__(self, verbosity: int = 1, stream: Any = None) -> None:
+        self.verbosity = verbosity
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.perf_counter()
+        self.runs = 0
+        self._last = self.t0
+        self._run_start = self.t0
+        self._quantiles = (0, 0)
+
+    def say(self, msg: str) -> None:
+        print(msg, file=self.stream, flush=True)
+
+    def step(self, name: str, msg: str) -> None:
+        if self.verbosity >= 1:
+            k = self.STEPS.index(name) + 1
+            self.say(f"[{k}/{len(self.STEPS)}] {name}: {msg}")
+
+    def note(self, msg: str) -> None:
+        if self.verbosity >= 1:
+            self.say(f"      {msg}")
+
+    def elapsed(self) -> str:
+        return _duration(time.perf_counter() - self.t0)
+
+    def line(self, text: str) -> None:
+        """One line of the synthesizer's console output during the fit (verbosity 1)."""
+        now = time.perf_counter()
+        m = self._SAMPLING.search(text)
+        if m:
+            if "done" in text:
+                self.runs += 1
+                self.step("fit", f"Stan run {self.runs} done in "
+                                 f"{_duration(now - self._run_start)}")
+                self._run_start = self._last = now
+            elif m.group(2) and now - self._last > 30 and int(m.group(2)) > 0:
+                done, total = int(m.group(2)), int(m.group(3))
+                eta = (now - self._run_start) * (total - done) / done
+                self.note(f"Stan run {self.runs + 1}: {m.group(1)}% ({done}/{total}), about "
+                          f"{_duration(eta)} left")
+                self._last = now
+            return
+        m = self._TQDM.search(text)
+        if m:
+            done, total = int(m.group(1)), int(m.group(2))
+            if (done, total) != self._quantiles and (done == total or now - self._last > 30):
+                self._quantiles = (done, total)
+                self.step("fit", f"quantile regressions {done}/{total}"
+                                 + ("" if done == total else f", about {m.group(3)} left"))
+                self._last = now
+            return
+        if "Building:" in text and "done" in text:
+            self.note("Stan model " + ("found in the cache" if "cache" in text else
+                                       "compiled (" + text.split("Building:")[1].split(",")[0]
+                                       .strip() + ")"))
+            return
+        if self._NOISE.search(text):
+            return
+        self.say(text)
+
+
+def _duration(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+
+
+class _LineStream(io.TextIOBase):
+    """A text stream handing complete lines (ended by \\n or \\r) to a callback."""
+
+    def __init__(self, on_line: Any) -> None:
+        super().__init__()
+        self._on_line = on_line
+        self._buf = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, s: str) -> int:
+        self._buf += s
+        *lines, self._buf = re.split(r"\r\n|\r|\n", self._buf)
+        for line in lines:
+            if line.strip():
+                self._on_line(line)
+        return len(s)
+
+
+def _stan_compile_note(method: str) -> str:
+    """Whether the method's Stan model is compiled already (httpstan's cache)."""
+    program = getattr(synth_class(method), "program", "")
+    if not program:
+        return "no Stan model (KNG quantile regressions run in numpy)"
+    try:
+        import httpstan.cache
+        import httpstan.models
+
+        from .synth._stan import load_program
+
+        name = httpstan.models.calculate_model_name(load_program(program))
+        cached = name in httpstan.cache.list_model_names()
+    except Exception:  # noqa: BLE001 - a note only; the fit reports real problems
+        return f"Stan model {program!r}"
+    if cached:
+        return f"Stan model {program!r} is compiled (cached)"
+    return (f"Stan model {program!r} is not compiled yet: the first fit compiles it (once; "
+            "about 1-3 minutes)")
 
 
 # ----------------------------------------------------------------------------- synthesis
-def _synth_class(method: str):
-    from . import synth
-
-    return {"FBS": synth.FBS, "FBP": synth.FBP, "PBP": synth.PBP,
-            "quantile": synth.QuantileSynthesizer, "mixture": synth.MixtureSynthesizer,
-            "nb": synth.NBSynthesizer}[method]
-
-
 def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
     """Constructor settings of the synthesizer from the [synthesizer] section."""
     init = s.get("init", {})
     fit_opts = s.get("fit", {})
-    if not isinstance(init, dict) or not isinstance(fit_opts, dict):
-        raise ConfigError("synthesizer.init and synthesizer.fit must be tables of options.")
     out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "weights")}
     if "predictors" in out:
         out["predictors"] = _as_list(out["predictors"])
@@ -335,28 +480,54 @@ def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
 def _construct(method: str, s: dict[str, Any]):
     """Build and validate the synthesizer (cheap: no data, no MCMC) so option errors surface
     before any MCMC starts."""
+    cls = synth_class(method)
+    settings = _settings(method, s)
+    params = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(settings) - params)
+    if unknown:
+        where = ["synthesizer.init" if k in s.get("init", {}) else "synthesizer.fit"
+                 if k in s.get("fit", {}) else "synthesizer" for k in unknown]
+        raise ConfigError(
+            f"[synthesizer] {where[0]}: unknown setting(s) {unknown} for {cls.__name__}. "
+            f"Its settings: {sorted(params)}. Fix: check the spelling (docs/release-config.md, "
+            "Synthesizer settings).")
     try:
-        syn = _synth_class(method)(**_settings(method, s))
-        validate = getattr(syn, "_validate", None)
-        if callable(validate):
-            validate()
+        syn = cls(**settings)
+        for hook in ("_validate", "_config"):  # the classes' own data-free checks
+            check = getattr(syn, hook, None)
+            if callable(check):
+                check()
         return syn
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[synthesizer]: {exc}") from exc
 
 
-def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True):
-    """Run the configured synthesizer through the protocol; returns (synthesizer, release)."""
+def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,
+                    console: Console | None = None):
+    """Run the configured synthesizer through the protocol; returns (synthesizer, release,
+    warnings). With a console at verbosity 1 the synthesizer's own output is turned into step
+    lines; Python warnings are collected (shown briefly, and kept for the report)."""
     syn = _construct(cfg.method, cfg.synth)
+    translate = console is not None and console.verbosity == 1
     if "progress" in syn.get_params():
-        syn.set_params(progress=progress)
-    syn.fit(design)
-    return syn, syn.release()
+        syn.set_params(progress=bool(progress or translate))
+    with warnings.catch_warnings(record=True) as caught:
+        if translate:
+            stream = _LineStream(console.line)
+            with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+                syn.fit(design)
+        else:
+            syn.fit(design)
+        if console is not None:
+            console.step("synthesis", f"{getattr(syn, 'm', '')} synthetic data sets")
+        release = syn.release()
+    msgs = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    return syn, release, msgs
 
 
 # ----------------------------------------------------------------------------- report
 def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn: Any,
-                              release: Any) -> None:
+                              release: Any, notes: list[str] | None = None) -> None:
     """report.html and figures/ in the confidential folder (see surveysynth.report)."""
     import base64
 
@@ -369,7 +540,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
 
     figures: dict[str, bytes] = {}
     sections: list[dict] = []
-    warns: list[str] = []
+    warns: list[str] = list(notes or [])
     conv = getattr(syn, "convergence_", None)
     if conv is not None and not conv["passed"]:
         warns.append("MCMC convergence gates failed: " + "; ".join(conv["problems"]))
@@ -430,39 +601,57 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
 
 
 # ----------------------------------------------------------------------------- run
-def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path:
-    """Run the whole pipeline; returns the release folder."""
+def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
+                verbosity: int | None = None) -> Path:
+    """Run the whole pipeline; returns the release folder. ``verbosity``: 0 silent (also
+    ``quiet=True``), 1 steps and a summary (default), 2 also the synthesizers' own progress."""
     cfg = config if isinstance(config, ReleaseConfig) else load_config(config)
     from ._versions import versions
-    from .design import SurveyDesign
     from .release import write_confidential
     from .tables import tabulate
 
+    level = 0 if quiet else (1 if verbosity is None else int(verbosity))
+    con = Console(level)
     out = cfg.output
     if out.exists() and not cfg.overwrite:
         raise ConfigError(f"output.folder: {str(out)!r} exists. Fix: another folder, or overwrite = true.")
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".partial-{out.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    data = read_input(cfg.input_path)
+    raw_data = read_input(cfg.input_path)
     checksum = _sha256(cfg.input_path)
-    try:
-        design = SurveyDesign(data, **cfg.design)
-    except ValueError as exc:
-        raise ConfigError(f"[design]: {exc}") from exc
-    _say(f"design: {design.n} records; synthesizer {cfg.method}", quiet)
+    needed = _synthesized(cfg.method, cfg.synth) + _design_columns(cfg.design, raw_data)
+    data, missing = apply_missing(cfg.missing_policy, needed, raw_data)
+    design = build_design(cfg.design, data)
+    notes = []
+    if missing["dropped"]:
+        notes.append(f"[missing] policy = \"drop\": {missing['dropped']} of {len(raw_data)} "
+                     f"records dropped for missing values ({missing['missing_by_column']}); the "
+                     "release is synthesized from the complete records.")
+    con.step("design", f"{len(data)} records, {type(design).__name__}; synthesizer "
+                       f"{cfg.method}" + (f" ({missing['dropped']} records with missing values "
+                                          "dropped, see the confidential report)"
+                                          if missing["dropped"] else ""))
+    con.step("compile", _stan_compile_note(cfg.method))
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{out.name}-", dir=out.parent))
     try:
-        syn, release = fit_and_release(cfg, design, progress=not quiet)
+        con.step("fit", f"{cfg.method} on {len(data)} records")
+        syn, release, caught = fit_and_release(cfg, design, progress=level >= 2, console=con)
+        for w in caught[:3]:
+            con.note("warning: " + (w if len(w) < 160 else w[:157] + "..."))
+        if len(caught) > 3:
+            con.note(f"({len(caught) - 3} more warnings in the confidential report)")
+        notes += caught
         pub = tmp / "public"
-        _say(f"writing {release.m} synthetic data sets", quiet)
         release.save_public(pub / "synthetic")
         (pub / "tables").mkdir()
+        con.step("tables", f"{len(cfg.tables)} table(s)")
         for t in cfg.tables:
             tab = tabulate(release, t.rows, t.cols or None, t.value, t.stat, cv_max=t.cv_max,
                            n_min=t.n_min)
-            tab.to_csv(pub / "tables" / f"{t.name}.csv")
-            tab.to_excel(pub / "tables" / f"{t.name}.xlsx")
+            fmt = {"title": t.title, "digits": t.digits, "labels": t.labels}
+            tab.to_csv(pub / "tables" / f"{t.name}.csv", **fmt)
+            tab.to_excel(pub / "tables" / f"{t.name}.xlsx", **fmt)
         record = release.manifest()["privacy"]
         manifest = {
             "part": "public",
@@ -483,7 +672,8 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path
             ),
         }
         (pub / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
-        _say("writing the confidential disclosure-review part", quiet)
+        con.step("writing", f"public part ({len(manifest['files'])} files) and the confidential "
+                            "disclosure-review part")
         conf = tmp / "confidential"
         extra = {}
         cs = getattr(syn, "confidential_summary", None)
@@ -492,10 +682,16 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path
         write_confidential(conf, {
             **extra,
             "seed": cfg.synth.get("seed"),
-            "input": {"file": str(cfg.input_path), "sha256": checksum, "rows": int(data.shape[0])},
+            "input": {"file": str(cfg.input_path), "sha256": checksum,
+                      "rows": int(raw_data.shape[0])},
+            "missing": missing,
+            "warnings": caught,
             "config": cfg.source,
         })
-        write_confidential_report(conf, cfg, design, syn, release)
+        with warnings.catch_warnings():
+            if level < 2:  # numerical notes of the utility fits (e.g. pMSE's logistic overflow)
+                warnings.simplefilter("ignore", RuntimeWarning)
+            write_confidential_report(conf, cfg, design, syn, release, notes)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the release is a normal folder
@@ -505,5 +701,11 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False) -> Path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _say(f"release written to {out} (publish only {out / 'public'})", quiet)
+    if level >= 1:
+        eps = release.epsilon
+        con.say(f"done in {con.elapsed()}: {cfg.method} {release.kind} synthesis, m = "
+                   f"{release.m}, epsilon = " + ("none" if eps is None else f"{eps:.3g}")
+                   + f", {release.privacy.guarantee}; {len(cfg.tables)} table(s)")
+        con.say(f"publish only {out / 'public'}; disclosure review: "
+                   f"{out / 'confidential' / 'report.html'} (confidential)")
     return out

@@ -15,7 +15,9 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import shutil
+import sys
 import time
 import warnings
 from functools import lru_cache
@@ -28,6 +30,7 @@ import pandas as pd
 __all__ = [
     "ConvergenceWarning",
     "StanDraws",
+    "StanMessageFilter",
     "StanUnavailableError",
     "convergence_diagnostics",
     "ess_bulk",
@@ -207,9 +210,52 @@ def sample_and_forget(post: Any, kw: dict[str, Any]) -> Any:
         _delete_own_fits(post, kw)
 
 
+class StanMessageFilter(io.TextIOBase):
+    """A text stream that passes pystan's output on to ``target`` line by line, without Stan's
+    informational messages about our own models: the "Informational Message: The current
+    Metropolis proposal is about to be rejected ..." blocks (early warmup rejections, e.g. at
+    lkj_corr_cholesky_lpdf), stanc's "has N priors" notes (the models put two priors on a
+    parameter on purpose), the gradient-timing lines and the headers these leave empty. Every
+    other line (real errors included) is passed through. Lines end at ``\\n`` or ``\\r``."""
+
+    _DROP = re.compile(
+        r"has \d+ priors|Gradient evaluation took|transitions using \d+ leapfrog|"
+        r"Adjust your expectations|Messages received during sampling|Messages from stanc|"
+        r"^\s*$")
+    _BLOCK_START = re.compile(r"Informational Message")
+    _BLOCK_END = re.compile(r"misspecified\.?\s*$")
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        self._target = target
+        self._buf = ""
+        self._in_block = False
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:  # no ANSI cursor codes: one line per message
+        return False
+
+    def write(self, s: str) -> int:
+        self._buf += s
+        *lines, self._buf = re.split(r"\r\n|\r|\n", self._buf)
+        for line in lines:
+            if self._in_block or self._BLOCK_START.search(line):
+                self._in_block = not self._BLOCK_END.search(line)
+                continue
+            if not self._DROP.search(line):
+                self._target.write(line + "\n")
+        return len(s)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
 def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
     stan = _require_stan()
-    sink = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
+    sink = contextlib.redirect_stderr(
+        StanMessageFilter(sys.stderr) if progress else io.StringIO())
     t0 = time.perf_counter()
     with sink, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

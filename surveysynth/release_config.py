@@ -1,0 +1,578 @@
+"""The release configuration's one schema: it validates a config and generates its reference page.
+
+``SCHEMA`` lists, per section of the TOML file and per key, the type, whether it is required
+(always, or for some synthesizers), the default, the allowed values and a description.
+:func:`check_keys` checks a parsed config against it (unknown keys, types, required keys,
+allowed values; data-independent) and :func:`render_markdown` writes ``docs/release-config.md``
+from it (``surveysynth release --schema-doc``; ``tests/test_release_config.py`` fails when the
+page is not current). The synthesizers' own settings (``[synthesizer] init``) are documented from
+their classes' signatures and docstrings, so the page cannot drift from the code either.
+:func:`example_config` gives a complete working config per method (``surveysynth release
+--example METHOD``) and :func:`example_data` the small data set the examples run on.
+
+Checks that need the data (columns exist, missing values, types of the outcome, tables on
+released variables, the design) are in :mod:`surveysynth.pipeline`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb")
+_PSEUDO = ("FBS", "FBP", "PBP")
+_OUTCOME_METHODS = ("FBS", "FBP", "PBP", "mixture", "nb")
+SVREP_TYPES = ("BRR", "Fay", "JK1", "JKn", "bootstrap", "ACS", "successive-difference", "JK2",
+               "other")
+
+
+class ConfigError(ValueError):
+    """The release configuration is wrong; the message names the key and the fix."""
+
+
+_NO_DEFAULT = object()
+
+#: type name -> (check, phrase used in messages and the page)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "strings": (lambda v: isinstance(v, str) or (isinstance(v, list)
+                                                 and all(isinstance(x, str) for x in v)),
+                "a string or a list of strings"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "number": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "numbers": (lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)) or (
+        isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                    for x in v)), "a number or a list of numbers"),
+    "boolean": (lambda v: isinstance(v, bool), "true or false"),
+    "table": (lambda v: isinstance(v, dict), "a table ({ key = value, ... })"),
+    "integer table": (lambda v: isinstance(v, dict) and all(
+        isinstance(x, int) and not isinstance(x, bool) for x in v.values()),
+        "a table of integers ({ estimate = 0, se = 1 })"),
+    "labels": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
+               "a table of tables ({ gender = { 1 = \"male\", 2 = \"female\" } })"),
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a section: its type (a name of ``_TYPES``), whether it is required (True, or
+    the synthesizer methods that need it), its default, allowed values and description."""
+
+    name: str
+    type: str
+    description: str
+    required: bool | tuple[str, ...] = False
+    default: Any = _NO_DEFAULT
+    allowed: tuple[Any, ...] | None = None
+    positive: bool = False
+    methods: tuple[str, ...] | None = None  # methods that read it (None: all)
+
+    def required_for(self, method: str | None) -> bool:
+        if isinstance(self.required, tuple):
+            return method in self.required
+        return bool(self.required)
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    description: str
+    keys: tuple[Key, ...]
+    required: bool = True
+    array: bool = False  # [[tables]]: an array of tables
+
+    def key(self, name: str) -> Key:
+        return {k.name: k for k in self.keys}[name]
+
+
+SCHEMA: tuple[Section, ...] = (
+    Section("input", "The confidential input file.", (
+        Key("path", "string", "the confidential CSV or Parquet file (relative to the config "
+            "file's folder)", required=True),
+    )),
+    Section("design", "The survey design of the input (R `svydesign`), or its replicate "
+            "weights (R `svrepdesign`: give `repweights`). An empty section is a simple random "
+            "sample with weights 1.", (
+        Key("ids", "strings", "cluster ids, outermost first: a column, a list, or a formula "
+            "`\"~dnum+snum\"` (default: one record per cluster)"),
+        Key("strata", "strings", "stratum column(s)"),
+        Key("weights", "strings", "sampling weight column"),
+        Key("probs", "strings", "inclusion probability column(s) (instead of weights)"),
+        Key("fpc", "strings", "finite population correction column(s): population sizes or "
+            "sampling fractions, one per stage"),
+        Key("nest", "boolean", "cluster ids are nested in strata (relabel them)", default=False),
+        Key("lonely_psu", "string", "what to do with a stratum of one PSU (R "
+            "`survey.lonely.psu`)", default="fail",
+            allowed=("fail", "remove", "adjust", "average", "certainty")),
+        Key("repweights", "strings", "replicate weight columns: a regular expression matched "
+            "against the column names (R `grep`), a list, or a formula; turns the design into a "
+            "replicate design (`surveysynth.replicate_design.ReplicateDesign`)"),
+        Key("type", "string", "replicate type (R `svrepdesign(type=)`); only with repweights",
+            default="other", allowed=SVREP_TYPES),
+        Key("scale", "number", "overall variance scale of the replicates; only with "
+            "repweights", positive=True),
+        Key("rscales", "numbers", "per-replicate scales; only with repweights"),
+        Key("mse", "boolean", "centre the replicate variance at the full-sample estimate; only "
+            "with repweights", default=False),
+    )),
+    Section("synthesizer", "The synthesizer and its privacy target. Settings not listed here go "
+            "in `init` (see *Synthesizer settings* below).", (
+        Key("method", "string", "the synthesizer", required=True, allowed=SYNTHESIZERS),
+        Key("outcome", "string", "the confidential variable to synthesize",
+            required=_OUTCOME_METHODS, methods=_OUTCOME_METHODS),
+        Key("predictors", "strings", "predictor columns of the outcome model (released as "
+            "collected in a partial synthesis)", default=[], methods=_OUTCOME_METHODS),
+        Key("variables", "strings", "the variables to synthesize, in order",
+            required=("quantile",), methods=("quantile",)),
+        Key("log", "boolean", "model log(outcome) (the outcome must be > 0)", default=True,
+            methods=_PSEUDO),
+        Key("target_epsilon", "number", "epsilon of the whole release (Delta target = epsilon "
+            "/ (2 m)); give exactly one of target_epsilon or target_lipschitz", positive=True,
+            methods=_PSEUDO),
+        Key("target_lipschitz", "number", "target Lipschitz bound Delta_alpha of the pseudo "
+            "posterior", positive=True, methods=_PSEUDO),
+        Key("epsilon", "number", "the total epsilon of the KNG synthesis",
+            required=("quantile",), positive=True, methods=("quantile",)),
+        Key("m", "integer", "number of synthetic data sets", default=5, positive=True),
+        Key("seed", "integer", "a secret key for a reproducible run (kept in confidential/ "
+            "only); default: secret OS entropy"),
+        Key("population_size", "number", "public population size N the released weights sum "
+            "to (default: the sum of the confidential weights, then listed as published "
+            "without budget)", positive=True),
+        Key("known", "strings", "variables an intruder is assumed to know (risk weights)",
+            methods=("mixture", "nb")),
+        Key("r", "number", "identification-risk radius (relative) of the risk weights",
+            positive=True, methods=("mixture", "nb")),
+        Key("weights", "string", "risk weights alpha of the mixture / NB synthesizers",
+            default="pairwise", allowed=("pairwise", "marginal"), methods=("mixture", "nb")),
+        Key("init", "table", "further constructor settings of the method's class (see "
+            "*Synthesizer settings*)", default={}),
+        Key("fit", "table", "more settings, merged after `init` (kept for old configs)",
+            default={}),
+    )),
+    Section("missing", "What to do with records that have missing values in a modelled "
+            "variable or a design column. Nothing is dropped silently: with \"drop\" the "
+            "number of records dropped (per column) is stated in the confidential report and "
+            "confidential.json, and on the console.", (
+        Key("policy", "string", "\"refuse\": `--check` and the run stop naming the column and "
+            "the first rows; \"drop\": drop those records (complete cases) before the design is "
+            "built", default="refuse", allowed=("refuse", "drop")),
+    ), required=False),
+    Section("tables", "Published tables (`[[tables]]`, one block per table), computed from the "
+            "synthetic release with the combining rule; written as CSV and XLSX to "
+            "public/tables/.", (
+        Key("name", "string", "file name of the table (letters, digits, - and _)",
+            default="table_<i>"),
+        Key("rows", "strings", "the classification variable(s) of the rows", required=True),
+        Key("cols", "strings", "the classification variable(s) of the columns", default=[]),
+        Key("value", "string", "the variable totalled or averaged (none: counts)"),
+        Key("stat", "string", "the statistic", default="total", allowed=("total", "mean")),
+        Key("cv_max", "number", "cells with a larger CV are flagged", default=0.30,
+            positive=True),
+        Key("n_min", "number", "cells with fewer unweighted records are flagged", default=30),
+        Key("title", "string", "title written above the table in the XLSX and CSV exports"),
+        Key("digits", "integer table", "decimals per statistic in the exports: keys "
+            "`estimate`, `se`, `cv`, `ci` (default: 0 for counts and totals, 2 for means, 3 "
+            "for cv)"),
+        Key("labels", "labels", "value labels per classification variable, shown instead of "
+            "the codes"),
+    ), required=False, array=True),
+    Section("report", "The confidential disclosure-review report.", (
+        Key("known", "strings", "variables an intruder is assumed to know, for the "
+            "identification risk (default: synthesizer.known, else the predictors)"),
+        Key("r", "number", "the identification-risk radius", default=0.2, positive=True),
+    ), required=False),
+    Section("output", "Where the release folder goes.", (
+        Key("folder", "string", "where the release folder goes (relative to the config "
+            "file's folder)", required=True),
+        Key("overwrite", "boolean", "replace an existing folder", default=False),
+    )),
+)
+
+SECTIONS = {s.name: s for s in SCHEMA}
+
+
+# --------------------------------------------------------------------------------------------
+# validation (data-independent)
+# --------------------------------------------------------------------------------------------
+
+
+def _unknown(section: dict, allowed: list[str], where: str) -> None:
+    extra = sorted(set(section) - set(allowed))
+    if extra:
+        raise ConfigError(
+            f"{where}: unknown key(s) {extra}. Allowed: {sorted(allowed)}. Fix: check the "
+            "spelling (docs/release-config.md lists every key)."
+        )
+
+
+def _check_section(values: Any, sec: Section, where: str, prefix: str,
+                   method: str | None) -> None:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a table of keys. Fix: write it as [{sec.name}].")
+    _unknown(values, [k.name for k in sec.keys], where)
+    for key in sec.keys:
+        path = f"{prefix}{key.name}"
+        if key.name not in values:
+            if key.required_for(method):
+                raise ConfigError(f"{path} missing: {key.description}. Fix: add it to {where}.")
+            continue
+        v = values[key.name]
+        check, phrase = _TYPES[key.type]
+        if not check(v):
+            raise ConfigError(f"{path} = {v!r}: must be {phrase} ({key.description}). Fix: "
+                              "correct the value.")
+        if key.positive and (v <= 0 if not isinstance(v, list) else any(x <= 0 for x in v)):
+            raise ConfigError(f"{path} = {v!r}: must be a number > 0 ({key.description}).")
+        if key.allowed is not None and v not in key.allowed:
+            raise ConfigError(f"{path} = {v!r}: choose one of {list(key.allowed)}.")
+
+
+def check_keys(raw: dict[str, Any]) -> str:
+    """Check a parsed config against :data:`SCHEMA` (unknown keys, types, required keys,
+    allowed values, and the cross-key rules that need no data); returns the method."""
+    _unknown(raw, list(SECTIONS), "config")
+    for sec in SCHEMA:
+        if sec.required and sec.name not in raw:
+            raise ConfigError(f"[{sec.name}] section missing. Fix: add it (see "
+                              "docs/release-config.md or `surveysynth release --example FBS`).")
+    syn = raw["synthesizer"]
+    method = syn.get("method") if isinstance(syn, dict) else None
+    if method not in SYNTHESIZERS:
+        raise ConfigError(f"synthesizer.method = {method!r} is not a known synthesizer. Choose "
+                          f"one of {list(SYNTHESIZERS)}.")
+    for sec in SCHEMA:
+        if sec.name not in raw:
+            continue
+        if sec.array:
+            if not isinstance(raw[sec.name], list):
+                raise ConfigError(f"[{sec.name}] must be an array of tables. Fix: write each "
+                                  f"as [[{sec.name}]].")
+            for i, t in enumerate(raw[sec.name]):
+                _check_section(t, sec, f"{sec.name}[{i}]", f"{sec.name}[{i}].", method)
+        else:
+            _check_section(raw[sec.name], sec, f"[{sec.name}]", f"{sec.name}.", method)
+    _check_cross(raw, method)
+    return method
+
+
+def _check_cross(raw: dict[str, Any], method: str) -> None:
+    syn = raw["synthesizer"]
+    for key in SECTIONS["synthesizer"].keys:
+        if key.methods is not None and key.name in syn and method not in key.methods:
+            raise ConfigError(f"synthesizer.{key.name} is not read by method {method!r} (only "
+                              f"by {list(key.methods)}). Fix: remove it.")
+    if method in _PSEUDO and ("target_epsilon" in syn) == ("target_lipschitz" in syn):
+        raise ConfigError(
+            f"synthesizer: {method} needs exactly one of target_epsilon or target_lipschitz. "
+            "Fix: keep one of them.")
+    design = raw["design"]
+    rep_only = [k for k in ("type", "scale", "rscales", "mse") if k in design]
+    if rep_only and "repweights" not in design:
+        raise ConfigError(f"design.{rep_only[0]} is a replicate-weight setting. Fix: give "
+                          "design.repweights (the replicate weight columns) or remove it.")
+    if "repweights" in design:
+        clash = [k for k in ("ids", "strata", "probs", "fpc", "nest") if k in design]
+        if clash:
+            raise ConfigError(f"design.{clash[0]}: a replicate design (design.repweights) "
+                              "carries its design in the replicate weights. Fix: remove "
+                              f"design.{clash[0]} (keep design.weights, the full-sample weight).")
+    for i, t in enumerate(raw.get("tables", [])):
+        if t.get("stat", "total") == "mean" and "value" not in t:
+            raise ConfigError(f"tables[{i}].value missing: stat='mean' needs the variable to "
+                              "average.")
+        bad = sorted(set(t.get("digits", {})) - {"estimate", "se", "cv", "ci"})
+        if bad:
+            raise ConfigError(f"tables[{i}].digits: unknown statistic(s) {bad}. Fix: use "
+                              "estimate, se, cv, ci.")
+        name = str(t.get("name", f"table_{i + 1}"))
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"tables[{i}].name = {name!r}: use letters, digits, - and _ only.")
+    if method == "quantile":
+        _check_kng_bounds(syn)
+
+
+def _check_kng_bounds(syn: dict[str, Any]) -> None:
+    """KNG needs public bounds on every synthesized variable (a run without them fails, or
+    with the nonprivate method is not private): refuse a missing one here, naming the key."""
+    settings = {**syn.get("init", {}), **syn.get("fit", {})}
+    if settings.get("method", "stepwise") == "nonprivate":
+        return
+    variables = [syn["variables"]] if isinstance(syn["variables"], str) else syn["variables"]
+    bounds = settings.get("bounds", {})
+    if not isinstance(bounds, dict):
+        raise ConfigError(f"synthesizer.init.bounds = {bounds!r}: a table variable -> [lower, "
+                          "upper].")
+    missing = [v for v in variables if v not in bounds]
+    if missing:
+        example = ", ".join(f"{v} = [lo, hi]" for v in missing)
+        raise ConfigError(
+            f"synthesizer.init.bounds: no public bounds for {missing}. KNG needs public bounds "
+            f"on every synthesized variable. Fix: init = {{ bounds = {{ {example} }}, ... }} "
+            "from public knowledge (a legal or physical range); bounds computed from the "
+            "confidential data are not differentially private.")
+    for v, pair in bounds.items():
+        ok = (isinstance(pair, list) and len(pair) == 2
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pair))
+        if not ok or not pair[0] < pair[1]:
+            raise ConfigError(f"synthesizer.init.bounds.{v} = {pair!r}: give [lower, upper], "
+                              "two numbers with lower < upper. Fix: correct the pair.")
+
+
+# --------------------------------------------------------------------------------------------
+# synthesizer settings from the classes
+# --------------------------------------------------------------------------------------------
+
+#: constructor parameters the pipeline fills from [synthesizer] keys or the command line
+PIPELINE_SET = {"random_state": "synthesizer.seed", "alpha": "synthesizer.weights",
+                "progress": "the command line (--quiet / --verbose)"}
+
+
+def synth_class(method: str) -> type:
+    from . import synth
+
+    return {"FBS": synth.FBS, "FBP": synth.FBP, "PBP": synth.PBP,
+            "quantile": synth.QuantileSynthesizer, "mixture": synth.MixtureSynthesizer,
+            "nb": synth.NBSynthesizer}[method]
+
+
+def _doc_entries(cls: type) -> tuple[dict[str, str], list[str]]:
+    """numpy-style ``name : text`` entries and ``*`` bullets of the class docstrings (the class
+    and its bases, nearest first)."""
+    entries: dict[str, str] = {}
+    bullets: list[str] = []
+    for klass in cls.__mro__:
+        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        for m in re.finditer(r"^(\w+) : (.*(?:\n {4}.*)*)", doc, flags=re.M):
+            entries.setdefault(m.group(1), " ".join(m.group(2).split()))
+        for m in re.finditer(r"^\* (.*(?:\n {2}.*)*)", doc, flags=re.M):
+            bullets.append(" ".join(m.group(1).split()))
+    return entries, bullets
+
+
+def synth_settings(method: str) -> list[dict[str, str]]:
+    """Constructor parameters of the method's class: name, default, description (from the
+    docstring's entry for it, else the docstring bullet that names it)."""
+    cls = synth_class(method)
+    entries, bullets = _doc_entries(cls)
+    out = []
+    for p in inspect.signature(cls.__init__).parameters.values():
+        if p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        desc = entries.get(p.name)
+        if desc is None:
+            hit = [b for b in bullets if f"``{p.name}``" in b]
+            desc = hit[0] if hit else ""
+        default = "required" if p.default is p.empty else repr(p.default)
+        out.append({"name": p.name, "default": default, "description": desc})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# examples
+# --------------------------------------------------------------------------------------------
+
+_EXAMPLE_SYNTH = {
+    "FBS": """method = "FBS"
+outcome = "salary"
+predictors = ["field", "gender"]
+log = true
+target_epsilon = 20.0
+m = 3
+population_size = 100000
+init = { chains = 4, draws = 1000, warmup = 1000 }""",
+    "FBP": """method = "FBP"
+outcome = "salary"
+predictors = ["field", "gender"]
+log = true
+target_lipschitz = 3.4
+m = 3
+population_size = 100000""",
+    "PBP": """method = "PBP"
+outcome = "salary"
+predictors = ["field", "gender"]
+log = true
+target_lipschitz = 3.4
+m = 3
+population_size = 100000""",
+    "quantile": """method = "quantile"
+variables = ["visits", "salary"]
+epsilon = 5.0
+m = 3
+population_size = 100000
+# public bounds on every variable (required), the public bound on the predictors of the
+# second model (visits <= 60, with the intercept); a short grid and chains for the example
+init = { bounds = { visits = [0, 60], salary = [0, 300000] }, C_X = { visits = 1, salary = 60 }, quantiles = [0.1, 0.25, 0.5, 0.75, 0.9], n_iter = 200 }""",
+    "mixture": """method = "mixture"
+outcome = "salary"
+predictors = ["field", "gender"]
+known = ["field", "gender"]
+r = 0.2
+weights = "pairwise"
+m = 3
+population_size = 100000
+init = { K = 4, categorical = ["field"], chains = 4, draws = 1000, warmup = 1000 }""",
+    "nb": """method = "nb"
+outcome = "visits"
+predictors = ["field", "gender"]
+known = ["field", "gender"]
+r = 0.2
+weights = "pairwise"
+m = 3
+population_size = 100000
+init = { categorical = ["field"], chains = 4, draws = 1000, warmup = 1000 }""",
+}
+
+_EXAMPLE_TABLE = """[[tables]]
+name = "mean_salary_by_field_gender"
+title = "Mean salary by field of degree and gender"
+rows = "field"
+cols = "gender"
+value = "salary"
+stat = "mean"
+digits = { estimate = 0, se = 0 }
+labels = { field = { 1 = "Biology", 2 = "Chemistry", 3 = "Physics" } }"""
+
+
+def example_config(method: str) -> str:
+    """A complete, working release config for ``method`` on :func:`example_data`'s columns."""
+    if method not in SYNTHESIZERS:
+        raise ConfigError(f"--example {method!r}: choose one of {list(SYNTHESIZERS)}.")
+    if method == "quantile":
+        tables = """[[tables]]
+name = "mean_salary"
+title = "Mean salary (synthetic visits and salary)"
+rows = "visits"
+value = "salary"
+stat = "mean"
+n_min = 10"""
+    else:
+        tables = _EXAMPLE_TABLE
+    risk = "" if method == "quantile" else '\n[report]\nknown = ["field", "gender"]\nr = 0.2\n'
+    return f"""# surveysynth release config: {method} (complete example; see docs/release-config.md)
+# data: example.csv, made by surveysynth.release_config.example_data() (SDR-like sample)
+[input]
+path = "example.csv"
+
+[design]
+strata = "field"
+weights = "weight"
+
+[missing]
+policy = "refuse"
+
+[synthesizer]
+{_EXAMPLE_SYNTH[method]}
+
+{tables}
+{risk}
+[output]
+folder = "release-{method}"
+overwrite = true
+"""
+
+
+def example_data(n: int = 400, seed: int = 1):
+    """The example configs' data: a stratified PPS sample of the SDR-like simulation (field,
+    gender, salary, weight) with a count ``visits`` (negative binomial, mean 5)."""
+    import numpy as np
+
+    from .datasets import sdr_population, sdr_sample
+
+    pop = sdr_population(seed=2021)
+    data = sdr_sample(pop, n=n, seed=seed).data.copy()
+    rng = np.random.default_rng(seed)
+    data["visits"] = np.minimum(rng.negative_binomial(2, 2 / 7, size=len(data)), 60)
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# the reference page
+# --------------------------------------------------------------------------------------------
+
+
+def _cell(x: Any) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _default(key: Key) -> str:
+    if key.default is _NO_DEFAULT:
+        return ""
+    return "`" + (repr(key.default).replace("'", '"') if not isinstance(key.default, bool)
+                  else str(key.default).lower()) + "`"
+
+
+def _required(key: Key) -> str:
+    if isinstance(key.required, tuple):
+        return "for " + ", ".join(key.required)
+    return "yes" if key.required else ""
+
+
+def render_markdown() -> str:
+    """docs/release-config.md, generated from :data:`SCHEMA` and the synthesizer classes."""
+    out = [
+        "# Release configuration reference",
+        "",
+        "<!-- generated by `surveysynth release --schema-doc` from surveysynth/release_config.py"
+        "; do not edit by hand (tests/test_release_config.py checks it is current) -->",
+        "",
+        "`surveysynth release CONFIG.toml` reads one TOML file. The sections and keys below are "
+        "the schema that validates it: an unknown key, a wrong type, a missing required key or "
+        "a value outside the allowed ones is refused before anything runs, with a message "
+        "naming the key. `surveysynth release CONFIG.toml --check` runs every check that needs "
+        "the data too (columns exist, missing values, numeric outcomes, public KNG bounds, "
+        "tables on released variables, the design builds) without any MCMC.",
+        "",
+        "`surveysynth release --example METHOD` prints a complete config per method "
+        f"({', '.join(f'`{m}`' for m in SYNTHESIZERS)}); they are listed at the end.",
+        "",
+    ]
+    for sec in SCHEMA:
+        head = f"[[{sec.name}]]" if sec.array else f"[{sec.name}]"
+        out += [f"## `{head}`" + ("" if sec.required else " (optional)"), "", sec.description,
+                "", "| key | type | required | default | allowed | description |",
+                "|---|---|---|---|---|---|"]
+        for k in sec.keys:
+            allowed = ", ".join(f"`{a}`" for a in k.allowed) if k.allowed else ""
+            desc = k.description + (f" (methods: {', '.join(k.methods)})" if k.methods else "")
+            if k.positive:
+                desc += "; > 0"
+            out.append(f"| `{k.name}` | {_TYPES[k.type][1]} | {_required(k)} | "
+                       f"{_cell(_default(k))} | {_cell(allowed)} | {_cell(desc)} |")
+        out.append("")
+    out += [
+        "## Synthesizer settings (`[synthesizer] init`)",
+        "",
+        "Every synthesizer follows one protocol: `Synth(**settings).fit(design).release()`. The "
+        "pipeline builds the settings from the `[synthesizer]` keys above and the `init` table "
+        "(`init` wins). It maps " + ", ".join(f"`{k}` from {v}" for k, v in
+                                             PIPELINE_SET.items()) + ". An unknown setting is "
+        "refused by `--check` naming it. The tables below are read from each class's signature "
+        "and docstring.",
+        "",
+    ]
+    for method in SYNTHESIZERS:
+        cls = synth_class(method)
+        out += [f"### `{method}`: `{cls.__module__}.{cls.__name__}`", "",
+                "| setting | default | description |", "|---|---|---|"]
+        for s in synth_settings(method):
+            name = s["name"] + (f" (set by {PIPELINE_SET[s['name']]})"
+                                if s["name"] in PIPELINE_SET else "")
+            out.append(f"| `{_cell(name)}` | `{_cell(s['default'])}` | "
+                       f"{_cell(s['description'])} |")
+        out.append("")
+    out += [
+        "## Examples",
+        "",
+        "Each runs on `example.csv`, written by `surveysynth.release_config.example_data()"
+        ".to_csv(\"example.csv\", index=False)` (a stratified sample of 400 records of the "
+        "SDR-like simulation: `field`, `gender`, `salary`, `weight`, and a count `visits`). "
+        "tests/test_release_config.py checks each with `--check` and runs the KNG one end to "
+        "end.",
+        "",
+    ]
+    for method in SYNTHESIZERS:
+        out += [f"### `{method}`", "", "```toml", example_config(method).rstrip(), "```", ""]
+    return "\n".join(out)
