@@ -924,8 +924,8 @@ def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
     First (intercept-only) variable: all quantiles by one JointExp release on [lb, ub]. A later
     variable is modelled on the previous variable only (a first-order chain X1 -> X2 -> X3;
     earlier predictors get slope 0): its slope s by DP Theil-Sen (share ``budget["median"]``),
-    then every quantile's intercept jointly by JointExp on the residuals y - s x (x clipped at
-    C_X) with public bounds [lb - min_z zs, ub - max_z zs] over the hull values z of the
+    then every quantile's intercept jointly by JointExp on the residuals y - s x (x not
+    top-coded; C_X only sets the public slope bound (ub - lb) / C_X) with public bounds [lb - min_z zs, ub - max_z zs] over the hull values z of the
     previous variable: every synthetic prediction zs + b then
     lies in [lb, ub], and the quantiles (one slope, sorted intercepts) never cross.
     """
@@ -939,7 +939,10 @@ def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
                                   random_state=secret_rng(int(rng.integers(0, 2**63))))
         B[:, 0] = res.values
     else:
-        x = clip_predictors(X, cx)[:, -1]
+        # no top-coding: neither the pair slopes (clipped to the public slope bound) nor the
+        # residuals (clipped to public bounds) need bounded predictors for their sensitivity,
+        # and top-coding would inflate the residuals of the records in the tail
+        x = X[:, -1]
         slope = _theil_sen_slope(x, y, eps[0], (ub - lb) / cx, rng)
         resid = y - slope * x
         h = Z[:, -1] * slope
