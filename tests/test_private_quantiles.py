@@ -235,10 +235,28 @@ def test_synthesizer_jointexp_accounting_bounds_types_and_label():
 
 
 def test_theil_sen_slope_recovers_the_slope_at_large_epsilon():
-    from surveysynth.synth.quantile_synthesizer import _theil_sen_slope
-
     rng = np.random.default_rng(2)
     x = rng.uniform(0, 40, 2000)
     y = 5 + 3 * x + rng.normal(0, 1, 2000)
-    s = _theil_sen_slope(x, y, 50.0, 20.0, np.random.default_rng(0))
+    s = pq.dp_theil_sen_slope(x, y, 50.0, 20.0, np.random.default_rng(0))
     assert s == pytest.approx(3.0, abs=0.05)
+
+
+def test_tails_vignette_fast(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "vignettes" / "private_quantiles_tails.py"), "--fast",
+                    "--out", str(tmp_path)], check=True, cwd=root, capture_output=True)
+    md = (tmp_path / "private_quantiles_tails.md").read_text()
+    df = pd.read_csv(tmp_path / "private_quantiles_tails.csv")
+    assert df["rep"].nunique() == 2 and df["method"].nunique() == 8
+    assert {"X1 q99 err", "X3 q90 err", "pMSE", "KM", "Slope Diff", "NRMSE X3"} <= set(df.columns)
+    assert "Code: commit" in md
+    rows = dict(line.split(" | ", 1) for line in md.splitlines() if line.startswith("| ") and " | " in line)
+    paper = next(v for k, v in rows.items() if "paper config" in k and "differentially" in v)
+    assert paper.startswith("not differentially private")
+    joint = [v for k, v in rows.items() if k.startswith("| JointExp") and "differential" in v]
+    assert joint and all(v.startswith("pure epsilon-differential privacy") for v in joint)

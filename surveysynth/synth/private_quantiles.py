@@ -52,6 +52,7 @@ __all__ = [
     "joint_exp_quantiles",
     "joint_exp_log_density",
     "tail_transform",
+    "dp_theil_sen_slope",
 ]
 
 JOINTEXP_SENSITIVITY = 2.0  # replace-one neighbours: one record leaves one gap and joins another
@@ -298,6 +299,34 @@ def joint_exp_quantiles(
     return JointExpResult(values=np.maximum.accumulate(vals), quantiles=t.quantiles,
                           epsilon=t.epsilon, lower=lo, upper=hi,
                           n_clipped=int(np.count_nonzero((x < lo) | (x > hi))))
+
+
+def dp_theil_sen_slope(x: np.ndarray, y: np.ndarray, epsilon: float, bound: float, rng: np.random.Generator) -> float:
+    """Pure epsilon-DP slope of y on one predictor x (DP Theil-Sen with disjoint pairs).
+
+    Alabi, McMillan, Sarathy, Smith & Vadhan (2022, "Differentially private simple linear
+    regression"), DPTheilSenMatch: the records are paired by a random permutation (independent of
+    the data), each pair gives one slope, clipped to the public [-bound, bound]; the median of
+    these slopes is released by the exponential mechanism (JointExp with one quantile, exact
+    sampler). Replacing one record changes one pair's slope, so the release is pure epsilon-DP.
+    ``rng`` draws the pairing and the mechanism's randomness (pass a secret generator).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y need the same length >= 2; got {x.shape} and {y.shape}.")
+    if not (bound > 0 and math.isfinite(bound)):
+        raise ValueError(f"bound (public slope bound) must be positive and finite; got {bound!r}.")
+    perm = rng.permutation(x.size)
+    half = x.size // 2
+    a, b = perm[:half], perm[half: 2 * half]
+    dx, dy = x[b] - x[a], y[b] - y[a]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(dx != 0, dy / np.where(dx != 0, dx, 1.0), np.sign(dy) * bound)
+    slope = np.clip(slope, -bound, bound)
+    res = joint_exp_quantiles(slope, [0.5], epsilon, -bound, bound, transform="identity",
+                              random_state=secret_rng(int(rng.integers(0, 2**63))))
+    return float(res.values[0])
 
 
 def joint_exp_log_density(

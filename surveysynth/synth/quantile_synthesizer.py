@@ -89,7 +89,7 @@ from .kng import (
     kng_sample_intercept_exact,
 )
 from .kng.mechanism import _check_epsilon
-from .private_quantiles import joint_exp_quantiles
+from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
 
 __all__ = ["QuantileSynthesizer", "paper_quantile_grid", "split_budget"]
 
@@ -897,27 +897,6 @@ def _fit_variable(cfg: _Config, X, y, v, Z, P, eps, exact, rng, bar):
     return B, diag, used_start
 
 
-def _theil_sen_slope(x, y, epsilon, bound, rng):
-    """Pure epsilon-DP slope of y on one predictor x (DP Theil-Sen with disjoint pairs).
-
-    Alabi, McMillan, Sarathy, Smith & Vadhan (2022, "Differentially private simple linear
-    regression"), DPTheilSenMatch: the records are paired by a random permutation (independent of
-    the data), each pair gives one slope, clipped to the public [-bound, bound]; the median of
-    these slopes is released by the exponential mechanism (JointExp with one quantile, exact
-    sampler). Replacing one record changes one pair's slope, so the release is pure epsilon-DP.
-    """
-    perm = rng.permutation(x.size)
-    half = x.size // 2
-    a, b = perm[:half], perm[half: 2 * half]
-    dx, dy = x[b] - x[a], y[b] - y[a]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.where(dx != 0, dy / np.where(dx != 0, dx, 1.0), np.sign(dy) * bound)
-    slope = np.clip(slope, -bound, bound)
-    res = joint_exp_quantiles(slope, [0.5], epsilon, -bound, bound, transform="identity",
-                              random_state=secret_rng(int(rng.integers(0, 2**63))))
-    return float(res.values[0])
-
-
 def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
     """One variable by JointExp (method="jointexp"); every draw is exact.
 
@@ -943,7 +922,7 @@ def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
         # residuals (clipped to public bounds) need bounded predictors for their sensitivity,
         # and top-coding would inflate the residuals of the records in the tail
         x = X[:, -1]
-        slope = _theil_sen_slope(x, y, eps[0], (ub - lb) / cx, rng)
+        slope = dp_theil_sen_slope(x, y, eps[0], (ub - lb) / cx, rng)
         resid = y - slope * x
         h = Z[:, -1] * slope
         r_lo, r_hi = lb - float(h.min()), ub - float(h.max())
