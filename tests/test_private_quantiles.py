@@ -260,3 +260,21 @@ def test_tails_vignette_fast(tmp_path):
     assert paper.startswith("not differentially private")
     joint = [v for k, v in rows.items() if k.startswith("| JointExp") and "differential" in v]
     assert joint and all(v.startswith("pure epsilon-differential privacy") for v in joint)
+
+
+def test_jointexp_refuses_kng_only_settings():
+    for bad in ({"sensitivity": "paper"}, {"init": "nonprivate"}):
+        syn = QuantileSynthesizer(variables=["X1"], method="jointexp", bounds={"X1": (0, 1000)},
+                                  progress=False, **bad)
+        with pytest.raises(ValueError, match="jointexp"):
+            syn.fit(_frame())
+        assert getattr(syn, "ledger_", []) == []  # refused before any budget was booked
+
+
+def test_jointexp_single_variable_record():
+    syn = QuantileSynthesizer(variables=["X1"], method="jointexp", epsilon=0.5,
+                              bounds={"X1": (0, 1000)}, random_state=0, progress=False).fit(_frame())
+    rec = syn.privacy_record()
+    assert rec.differentially_private is True and rec.epsilon == 0.5
+    assert rec.facts["sampler"] == "exact" and rec.mechanism == "jointexp-log"
+    assert syn.quantile_budget()["epsilon"].tolist() == [0.5]

@@ -10,6 +10,11 @@ quantiles is released with the K-norm gradient mechanism (:mod:`surveysynth.synt
 * ``method="sandwich"``: anchor quantiles by the stepwise scheme (share ``s``; the median gets
   ``b`` of that), then every other quantile between its nearest released neighbours below and
   above; they share (1 - s) epsilon_j equally;
+* ``method="jointexp"``: the first variable's whole grid in one release by the joint exponential
+  mechanism (Gillenwater, Joseph & Kulesza 2021; :mod:`surveysynth.synth.private_quantiles`,
+  exact sampler, by default on a public log scale); each later variable on the previous one
+  only, its slope by DP Theil-Sen and all its intercepts by JointExp on the residuals. Every
+  draw is exact, so the release is pure epsilon-DP (issue 18: the tails);
 * ``method="nonprivate"``: exact quantile regressions (no privacy; the baseline of seed 004).
 
 ``slopes="fixed"`` keeps the median's slopes for every other quantile (only intercepts move;
@@ -371,6 +376,12 @@ class QuantileSynthesizer(Synthesizer):
                 raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
         if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}.")
+        if method == "jointexp" and (self.sensitivity != "sound" or self.init != "independent"):
+            raise ValueError(
+                f"method='jointexp' has no KNG gradient or chain start: sensitivity="
+                f"{self.sensitivity!r} / init={self.init!r} would only mislabel the release; "
+                "leave them at their defaults ('sound', 'independent')."
+            )
         grid, anchors = _parse_grid(self.quantiles, method, self.anchors)
         epsilon = None if method == "nonprivate" else _check_epsilon(self.epsilon, "epsilon")
         budget = dict(self.budget or {})
