@@ -404,7 +404,7 @@ m = 3
 population_size = 100000
 # public bounds on every variable (required), the public bound on the predictors of the
 # second model (visits <= 60, with the intercept); a short grid and chains for the example
-init = { bounds = { visits = [0, 60], salary = [0, 300000] }, C_X = { visits = 1, salary = 60 }, quantiles = [0.1, 0.25, 0.5, 0.75, 0.9], n_iter = 200 }""",
+init = { bounds = { visits = [0, 60], salary = [0, 500000] }, C_X = { visits = 1, salary = 60 }, quantiles = [0.1, 0.25, 0.5, 0.75, 0.9], n_iter = 200 }""",
     "mixture": """method = "mixture"
 outcome = "salary"
 predictors = ["field", "gender"]

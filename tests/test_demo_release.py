@@ -30,7 +30,19 @@ def demo(tmp_path_factory):
                           "--seed", str(SEED), "--out", str(tmp)],
                          capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (tmp / "console.txt").write_text(out.stdout + out.stderr)
     return tmp, out.stdout
+
+
+def test_demo_console_is_short_and_shows_progress(demo):
+    tmp, _ = demo
+    lines = (tmp / "console.txt").read_text().splitlines()
+    assert len(lines) < 60, "\n".join(lines)
+    text = "\n".join(lines)
+    for k, step in enumerate(("design", "compile", "fit", "synthesis", "tables", "writing")):
+        assert f"[{k + 1}/6] {step}:" in text
+    assert "Stan run 1 done" in text and "done in" in text
+    assert "Informational Message" not in text and "priors" not in text
 
 
 def test_demo_release_files_and_record(demo):
