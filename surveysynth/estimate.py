@@ -401,7 +401,7 @@ class Estimators:
         return pd.DataFrame(rows)
 
     # ---------------------------------------------------------------- df and counts
-    def _resolve_df(self, df: Any, dom: np.ndarray, D: int) -> np.ndarray:
+    def resolve_df(self, df: Any, dom: np.ndarray, D: int) -> np.ndarray:
         """Degrees of freedom of each domain for ``df=``: None -> the domain's own (R ``degf``
         of the domain subset), ``"design"`` -> the design's (R ``degf(design)``), a number."""
         if df is None:
@@ -478,7 +478,7 @@ class Estimators:
             else:
                 est, var, z = self._ratio_core(Yc, Xc, dom, D)
             se = np.sqrt(var)
-        dfs = self._resolve_df(df, dom, D)
+        dfs = self.resolve_df(df, dom, D)
         deffs = None
         if deff:
             if kind == "ratio":
@@ -605,7 +605,7 @@ class Estimators:
             raise ValueError(f"quantiles={quantiles!r}: each must be in [0, 1].")
         na_rows = self.missing_rows(cols, na_rm, "quantile")
         dom, D, by_df = self.domains(by, na_rows)
-        df = self._resolve_df(df, dom, D)
+        df = self.resolve_df(df, dom, D)
         eng = self._engine(engine)
         alpha = 1 - level
         crit = t_critical(df, level)

@@ -310,6 +310,16 @@ class ReplicateDesign(Estimators):
                 z[rows] = w[:, None] * (Ys - est[ds] * Xs) / Txr[ds]
         return est, th.reshape(D * V, R).T, z
 
+    def replicate_estimates(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
+                            count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Domain ratios of weighted totals (as :meth:`domain_ratios`) and their replicates.
+
+        Returns the (count, V) full-sample estimates and the (R, count*V) replicate estimates
+        (domain-major columns), for statistics built on them (R ``return.replicates=TRUE``).
+        """
+        est, thetas, _ = self._replicate_thetas(Y, X, codes, count)
+        return est, thetas
+
     def _ratio_core(self, Y, X, dom, D):
         """Domain ratios of totals (X None: totals) and their replicate variances."""
         est, thetas, z = self._replicate_thetas(Y, X, dom, D)
