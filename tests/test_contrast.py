@@ -160,3 +160,49 @@ def test_vcov_and_contrast_errors(designs):
     e = out.estimate[0]
     assert c.se[0] == pytest.approx(2 * e * np.sqrt(v[0, 0]), rel=1e-12)
     assert isinstance(c, pd.DataFrame)
+
+
+@pytest.mark.parametrize("lonely", ["adjust", "average", "remove", "certainty"])
+def test_vcov_with_a_lonely_psu(R, api, lonely):
+    """A stratum with one PSU: each lonely-PSU rule enters the covariance as R's svyrecvar."""
+    x = api["apistrat"]
+    h_districts = x[x.stype == "H"].dnum.unique()
+    keep = (x.stype != "H") | (x.dnum == h_districts[0])
+    sub = x[keep].reset_index(drop=True)
+    d = ss.SurveyDesign(sub, ids="dnum", strata="stype", weights="pw", nest=True,
+                        lonely_psu=lonely)
+    out = d.mean(["api00", "api99"], by="awards", covmat=True)
+    V = vcov(out).to_numpy()
+    with r_session_assign(sub):
+        ref = R(f"local({{ options(survey.lonely.psu='{lonely}'); "
+                "d <- svydesign(id=~dnum, strata=~stype, weights=~pw, nest=TRUE, data=py_sub); "
+                "s <- svyby(~api00+api99, ~awards, d, svymean, covmat=TRUE); v <- vcov(s); "
+                "m <- vcov(svymean(~api00+api99, d)); options(survey.lonely.psu='fail'); "
+                "c(v, m) })")
+    perm = np.array([0, 2, 1, 3])
+    assert_cov(V, ref[:16].reshape(4, 4, order="F")[np.ix_(perm, perm)], TOL,
+               f"lonely={lonely} svyby")
+    assert_cov(vcov(d.mean(["api00", "api99"], covmat=True)).to_numpy(), ref[16:], TOL,
+               f"lonely={lonely} svymean")
+
+
+class r_session_assign:
+    """Put a pandas frame into R's global environment as ``py_sub`` for the block."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+
+    def __enter__(self):
+        from r_bridge import r_session
+        from r_bridge.convert import pandas_to_r
+
+        with r_session("survey") as (ro, _):
+            ro.globalenv["py_sub"] = pandas_to_r(self.frame)
+        return self
+
+    def __exit__(self, *exc):
+        from r_bridge import r_session
+
+        with r_session("survey") as (ro, _):
+            ro.r("rm(py_sub)")
+        return False
