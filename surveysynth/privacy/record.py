@@ -133,11 +133,13 @@ def build_record(
         facts.setdefault("delta_alpha", float(delta_alpha))
     g = FAMILIES[family](facts)
     if convergence_override:
+        label = g.label + (" (released although MCMC convergence checks failed: override by "
+                           "the curator)")
         g = type(g)(
-            g.label + " (released although MCMC convergence checks failed: override by the curator)",
-            g.differentially_private,
-            g.text + " The curator released this fit although its MCMC convergence checks "
-            "failed (allow_unconverged=True); the draws may not represent the stated posterior.",
+            label, g.differentially_private,
+            g.text.replace(g.label, label, 1) + " The curator released this fit although its "
+            "MCMC convergence checks failed (allow_unconverged=True); the draws may not "
+            "represent the stated posterior.",
         )
     if not g.differentially_private and not g.label.startswith(NOT_DP):
         raise AssertionError(f"guarantee generator for {family} produced a non-DP label {g.label!r}")
