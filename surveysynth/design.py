@@ -52,6 +52,30 @@ ColumnSpec = str | Sequence[str] | None
 _PANDAS_COW = int(pd.__version__.split(".")[0]) >= 3
 
 
+def as_pandas(data: Any, name: str = "data") -> pd.DataFrame:
+    """``data`` as a pandas DataFrame: a pandas DataFrame as given, a polars DataFrame converted
+    at this boundary with ``to_pandas()`` (polars categoricals and enums become pandas
+    Categoricals, so tables print their labels). polars is not a dependency: it is recognised
+    by the frame's module, never imported here. Anything else is a TypeError naming ``name``."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    module = type(data).__module__ or ""
+    if module.split(".")[0] == "polars":
+        if type(data).__name__ == "LazyFrame":
+            raise TypeError(f"{name} is a polars LazyFrame. Fix: pass {name}.collect() (a polars "
+                            "DataFrame) or a pandas DataFrame.")
+        to_pandas = getattr(data, "to_pandas", None)
+        if type(data).__name__ == "DataFrame" and callable(to_pandas):
+            try:
+                return to_pandas()
+            except ImportError as exc:
+                raise ImportError(
+                    f"{name}: converting a polars DataFrame to pandas needs polars and pyarrow "
+                    f"({exc}). Fix: pip install polars pyarrow, or pass {name}.to_pandas()."
+                ) from exc
+    raise TypeError(f"{name} must be a pandas or polars DataFrame, got {type(data).__name__}.")
+
+
 def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """Integer codes of the distinct combinations of ``columns`` (order of first appearance)."""
     if len(columns) == 1:
@@ -112,8 +136,7 @@ class SurveyDesign(Estimators):
         lonely_psu: str = "fail",
         adjust_domain_lonely: bool = False,
     ) -> None:
-        if not isinstance(data, pd.DataFrame):
-            raise TypeError(f"data must be a pandas DataFrame, got {type(data).__name__}.")
+        data = as_pandas(data, "data")
         if data.shape[0] == 0:
             raise ValueError("data has no rows: a design needs at least two PSUs.")
         if lonely_psu not in LONELY_OPTIONS:
@@ -300,7 +323,8 @@ class SurveyDesign(Estimators):
                 samp = np.column_stack(
                     [sampsize[s][strata_codes[s]] for s in range(popsize.shape[1])]
                 )
-                return np.prod(popsize / samp, axis=1)
+                # as R: prob = prod over stages of 1/(N/n), weights = 1/prob
+                return 1.0 / np.prod(1.0 / (popsize / samp), axis=1)
             warnings.warn(
                 "No weights or probabilities supplied, assuming equal probability",
                 UserWarning,
@@ -336,8 +360,12 @@ class SurveyDesign(Estimators):
                 "Fix: correct or drop those rows (a zero weight means the unit cannot be "
                 "sampled; use subset() for domains)."
             )
-        w = np.prod(vals, axis=1) if arg == "weights" else 1.0 / np.prod(vals, axis=1)
-        return w
+        # R holds prob = prod(1/weights) (or prod(probs)) and weights() is 1/prob: the same
+        # double inversion here makes weighted quantiles break ties at exact cumulative
+        # shares as R does (1/(1/w) differs from w in the last bit for ~14% of values)
+        if arg == "weights":
+            return 1.0 / np.prod(1.0 / vals, axis=1)
+        return 1.0 / np.prod(vals, axis=1)
 
     @staticmethod
     def _stratum_labels(frame, strata_vars, codes, s, H, ids_vars) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The release pipeline: one TOML file in, one release folder out.
 
-``surveysynth release CONFIG.toml`` reads a confidential file (CSV or Parquet), builds its
+``surveysynth release CONFIG.toml`` reads a confidential file (CSV, Parquet, Stata, SAS or
+SPSS: :func:`read_input`), builds its
 survey design, runs a synthesizer through the one synthesizer protocol
 (``Synth(**settings).fit(design).release()``), and writes:
 
@@ -114,8 +115,9 @@ def _check_input(raw: dict[str, Any], base: Path) -> tuple[Path, pd.DataFrame]:
     input_path = (base / raw["input"]["path"]).resolve()
     if not input_path.exists():
         raise ConfigError(f"input.path: {str(input_path)!r} does not exist.")
-    if input_path.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ConfigError(f"input.path: {input_path.name!r} must be .csv or .parquet.")
+    if input_path.suffix.lower() not in INPUT_FORMATS:
+        raise ConfigError(f"input.path: {input_path.name!r} must be one of "
+                          f"{', '.join(INPUT_FORMATS)} ({_FORMAT_NAMES}).")
     return input_path, read_input(input_path)
 
 
@@ -316,10 +318,85 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     )
 
 
-def read_input(path: Path) -> pd.DataFrame:
-    if path.suffix.lower() == ".csv":
+#: input file formats by suffix: CSV, Parquet, and the statistical packages' files through
+#: pyreadstat (value labels become pandas Categoricals, categories in code order)
+INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".dta": "stata",
+                 ".sas7bdat": "sas", ".xpt": "xport", ".sav": "spss", ".zsav": "spss"}
+_FORMAT_NAMES = "CSV, Parquet, Stata, SAS, SAS transport, SPSS"
+
+
+def read_input(path: str | Path | Any) -> pd.DataFrame:
+    """The confidential file as a pandas DataFrame, by its suffix (:data:`INPUT_FORMATS`); a
+    pandas or polars DataFrame given instead of a path is returned as pandas (polars converted
+    at the boundary with ``to_pandas()``, see :func:`surveysynth.design.as_pandas`).
+
+    Stata (.dta), SAS (.sas7bdat, with a ``.sas7bcat`` catalog of formats beside it if there
+    is one; .xpt) and SPSS (.sav, .zsav) files are read with pyreadstat. A variable with value
+    labels becomes a pandas Categorical whose categories are the labels in the order of their
+    codes (so tables print labels, in the order the agency coded them); a code that occurs in
+    the data without a label keeps its code (as text) as its label, nothing is dropped; labels
+    of codes that occur in no record are not categories (an empty category would be an empty
+    cell of every table and a cell with no records for the models). Missing-value codes
+    (Stata's .a-.z, SAS's special missings, SPSS's system missing) become missing values.
+    """
+    if not isinstance(path, (str, Path)):
+        from .design import as_pandas
+
+        return as_pandas(path, "input")
+    path = Path(path)
+    kind = INPUT_FORMATS.get(path.suffix.lower())
+    if kind == "csv":
         return pd.read_csv(path)
-    return pd.read_parquet(path)
+    if kind == "parquet":
+        return pd.read_parquet(path)
+    if kind is None:
+        raise ValueError(f"input {path.name!r}: unknown file type {path.suffix!r}. Fix: give one "
+                         f"of {', '.join(INPUT_FORMATS)} ({_FORMAT_NAMES}).")
+    try:
+        import pyreadstat
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ImportError(f"reading {path.name!r} needs pyreadstat: pip install pyreadstat") from exc
+    if kind == "stata":
+        frame, meta = pyreadstat.read_dta(str(path))
+    elif kind == "sas":
+        catalog = path.with_suffix(".sas7bcat")
+        frame, meta = pyreadstat.read_sas7bdat(
+            str(path), catalog_file=str(catalog) if catalog.exists() else None)
+    elif kind == "xport":
+        frame, meta = pyreadstat.read_xport(str(path))
+    else:
+        frame, meta = pyreadstat.read_sav(str(path))
+    return apply_value_labels(frame, meta.variable_value_labels or {})
+
+
+def apply_value_labels(frame: pd.DataFrame, labels: dict[str, dict[Any, str]]) -> pd.DataFrame:
+    """A copy of ``frame`` with each labelled column as a Categorical of its labels, categories
+    in code order (see :func:`read_input`). ``labels``: {column: {code: label}}."""
+    out = frame.copy()
+    for col, mapping in labels.items():
+        if col not in out.columns or not mapping:
+            continue
+        values = out[col]
+        present = pd.unique(values.dropna())
+        codes = sorted(set(present.tolist()), key=lambda v: (isinstance(v, str), v))
+        names = [str(mapping.get(c, _code_text(c))) for c in codes]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(
+                f"input column {col!r}: value labels {dup[:5]} label more than one code "
+                f"({ {c: mapping.get(c) for c in codes if str(mapping.get(c)) in dup} }). Fix: "
+                "give each code its own label in the source file (a Categorical needs distinct "
+                "categories).")
+        # get_indexer gives -1 (missing) for a missing value: codes hold no missing value
+        out[col] = pd.Categorical.from_codes(pd.Index(codes).get_indexer(values),
+                                             categories=names, ordered=True)
+    return out
+
+
+def _code_text(code: Any) -> str:
+    if isinstance(code, float) and code.is_integer():
+        return str(int(code))
+    return str(code)
 
 
 def _sha256(path: Path) -> str:

@@ -186,6 +186,7 @@ class Synthesizer:
         self.fits_ = fits
         self._rng_ = secret_rng(self.random_state)
         self.seeded_ = is_seeded(self.random_state)
+        self.design_fpc_ = _fpc_source(design)
         spent = len(getattr(self, "ledger_", []))
         try:
             self._fit(design, self._rng_)
@@ -283,7 +284,49 @@ class Synthesizer:
         from ..design import SurveyDesign
 
         f = frame.iloc[perm].reset_index(drop=True)
+        f, spec = self._with_fpc(f, spec)
         return SurveyDesign(f, **spec)
+
+    def _with_fpc(self, f: pd.DataFrame, spec: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
+        """Carry the confidential design's fpc into a synthetic design that keeps its stages.
+
+        The fpc columns are design information, public like the strata (population sizes or
+        sampling fractions per stratum). They are kept when the synthetic design has the same
+        stages as the confidential one: a partial synthesis that releases the design's strata
+        (and cluster ids, if any) as collected, so each stratum's n and N are those of the
+        sample. Then the fpc of each synthetic row is looked up from its released strata/ids
+        (the fpc must be a function of them, as the design validated). Not kept: full synthesis
+        (no strata; every value is a new draw: ``kind == "full"``), and a partial synthesis that
+        does not release the strata (FBP, docs/methods.md): there the confidential fpc per
+        stratum has no stratum to apply to.
+        """
+        src = getattr(self, "design_fpc_", None)
+        if src is None or self.kind != "partial" or spec.get("fpc"):
+            return f, spec
+        strata, ids = _as_cols(spec.get("strata")), _as_cols(spec.get("ids"))
+        if strata != src["strata"] or ids != src["ids"]:
+            return f, spec
+        key, fpc, table = strata + ids, src["fpc"], src["table"]
+        if not set(key) <= set(f.columns):
+            return f, spec
+        f = f.copy()
+        missing = [c for c in fpc if c not in f.columns]
+        if missing:
+            if key:
+                idx = pd.MultiIndex.from_frame(table[key].astype(object)).get_indexer(
+                    pd.MultiIndex.from_frame(f[key].astype(object)))
+            else:
+                idx = np.zeros(len(f), dtype=np.int64)
+            if (idx < 0).any():
+                warnings.warn(
+                    f"{type(self).__name__}: synthetic rows {np.flatnonzero(idx < 0)[:5].tolist()} "
+                    f"have strata/ids {key} not in the confidential design; the synthetic designs "
+                    "are released without the fpc (with-replacement variances).",
+                    UserWarning, stacklevel=4)
+                return f, spec
+            for c in missing:
+                f[c] = table[c].to_numpy()[idx]
+        return f, {**spec, "fpc": list(fpc)}
 
     # ------------------------------------------------------------------ subclass hooks
     def _fit(self, design: Any, rng: np.random.Generator) -> None:  # pragma: no cover
@@ -296,6 +339,35 @@ class Synthesizer:
     def _privacy_facts(self, m: int) -> dict[str, Any]:
         """``family``, ``mechanism``, ``epsilon``, ``facts`` ... for :func:`build_record`."""
         raise NotImplementedError  # pragma: no cover
+
+
+def _as_cols(x: Any) -> list[str]:
+    if x is None:
+        return []
+    cols = [x] if isinstance(x, str) else list(x)
+    return [c for c in cols if c not in ("1", "~1")]
+
+
+def _fpc_source(design: Any) -> dict[str, Any] | None:
+    """The confidential design's fpc per stratum/cluster (design information, public like the
+    strata), to carry into synthetic designs that keep the stages (:meth:`Synthesizer._with_fpc`):
+    the distinct rows of (strata, ids, fpc); None without an fpc or when the fpc is not a
+    function of the strata and ids (then it cannot be looked up)."""
+    fpc = list(getattr(design, "fpc_vars", None) or [])
+    if not fpc:
+        return None
+    strata = _as_cols(getattr(design, "strata_vars", None))
+    ids = _as_cols(getattr(design, "ids_vars", None))
+    data = getattr(design, "full_data", None)
+    if not isinstance(data, pd.DataFrame):
+        return None
+    key = strata + ids
+    table = data[key + fpc].drop_duplicates().reset_index(drop=True)
+    if key and table[key].duplicated().any():
+        return None
+    if not key and len(table) != 1:
+        return None
+    return {"fpc": fpc, "strata": strata, "ids": ids, "table": table}
 
 
 def _same(a: Any, b: Any) -> bool:
