@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from ._validate import as_list, first_rows, require_columns
 from .engines import get_engine
@@ -84,6 +84,114 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
     nxt = np.minimum(pos + 1, xs.shape[0] - 1)
     out[ok] = np.where(wlow == 0, xs[pos], xs[nxt])
     return out
+
+
+QRULES = ("math", "school", "shahvaish", "hf1", "hf2", "hf3", "hf4", "hf5", "hf6", "hf7",
+          "hf8", "hf9")
+INTERVAL_TYPES = ("mean", "beta", "xlogit", "asin")
+
+
+def _qs(xs: np.ndarray, cumw: np.ndarray, total: float, p: np.ndarray):
+    """R ``survey:::qs`` for sorted x: lower/upper positions and weight gaps at p."""
+    pos = np.searchsorted(cumw, p * total, side="right") - 1
+    pos = np.where(pos < 0, 0, pos)
+    nxt = np.minimum(pos + 1, xs.shape[0] - 1)
+    return pos, nxt, p - cumw[pos] / total, cumw[nxt] / total - p
+
+
+def _approx(pk: np.ndarray, xs: np.ndarray, p: np.ndarray, constant: bool) -> np.ndarray:
+    """R ``approx(pk, x, p, rule=2)``: linear, or constant with f=0 (left value). As R's
+    ``regularize.values``, the points are first ordered by pk and tied pk values averaged
+    (Shah-Vaish's pk need not be monotone)."""
+    order = np.argsort(pk, kind="stable")
+    pk, xs = pk[order], xs[order]
+    uniq, inv = np.unique(pk, return_inverse=True)
+    if uniq.shape[0] < pk.shape[0]:
+        xs = np.bincount(inv, weights=xs) / np.bincount(inv)
+        pk = uniq
+    if not constant:
+        return np.interp(p, pk, xs)
+    j = np.clip(np.searchsorted(pk, p, side="right") - 1, 0, xs.shape[0] - 1)
+    return xs[j]
+
+
+def weighted_quantile(x: np.ndarray, w: np.ndarray, p: Any, rule: str = "math") -> np.ndarray:
+    """R 4.1 ``survey``'s quantile rules (``qrule=``), read from ``survey:::qrule_*``.
+
+    ``math``/``hf1``: smallest x whose cumulative weight share reaches p; ``school``/``hf2``:
+    the midpoint at an exact boundary; ``hf3``: the nearest even order statistic at a boundary
+    (on distinct values); ``hf4``: interpolation by weight share; ``hf5``-``hf9``: Hyndman
+    and Fan's interpolation rules with weights; ``shahvaish``: Shah and Vaish's rule.
+    Zero weights are dropped first; cumulative sums in extended precision as R's.
+    """
+    if rule in ("math", "hf1"):
+        return qrule_math(x, w, p)
+    keep = w != 0
+    x, w = x[keep], w[keep]
+    p = np.atleast_1d(np.asarray(p, dtype=float))
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    pp = p[ok]
+    order = np.argsort(x, kind="stable")
+    xs, ws = x[order], w[order]
+    if rule == "hf3":  # weights summed over distinct values
+        xs, inv = np.unique(xs, return_inverse=True)
+        ws = np.bincount(inv.reshape(-1), weights=ws)
+    cumw = np.cumsum(ws.astype(np.longdouble)).astype(float)
+    total = float(np.cumsum(ws.astype(np.longdouble))[-1])
+    n = xs.shape[0]
+    if rule in ("school", "hf2", "hf3", "hf4"):
+        pos, nxt, wlow, wup = _qs(xs, cumw, total, pp)
+        if rule in ("school", "hf2"):
+            val = np.where(wlow == 0, (xs[pos] + xs[nxt]) / 2, xs[nxt])
+        elif rule == "hf3":
+            val = np.where((wlow == 0) & ((pos + 1) % 2 == 0), xs[pos], xs[nxt])
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gamma = wlow / (wup + wlow)
+            val = xs[pos] * (1 - gamma) + xs[nxt] * gamma
+        out[ok] = val
+        return out
+    prev = np.concatenate([[0.0], cumw[:-1]])
+    if rule == "shahvaish":
+        S = np.cumsum((ws / ws.mean()).astype(np.longdouble)).astype(float)
+        pk = (S + 0.5 - ws / 2) / (n + 1)
+        out[ok] = _approx(pk, xs, pp, constant=True)
+        return out
+    pk = {
+        "hf5": lambda: (cumw - ws / 2) / cumw[-1],
+        "hf6": lambda: cumw / (cumw[-1] + ws[-1]),
+        "hf7": lambda: prev / cumw[n - 2] if n > 1 else prev,
+        "hf8": lambda: (prev / 3 + cumw * 2 / 3) / (cumw[-1] + ws[-1] / 3),
+        "hf9": lambda: (prev * 3 / 8 + cumw * 5 / 8) / (cumw[-1] + ws[-1] / 4),
+    }[rule]()
+    out[ok] = _approx(pk, xs, pp, constant=False)
+    return out
+
+
+def woodruff_share_limits(m: np.ndarray, var: np.ndarray, crit: np.ndarray, method: str,
+                          n_rows: np.ndarray, df_dom: np.ndarray,
+                          alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """R ``woodruffCI``'s interval for the share m at or below the estimate (``method`` =
+    ``interval.type``): Wald (``mean``), on the logit (``xlogit``) or arcsine-root (``asin``)
+    scale by the delta method, or Korn-Graubard's beta (``beta``, with the domain's rows and
+    df, as R). ``crit`` is (D, 1); m, var (D, P)."""
+    se = np.sqrt(var)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if method == "mean":
+            return m - crit * se, m + crit * se
+        if method == "xlogit":
+            x, sx = special.logit(m), se / (m * (1 - m))
+            return special.expit(x - crit * sx), special.expit(x + crit * sx)
+        if method == "asin":
+            x, sx = np.arcsin(np.sqrt(m)), se / (2 * np.sqrt(m) * np.sqrt(1 - m))
+            return np.sin(x - crit * sx) ** 2, np.sin(x + crit * sx) ** 2
+        n_eff = m * (1 - m) / var
+        d = df_dom[:, None]
+        n_eff = n_eff * (stats.t.ppf(alpha / 2, n_rows[:, None] - 1.0) / np.where(
+            d > 0, stats.t.ppf(alpha / 2, np.where(d > 0, d, 1.0)), np.nan)) ** 2
+        return (stats.beta.ppf(alpha / 2, n_eff * m, n_eff * (1 - m) + 1),
+                stats.beta.ppf(1 - alpha / 2, n_eff * m + 1, n_eff * (1 - m)))
 
 
 def t_critical(df: Any, level: float) -> np.ndarray:
@@ -589,7 +697,8 @@ class Estimators:
     def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
                  by: str | Sequence[str] | None = None, na_rm: bool = False,
                  engine: str = "native", level: float = 0.95,
-                 df: float | str | None = None) -> pd.DataFrame:
+                 df: float | str | None = None, qrule: str = "math",
+                 interval_type: str = "mean") -> pd.DataFrame:
         """Quantiles with R 4.1's default rule (``qrule="math"``) and Woodruff interval.
 
         The interval inverts a confidence interval for the share of the population at or below
@@ -597,7 +706,22 @@ class Estimators:
         is the interval's length over 2 t_{df, (1+level)/2}, as R reports it. ``df`` as in
         :meth:`total` (default each domain's own df, as ``svyby(..., svyquantile)``); a
         domain with df 0 gets NaN limits and SE, as R.
+
+        ``qrule``: R 4.1's quantile rules (``"math"`` default, ``"school"``, ``"shahvaish"``,
+        ``"hf1"``-``"hf9"``; see :func:`weighted_quantile`), used for the estimate and to read
+        the interval's limits. ``interval_type``: how the interval for the share below the
+        estimate is made before it is inverted: ``"mean"`` (Wald, R's default), ``"xlogit"``,
+        ``"asin"`` or ``"beta"`` (R ``svyquantile(interval.type=)``; R's ``"score"`` and, for
+        replicate designs, ``"quantile"`` are not available).
         """
+        if qrule not in QRULES:
+            raise ValueError(f"qrule={qrule!r}: choose one of {QRULES} (R 4.1's qrule).")
+        if interval_type not in INTERVAL_TYPES:
+            raise ValueError(f"interval_type={interval_type!r}: choose one of {INTERVAL_TYPES} "
+                             "(R's 'score' and 'quantile' are not available).")
+        if engine != "native" and (qrule != "math" or interval_type != "mean"):
+            raise ValueError("qrule= and interval_type= other than R's defaults need "
+                             "engine='native'.")
         cols = as_list(variables)
         require_columns(self._frame, cols, "variables")
         ps = np.atleast_1d(np.asarray(quantiles, dtype=float))
@@ -624,7 +748,7 @@ class Estimators:
             for j, c in enumerate(cols):
                 x = self.numeric_values(c)
                 sl = slice(j * ps.shape[0], (j + 1) * ps.shape[0])
-                q, l_, h_ = self._woodruff(x, ps, dom, D, df, crit, alpha)
+                q, l_, h_ = self._woodruff(x, ps, dom, D, crit, alpha, qrule, interval_type)
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
         out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile",
@@ -633,27 +757,28 @@ class Estimators:
         out["ci_high"] = np.asarray(hi, float).reshape(D * V)
         return out
 
-    def _woodruff(self, x, ps, dom, D, df, crit, alpha):
+    def _woodruff(self, x, ps, dom, D, crit, alpha, qrule="math", interval_type="mean"):
         """Quantiles and Woodruff limits for every domain, one variable."""
         w = self._w
         P = ps.shape[0]
         q = np.empty((D, P))
         groups = [np.flatnonzero(dom == d) for d in range(D)] if D > 1 else [np.flatnonzero(dom == 0)]
         for d, rows in enumerate(groups):
-            q[d] = qrule_math(x[rows], w[rows], ps)
+            q[d] = weighted_quantile(x[rows], w[rows], ps, qrule)
         # share at or below the estimate: a mean per (domain, p), variance from the design
         sel = dom >= 0
         ind = np.zeros((x.shape[0], P))
         ind[sel] = (x[sel][:, None] <= q[dom[sel]]).astype(float)
         m, var, _ = self._ratio_core(ind, np.ones_like(ind), dom, D)
-        se_m = np.sqrt(var)
-        pl = m - crit[:, None] * se_m
-        pu = m + crit[:, None] * se_m
+        n_rows = self._domain_n(dom, D).astype(float)
+        df_dom = np.asarray(self._df_core(dom, D), float) if interval_type == "beta" else None
+        pl, pu = woodruff_share_limits(m, var, crit[:, None], interval_type, n_rows, df_dom,
+                                       alpha)
         lo = np.full((D, P), np.nan)
         hi = np.full((D, P), np.nan)
         for d, rows in enumerate(groups):
             okl = ~(np.isnan(pl[d]) | (pl[d] < 0))
             oku = ~(np.isnan(pu[d]) | (pu[d] > 1))
-            lo[d, okl] = qrule_math(x[rows], w[rows], pl[d, okl])
-            hi[d, oku] = qrule_math(x[rows], w[rows], pu[d, oku])
+            lo[d, okl] = weighted_quantile(x[rows], w[rows], pl[d, okl], qrule)
+            hi[d, oku] = weighted_quantile(x[rows], w[rows], pu[d, oku], qrule)
         return q, lo, hi
