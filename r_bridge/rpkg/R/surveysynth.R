@@ -78,7 +78,7 @@ ss_to_pandas <- function(df) {
     nm <- names(df)[j]
     .ss_part(nm, df[[j]], if (!is.null(dtypes) && nm %in% names(dtypes)) dtypes[[nm]] else NULL)
   })
-  ss_python()$convert$frame_from_parts(parts, nrow(df))
+  .py(ss_python()$convert$frame_from_parts(parts, nrow(df)))
 }
 
 .ss_frame <- function(parts, n) {
@@ -109,7 +109,7 @@ ss_to_pandas <- function(df) {
 #' @export
 ss_from_pandas <- function(pdf) {
   py <- ss_python()
-  parts <- reticulate::py_to_r(py$convert$frame_to_parts(pdf))
+  parts <- reticulate::py_to_r(.py(py$convert$frame_to_parts(pdf)))
   out <- .ss_frame(parts, reticulate::py_len(pdf))
   attr(out, "pandas.dtypes") <- NULL
   out
@@ -162,14 +162,14 @@ ss_design.survey.design2 <- function(design, ...) {
   mc <- match.call(survey::svydesign, cl)
   nest <- !is.null(mc$nest) && isTRUE(eval(mc$nest, baseenv()))
   py <- ss_python()
-  res <- py$designs$design_from_parts(
+  res <- .py(py$designs$design_from_parts(
     ss_to_pandas(design$variables),
     ids = .pylist(.formula_vars(mc$ids)), strata = .pylist(.formula_vars(mc$strata)),
     fpc = .pylist(.formula_vars(mc$fpc)), weights = .pylist(.formula_vars(mc$weights)),
     probs = .pylist(.formula_vars(mc$probs)), nest = nest, prob = .raw(design$prob),
     stages = ncol(design$cluster), has_fpc = !is.null(design$fpc$popsize),
     lonely_psu = getOption("survey.lonely.psu", "fail"),
-    adjust_domain_lonely = isTRUE(getOption("survey.adjust.domain.lonely", FALSE)))
+    adjust_domain_lonely = isTRUE(getOption("survey.adjust.domain.lonely", FALSE))))
   structure(list(py = res), class = "ss_design")
 }
 
@@ -180,21 +180,28 @@ ss_design.svyrep.design <- function(design, ...) {
   }
   repw <- unclass(weights(design, "analysis"))
   py <- ss_python()
-  res <- py$designs$replicate_from_parts(
+  res <- .py(py$designs$replicate_from_parts(
     ss_to_pandas(design$variables), .raw(repw),
     .raw(design$pweights), design$type, as.numeric(design$scale),
     .raw(design$rscales), isTRUE(design$mse),
-    if (is.null(design$rho)) NULL else as.numeric(design$rho))
+    if (is.null(design$rho)) NULL else as.numeric(design$rho)))
   structure(list(py = res), class = "ss_design")
 }
 
 #' @export
 ss_design.data.frame <- function(design, ids = ~1, strata = NULL, weights = NULL, fpc = NULL,
                                  probs = NULL, nest = FALSE, lonely_psu = "fail", ...) {
-  f <- function(x) if (is.null(x)) NULL else paste(deparse(x), collapse = "")
-  res <- ss_python()$ss$SurveyDesign(ss_to_pandas(design), ids = f(ids), strata = f(strata),
-                                     weights = f(weights), fpc = f(fpc), probs = f(probs),
-                                     nest = nest, lonely_psu = lonely_psu)
+  f <- function(x) {
+    if (is.null(x)) return(NULL)
+    if (inherits(x, "formula")) return(paste(deparse(x), collapse = ""))
+    if (is.character(x) && length(x) == 1L && grepl("^\\s*~", x)) return(x)
+    v <- .vars(x, "design argument")
+    if (length(v) == 1L) v else as.list(v)
+  }
+  res <- .py(ss_python()$ss$SurveyDesign(ss_to_pandas(design), ids = f(ids),
+                                         strata = f(strata), weights = f(weights),
+                                         fpc = f(fpc), probs = f(probs), nest = nest,
+                                         lonely_psu = lonely_psu))
   structure(list(py = res), class = "ss_design")
 }
 
@@ -211,39 +218,44 @@ dim.ss_design <- function(x) {
 }
 
 # ---------------------------------------------------------------- estimates out
-.vars <- function(x) if (inherits(x, "formula")) all.vars(x) else as.character(x)
-
 #' Call any estimator of a surveysynth design by name; get a data.frame back
 #'
-#' @param design an ss_design, or a survey design (converted with ss_design()).
+#' @param design an ss_design, a survey design (converted with ss_design()), or an
+#'   ss_release (the estimator runs on each synthetic design and the release's combining
+#'   rule is applied: see ss_release_estimate()).
 #' @param statistic "mean", "total", "ratio", "proportion", "quantile", or any other
 #'   estimator method of the Python design.
-#' @param x variables: a formula (~api00 + enroll) or a character vector.
-#' @param by domains: a formula or character vector (like svyby).
+#' @param x variables: a formula (~api00 + enroll), a formula string ("~api00") or a
+#'   character vector.
+#' @param by domains: a formula, formula string or character vector (like svyby).
 #' @param ... further arguments of the Python estimator; formulas become column names and
 #'   dots in argument names become underscores (na.rm = TRUE is na_rm = True).
 #' @export
 ss_estimate <- function(design, statistic, x, by = NULL, ...) {
+  if (inherits(design, "ss_release")) return(ss_release_estimate(design, statistic, x, by, ...))
   if (!inherits(design, "ss_design")) design <- ss_design(design)
+  .estimate(design$py, statistic, x, by, list(...), "surveysynth designs")
+}
+
+.estimate <- function(obj, statistic, x, by, args, what) {
   if (!is.character(statistic) || length(statistic) != 1L || startsWith(statistic, "_")) {
     stop("statistic must be the name of an estimator, like \"mean\".", call. = FALSE)
   }
-  if (!reticulate::py_has_attr(design$py, statistic)) {
-    stop("surveysynth designs have no estimator '", statistic, "'.", call. = FALSE)
+  if (!reticulate::py_has_attr(obj, statistic)) {
+    stop(what, " have no estimator '", statistic, "'.", call. = FALSE)
   }
-  args <- list(...)
-  names(args) <- gsub(".", "_", names(args), fixed = TRUE)
-  args <- lapply(args, function(a) if (inherits(a, "formula")) as.list(all.vars(a)) else a)
-  if (!is.null(by)) args$by <- as.list(.vars(by))
-  fun <- reticulate::py_get_attr(design$py, statistic)
-  res <- do.call(reticulate::py_call, c(list(fun, as.list(.vars(x))), args))
-  out <- ss_from_pandas(res)
+  args <- .py_args(args)
+  if (!is.null(by)) args$by <- as.list(.vars(by, "by"))
+  fun <- reticulate::py_get_attr(obj, statistic)
+  res <- .py(do.call(reticulate::py_call, c(list(fun, as.list(.vars(x, "x"))), args)))
+  out <- .df(res)
   structure(out, class = c("ss_estimate", "data.frame"), statistic = statistic,
             level = if (is.null(args$level)) 0.95 else args$level)
 }
 
 .labels <- function(x) {
-  keys <- setdiff(names(x), c("estimate", "se", "ci_low", "ci_high", "df", "deff"))
+  keys <- setdiff(names(x), c("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv",
+                             "variance", "between", "within", "m", "note", "n"))
   by <- setdiff(keys, c("variable", "level", "quantile"))
   lab <- as.character(x$variable)
   if ("level" %in% keys) lab <- paste0(lab, as.character(x$level))
@@ -303,7 +315,7 @@ as_svydesign <- function(design) {
   if (!inherits(design, "ss_design")) {
     stop("as_svydesign() needs an ss_design (from ss_design()).", call. = FALSE)
   }
-  p <- reticulate::py_to_r(ss_python()$designs$design_parts(design$py))
+  p <- reticulate::py_to_r(.py(ss_python()$designs$design_parts(design$py)))
   data <- .ss_frame(p$columns, p$n)
   w <- .unraw(p$weights_vec)
   if (identical(p$kind, "replicate")) {
