@@ -70,6 +70,8 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
     """
     keep = w != 0
     x, w = x[keep], w[keep]
+    if x.shape[0] == 0:  # no row with weight (a replicate deleting the whole domain)
+        return np.full(np.atleast_1d(np.asarray(p, dtype=float)).shape, np.nan)
     order = np.argsort(x, kind="stable")
     xs = x[order]
     cumw = np.cumsum(w[order].astype(np.longdouble)).astype(float)
@@ -88,7 +90,7 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 QRULES = ("math", "school", "shahvaish", "hf1", "hf2", "hf3", "hf4", "hf5", "hf6", "hf7",
           "hf8", "hf9")
-INTERVAL_TYPES = ("mean", "beta", "xlogit", "asin")
+INTERVAL_TYPES = ("mean", "beta", "xlogit", "asin", "quantile")
 
 
 def _qs(xs: np.ndarray, cumw: np.ndarray, total: float, p: np.ndarray):
@@ -130,6 +132,8 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, p: Any, rule: str = "math") 
     x, w = x[keep], w[keep]
     p = np.atleast_1d(np.asarray(p, dtype=float))
     out = np.full(p.shape, np.nan)
+    if x.shape[0] == 0:
+        return out
     ok = np.isfinite(p)
     pp = p[ok]
     order = np.argsort(x, kind="stable")
@@ -711,14 +715,20 @@ class Estimators:
         ``"hf1"``-``"hf9"``; see :func:`weighted_quantile`), used for the estimate and to read
         the interval's limits. ``interval_type``: how the interval for the share below the
         estimate is made before it is inverted: ``"mean"`` (Wald, R's default), ``"xlogit"``,
-        ``"asin"`` or ``"beta"`` (R ``svyquantile(interval.type=)``; R's ``"score"`` and, for
-        replicate designs, ``"quantile"`` are not available).
+        ``"asin"`` or ``"beta"`` (R ``svyquantile(interval.type=)``), or, for replicate designs
+        only, ``"quantile"``: the replicate variance of the quantile itself and a symmetric
+        interval (R's ``repCI``; R warns it may be invalid for jackknife weights, so do we).
+        R's ``"score"`` (Francisco-Fuller) is not available. R 4.1 ignores ``interval.type``
+        other than ``"quantile"`` on replicate designs (always ``"mean"``); here it is applied.
         """
         if qrule not in QRULES:
             raise ValueError(f"qrule={qrule!r}: choose one of {QRULES} (R 4.1's qrule).")
         if interval_type not in INTERVAL_TYPES:
             raise ValueError(f"interval_type={interval_type!r}: choose one of {INTERVAL_TYPES} "
-                             "(R's 'score' and 'quantile' are not available).")
+                             "(R's 'score' is not available).")
+        if interval_type == "quantile" and self.design_kind != "replicate":
+            raise ValueError("interval_type='quantile' needs replicate weights (R: replicate "
+                             "designs only); use 'mean', 'beta', 'xlogit' or 'asin'.")
         if engine != "native" and (qrule != "math" or interval_type != "mean"):
             raise ValueError("qrule= and interval_type= other than R's defaults need "
                              "engine='native'.")
@@ -748,7 +758,10 @@ class Estimators:
             for j, c in enumerate(cols):
                 x = self.numeric_values(c)
                 sl = slice(j * ps.shape[0], (j + 1) * ps.shape[0])
-                q, l_, h_ = self._woodruff(x, ps, dom, D, crit, alpha, qrule, interval_type)
+                if interval_type == "quantile":
+                    q, l_, h_ = self._replicate_quantile_ci(x, ps, dom, D, crit, qrule)
+                else:
+                    q, l_, h_ = self._woodruff(x, ps, dom, D, crit, alpha, qrule, interval_type)
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
         out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile",

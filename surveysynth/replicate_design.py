@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import sparse
 
 from ._validate import first_rows, numeric_column, parse_vars, require_columns
-from .estimate import Estimators
+from .estimate import Estimators, weighted_quantile
 from .variance.replicate_weights import (
     as_generator,
     brr_factors,
@@ -319,6 +319,29 @@ class ReplicateDesign(Estimators):
         """
         est, thetas, _ = self._replicate_thetas(Y, X, codes, count)
         return est, thetas
+
+    def _replicate_quantile_ci(self, x, ps, dom, D, crit, qrule):
+        """Quantiles with R's ``repCI``: each replicate's quantile (one call per replicate and
+        domain), ``svrVar`` of them centred as the design says, estimate -+ crit * SE."""
+        if self.type in ("JK1", "JKn"):
+            warnings.warn("Jackknife replicate weights may not give valid standard errors for "
+                          "quantiles (R's warning)", UserWarning, stacklevel=3)
+        P = ps.shape[0]
+        q = np.empty((D, P))
+        se = np.empty((D, P))
+        for d in range(D):
+            rows = np.flatnonzero(dom == d)
+            k = rows if self._index is None else self._index[rows]
+            pwf = np.ones(rows.shape[0]) if self.combined_weights else self._w[rows]
+            W = np.asarray(self._rep[k], dtype=np.float64) * pwf[:, None]
+            xd = x[rows]
+            q[d] = weighted_quantile(xd, self._w[rows], ps, qrule)
+            reps = np.vstack([weighted_quantile(xd, W[:, r], ps, qrule)
+                              for r in range(W.shape[1])])
+            var, dropped = replicate_variance(reps, q[d], self.scale, self.rscales, self.mse)
+            warn_dropped(dropped)
+            se[d] = np.sqrt(var)
+        return q, q - crit[:, None] * se, q + crit[:, None] * se
 
     def _ratio_core(self, Y, X, dom, D):
         """Domain ratios of totals (X None: totals) and their replicate variances."""
