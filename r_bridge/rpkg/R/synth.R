@@ -315,5 +315,5 @@ ss_release_pipeline <- function(config, quiet = FALSE, verbose = FALSE) {
   out <- .py(ss_python()$ss$run_release(path.expand(config), quiet = isTRUE(quiet),
                                         verbosity = if (isTRUE(quiet)) 0L else
                                           if (isTRUE(verbose)) 2L else 1L))
-  invisible(reticulate::py_to_r(reticulate::py_str(out)))
+  invisible(as.character(reticulate::py_str(out)))
 }
