@@ -59,6 +59,9 @@ def test_r_session_vignette_runs(r_env):
         f"vignettes/r_session.R failed (exit {out.returncode}):\n{out.stdout}\n{out.stderr}"
     )
     assert "Stratified Independent Sampling design" in out.stdout
+    # the release section ran, and a plain reticulate call returned a data.frame
+    assert "surveysynth synthetic release" in out.stdout and "guarantee:" in out.stdout
+    assert '[1] "data.frame"' in out.stdout
 
 
 def test_harness_fails_when_an_r_test_fails(r_env, tmp_path):
