@@ -154,7 +154,9 @@ def test_fbs_log_lik_is_full_normalised_density(fbs_fit):
 def test_fbp_log_lik_matches_eq6(fbp_fit):
     prep, res = fbp_fit._prep_, fbp_fit.unweighted_fit_
     cells = prep["cells"]
-    y, lpi = np.log(prep["y_raw"]), -np.log(prep["w_raw"])
+    # pi on the sample scale (the default): pi_i = 1 / (w_i n / sum w), written out here
+    w = prep["w_raw"]
+    y, lpi = np.log(prep["y_raw"]), -np.log(w * len(w) / w.sum())
     s = 5
     beta, kx = res["beta"][s], res["kappa_x"][s]  # kappa_x on the paper's (uncentred) scale
     ky, sy, sp = res["kappa_y"][s], res["sigma_y"][s], res["sigma_pi"][s]
@@ -273,7 +275,7 @@ def test_fbs_bounds_alpha_and_tuning(fbs_fit):
     np.testing.assert_allclose(f.alpha_, np.clip(f.c_ * (1 - D) + f.g_, 0, 1), rtol=1e-12)
     # the final fit aims below the target by the measured spread of the bound, so c is
     # lower than a fit landing on the target would need
-    assert f.alpha_.mean() > 0.6 and np.median(f.alpha_) > 0.65
+    assert f.alpha_.mean() > 0.4 and np.median(f.alpha_) > 0.45
     t = f.tuning_
     # the reported bound is the last (final) fit's, not a tuning fit's
     assert t["role"].iloc[-1] == "final" and t["delta_alpha"].iloc[-1] == f.delta_alpha_
