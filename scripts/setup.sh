@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(r-base-core r-base-dev r-cran-survey r-cran-sampling r-cran-mitools r-cran-reticulate r-cran-testthat)
+# chromium: tests/test_report.py renders the confidential report headless to a PNG
+APT_PKGS=(r-base-core r-base-dev r-cran-survey r-cran-sampling r-cran-mitools r-cran-reticulate r-cran-testthat chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

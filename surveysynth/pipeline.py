@@ -604,8 +604,10 @@ def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,
 
 # ----------------------------------------------------------------------------- report
 def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn: Any,
-                              release: Any, notes: list[str] | None = None) -> None:
-    """report.html and figures/ in the confidential folder (see surveysynth.report)."""
+                              release: Any, notes: list[str] | None = None,
+                              published: list[tuple[TableSpec, Any]] | None = None) -> None:
+    """report.html and figures/ in the confidential folder (see surveysynth.report);
+    ``published``: the (spec, Table) pairs written to ``public/tables/``."""
     import base64
 
     import matplotlib
@@ -635,17 +637,19 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         ax.legend()
         figures["tuning.png"] = report.png(fig)
         sections.append(report.section(
-            "Tuning of the risk weights",
+            "Diagnostics: tuning of the risk weights",
             [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
              "released bound comes from the last (final) fit, whose draws played no part in "
              "choosing c."],
             table=tuning,
-            images=[{"caption": "Delta_alpha of each weighted fit (tuning, then final)",
-                     "data": base64.b64encode(figures["tuning.png"]).decode()}]))
+            images=[{"caption": "Delta_alpha of each weighted fit (tuning fits, then the final "
+                                "fit) against the target (dashed).",
+                     "data": base64.b64encode(figures["tuning.png"]).decode()}], folded=True))
     summary = getattr(syn, "summary", None)
     if callable(summary):
         try:
-            sections.append(report.section("Fit summary", table=summary().to_frame("value")))
+            sections.append(report.section("Diagnostics: fit summary",
+                                           table=summary().to_frame("value"), folded=True))
         except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
             pass
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
@@ -660,17 +664,17 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
                       for d, p in zip(release.designs, perms, strict=True)]
             ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
                                      outcome=outcome, r=cfg.r)
-            sections.append(report.section(
-                f"Identification risk (known = {cfg.known}, r = {cfg.r})",
-                ["Aggregates over the confidential records (Hu, Savitsky & Williams)."],
-                table=ir.summary()))
+            sections.append(report.risk_section(ir, cfg.known, cfg.r, figures))
     diag = getattr(syn, "diagnostics_table_", None)
     if isinstance(diag, pd.DataFrame) and len(diag):
         worst = diag.sort_values("rhat", ascending=False).head(15)
         sections.append(report.section(
-            "MCMC diagnostics (15 parameters with the largest R-hat)", table=worst))
+            f"Diagnostics: MCMC (the 15 of {len(diag):,} parameters with the largest R-hat)",
+            table=worst, folded=True))
+    tables = [report.published_table(t.title or t.name, tab, t.digits, t.labels)
+              for t, tab in (published or [])]
     html = report.render(method=cfg.method, release=release, sections=sections,
-                         convergence=conv, warnings=warns)
+                         convergence=conv, warnings=warns, tables=tables)
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     for name, data in figures.items():
         (folder / "figures" / name).write_bytes(data)
@@ -723,9 +727,11 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
         release.save_public(pub / "synthetic")
         (pub / "tables").mkdir()
         con.step("tables", f"{len(cfg.tables)} table(s)")
+        published = []
         for t in cfg.tables:
             tab = tabulate(release, t.rows, t.cols or None, t.value, t.stat, cv_max=t.cv_max,
                            n_min=t.n_min)
+            published.append((t, tab))
             fmt = {"title": t.title, "digits": t.digits, "labels": t.labels}
             tab.to_csv(pub / "tables" / f"{t.name}.csv", **fmt)
             tab.to_excel(pub / "tables" / f"{t.name}.xlsx", **fmt)
@@ -768,7 +774,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
         with warnings.catch_warnings():
             if level < 2:  # numerical notes of the utility fits (e.g. pMSE's logistic overflow)
                 warnings.simplefilter("ignore", RuntimeWarning)
-            write_confidential_report(conf, cfg, design, syn, release, notes)
+            write_confidential_report(conf, cfg, design, syn, release, notes, published)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the release is a normal folder
