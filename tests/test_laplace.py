@@ -342,3 +342,22 @@ def test_errors(design, api):
         laplace_tables(design, ROWS, COLS, "nope", epsilon=1)
     with pytest.raises(ValueError, match="random_state"):
         laplace_tables(design, ROWS, COLS, VALUE, epsilon=1, seed="abc")
+
+
+def test_zero_local_sensitivity_is_refused(apistrat_design_for_zero):
+    """Cells whose records share one weight (strata of a self-weighting stratum) have local
+    count sensitivity 0: Laplace noise would be zero and the cell published exactly."""
+    from surveysynth.privacy import laplace_tables
+
+    with pytest.raises(ValueError, match="sensitivity is 0 .* published exactly"):
+        laplace_tables(apistrat_design_for_zero, rows="stype", cols=None, value="api00",
+                       epsilon=2.0, seed=1)
+
+
+@pytest.fixture(scope="module")
+def apistrat_design_for_zero():
+    from surveysynth import SurveyDesign
+    from surveysynth.datasets import load_api
+
+    data = load_api("apistrat")
+    return SurveyDesign(data, strata="stype", weights="pw", fpc="fpc")

@@ -218,6 +218,20 @@ def _noiseless(design: Any, row_vars: list[str], col_vars: list[str], value: str
                 f"{np.flatnonzero(bad)[:5].tolist()} (weights of 0?); the weights of the records "
                 "in a cell must be positive."
             )
+        # a local sensitivity of 0 (all records of a cell with equal weights, e.g. cells that
+        # are strata of a self-weighting design) means NO noise: the cell would be published
+        # exactly. Refuse instead of releasing an exact value under an epsilon.
+        zero = (v == 0) & (n_unw > 0)
+        if zero.any():
+            lab = pd.concat(labels, ignore_index=True).iloc[np.flatnonzero(zero)[:5]]
+            raise ValueError(
+                f"laplace_tables: the local {k} sensitivity is 0 in {int(zero.sum())} cell(s), "
+                f"e.g. {lab.to_dict('records')}: their records all have the same weight (and "
+                "value), so Laplace noise calibrated to local sensitivity would be zero and these "
+                "cells would be published exactly. Fix: tabulate by variables that are not the "
+                "design's weighting classes (strata of a self-weighting design), or release "
+                "synthetic data (surveysynth.synth) instead."
+            )
     return dict(labels=pd.concat(labels, ignore_index=True), cnt=cnt, mean=mean, n_unw=n_unw,
                 block=block, own=own, sensitivity=sensitivity, factors=F)
 
