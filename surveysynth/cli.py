@@ -208,6 +208,14 @@ def _release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except ConfigError as exc:
         print(f"surveysynth release: configuration error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a fit that may not be released: say why, no traceback
+        from .synth.base import ConvergenceError
+        from .synth.pseudo_posterior import TargetUnreachableError
+
+        if not isinstance(exc, (ConvergenceError, TargetUnreachableError)):
+            raise
+        print(f"surveysynth release: not released: {exc}", file=sys.stderr)
+        return 3
     return 0
 
 
