@@ -425,6 +425,33 @@ class SurveyDesign(Estimators):
 
         return brr(self, fay_rho=fay_rho, mse=mse, **options)
 
+    # ------------------------------------------------------------------ calibration
+    #: variance adjustments of calibrations applied so far (R's ``design$postStrata``)
+    _calibration: tuple = ()
+
+    def with_calibration(self, weights: np.ndarray, adjustment: Any) -> SurveyDesign:
+        """A copy with calibrated ``weights`` whose linearization variance first passes the
+        influence values through ``adjustment.residualize`` (after earlier calibrations'), as
+        R's ``svyrecvar`` does with ``postStrata``. Built by :mod:`surveysynth.calibration`."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        w = np.array(weights, dtype=float)
+        w.setflags(write=False)
+        new._w = w
+        new._calibration = self._calibration + (adjustment,)
+        return new
+
+    def _calibrated_columns(self, z: np.ndarray, dom: np.ndarray, D: int) -> np.ndarray:
+        """(n, D*V) influence of each (domain, column) estimate over all rows, adjusted: a
+        calibrated design keeps every row in every domain (R sets weights outside to 0)."""
+        V = z.shape[1]
+        rows = np.flatnonzero(dom >= 0)
+        Z = np.zeros((z.shape[0], D * V))
+        Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
+        for adj in self._calibration:
+            Z = adj.residualize(Z)
+        return Z
+
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):
         """Point estimates and Taylor variances of domain ratios of totals (X None: totals)."""
@@ -448,6 +475,11 @@ class SurveyDesign(Estimators):
             with np.errstate(invalid="ignore", divide="ignore"):
                 est = Ty / Tx
                 z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        if self._calibration:
+            Z = self._calibrated_columns(z, dom, D)
+            var = taylor_variance(self._variance_stages, Z, np.zeros(Z.shape[0], np.int64), 1,
+                                  self.lonely_psu, self.adjust_domain_lonely)
+            return est, var.reshape(est.shape), z
         var = taylor_variance(
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
         )
@@ -462,6 +494,11 @@ class SurveyDesign(Estimators):
         stratum, so the diagonal is the domain variance of :meth:`_ratio_core`).
         """
         est, _, z = self._ratio_core(Y, X, dom, D)
+        if self._calibration:
+            Z = self._calibrated_columns(z, dom, D)
+            cov = taylor_covariance(self._variance_stages, Z, np.ones(Z.shape[0], dtype=bool),
+                                    self.lonely_psu, self.adjust_domain_lonely)
+            return est, cov, z
         V = Y.shape[1]
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((Y.shape[0], D * V))

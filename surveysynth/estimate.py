@@ -347,6 +347,33 @@ class Estimators:
     def _on_subset(self) -> None:
         """Hook: reset caches that depend on the rows in the subset."""
 
+    # ---------------------------------------------------------------- calibration
+    def calibrate(self, formula_or_columns: str | Sequence[str], population: Any,
+                  calfun: str = "linear", bounds: tuple[float, float] | None = None,
+                  **options: Any):
+        """Calibrated design (R ``calibrate``); see :func:`surveysynth.calibration.calibrate`."""
+        from .calibration import calibrate
+
+        return calibrate(self, formula_or_columns, population, calfun=calfun, bounds=bounds,
+                         **options)
+
+    def rake(self, margins: Sequence[str | Sequence[str]], population_margins: Any,
+             **options: Any):
+        """Raked design (R ``rake``); see :func:`surveysynth.calibration.rake`."""
+        from .calibration import rake
+
+        return rake(self, margins, population_margins, **options)
+
+    def post_stratify(self, strata: str | Sequence[str], population: Any,
+                      partial: bool = False):
+        """Post-stratified design (R ``postStratify``); see
+        :func:`surveysynth.calibration.post_stratify`."""
+        from .calibration import post_stratify
+
+        return post_stratify(self, strata, population, partial=partial)
+
+    postStratify = post_stratify  # R's spelling
+
     # ---------------------------------------------------------------- domain-estimation API
     def domains(self, by: str | Sequence[str] | None = None,
                 na_rows: np.ndarray | None = None) -> Domains:

@@ -177,16 +177,17 @@ class ReplicateDesign(Estimators):
     def from_factors(cls, frame: pd.DataFrame, pw: np.ndarray, factors: np.ndarray,
                      index: np.ndarray | None, type_: str, scale: float, rscales: np.ndarray,
                      rho: float | None, mse: bool, inside: np.ndarray,
-                     source: str = "") -> ReplicateDesign:
+                     source: str = "", combined: bool = False) -> ReplicateDesign:
         """A design from compact replicate factors: replicate weight = pw * factors[index].
 
         ``frame``/``pw``/``inside`` are a design's ``full_data``, ``full_weights`` and
         ``in_subset``; ``factors`` (K, R) and ``index`` (row -> factor row, None: identity)
         come from the generators of :mod:`surveysynth.variance.replicate_weights`.
+        ``combined=True``: ``factors`` are the replicate weights themselves (calibration).
         """
         new = object.__new__(cls)
         new.weights_var = None
-        new._setup(frame, pw, factors, index, type_, scale, rscales, rho, mse, False, inside)
+        new._setup(frame, pw, factors, index, type_, scale, rscales, rho, mse, combined, inside)
         new._source = source
         return new
 

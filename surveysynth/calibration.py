@@ -1,0 +1,608 @@
+"""Calibration of design weights: post-stratification, raking and calibration (GREG, raking
+ratio, logit with bounds), as R ``survey`` 4.1's ``postStratify``, ``rake`` and ``calibrate``.
+
+Each function returns a new design of the same kind with calibrated weights:
+
+* a :class:`~surveysynth.SurveyDesign` keeps its sampling stages and records how the
+  calibration changes the linearization variance, as R keeps ``design$postStrata`` for
+  ``svyrecvar``: before the multistage formula, the influence values are replaced by
+
+  - calibration (``calibrate``): ``g w e`` with ``e`` the residuals of the regression of the
+    influence values over ``g w`` on the calibration variables, weighted by the original
+    weights ``w`` (R: ``qr.resid(qr(X sqrt(w)), x / (g sqrt(w))) * g sqrt(w)``);
+  - post-stratification: the influence values minus the new weight times the
+    post-stratum's mean (with the old weights) of the influence per new weight;
+  - raking: ten sweeps of the post-stratification centring over the margins, with the
+    weights of the last raking sweep, as R.
+
+  Domains of a calibrated design (``by=``, ``subset``) are estimated as R's calibrated designs
+  are: every row stays in the design, rows outside the domain have influence 0 before the
+  adjustment, so they get the (non-zero) residual of the regression.
+* a :class:`~surveysynth.ReplicateDesign` gets its full-sample weights calibrated and each
+  replicate's weights recalibrated to the same totals (R ``calibrate.svyrep.design``,
+  ``postStratify.svyrep.design``, ``rake`` on replicate designs); the replicate variance
+  formula is unchanged.
+
+Iterations and stopping rules are R's (``grake``: Newton steps with ``MASS::ginv``, stop when
+every ``|population - total| / (1 + |population|) < epsilon``; ``rake``: post-stratify on each
+margin in turn until the joint table moves by less than ``epsilon``), so iterative results match
+R to its tolerance. Differences from R, on purpose: calibration that does not converge is an
+error saying how far it got (R warns or stops with "Calibration failed"; ``force=True`` keeps
+the weights with a warning); non-positive calibrated weights are an error naming the rows
+(``allow_nonpositive=True`` keeps them); bounds that cannot be met are refused before
+iterating; population totals whose names match no column (a level absent from the sample, a
+misspelt term) are errors, not R's warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._validate import first_rows, parse_vars, require_columns
+from .estimate import category_levels, is_categorical
+
+CALFUNS = ("linear", "raking", "logit")
+_EPS = np.finfo(float).eps
+
+
+class CalibrationError(ValueError):
+    """Calibration failed: no convergence, infeasible bounds or unusable weights."""
+
+
+# ----------------------------------------------------------------------------- adjustments
+class GregAdjustment:
+    """Variance adjustment of ``calibrate``: influence values -> calibrated regression
+    residuals (R's ``greg_calibration`` entry of ``postStrata``)."""
+
+    def __init__(self, basis: np.ndarray, w: np.ndarray) -> None:
+        self.basis = basis  # orthonormal basis of the columns of X sqrt(w_old)
+        self.w = w  # g * sqrt(w_old)
+
+    def residualize(self, Z: np.ndarray) -> np.ndarray:
+        U = Z / self.w[:, None]
+        U = U - self.basis @ (self.basis.T @ U)
+        return U * self.w[:, None]
+
+
+class PostStratAdjustment:
+    """Variance adjustment of ``post_stratify`` (R's ``svyrecvar`` post-strata branch)."""
+
+    def __init__(self, codes: np.ndarray, new_w: np.ndarray, old_w: np.ndarray) -> None:
+        psw = np.asarray(new_w, float).copy()
+        psw[(psw == 0) & (old_w == 0)] = 1.0
+        self.codes, self.psw, self.oldw = codes, psw, np.asarray(old_w, float)
+        self.K = int(codes.max()) + 1
+        self.oldsum = np.bincount(codes, weights=self.oldw, minlength=self.K)
+
+    def residualize(self, Z: np.ndarray) -> np.ndarray:
+        ratio = self.oldw / self.psw
+        means = np.column_stack([
+            np.bincount(self.codes, weights=Z[:, j] * ratio, minlength=self.K) / self.oldsum
+            for j in range(Z.shape[1])
+        ]) if Z.shape[1] else np.zeros((self.K, 0))
+        return Z - means[self.codes] * self.psw[:, None]
+
+
+class RakeAdjustment:
+    """Variance adjustment of ``rake``: ten sweeps of centring within each margin (R)."""
+
+    def __init__(self, margins: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.margins = margins  # (codes, weights after that margin's step)
+
+    def residualize(self, Z: np.ndarray) -> np.ndarray:
+        Z = Z.copy()
+        for _ in range(10):
+            for codes, psw in self.margins:
+                K = int(codes.max()) + 1
+                cnt = np.bincount(codes, minlength=K)
+                for j in range(Z.shape[1]):
+                    mean = np.bincount(codes, weights=Z[:, j] / psw, minlength=K) / cnt
+                    Z[:, j] -= psw * mean[codes]
+        return Z
+
+
+# ----------------------------------------------------------------------------- model matrix
+def _r_level(level: Any) -> str:
+    if isinstance(level, (bool, np.bool_)):
+        return "TRUE" if level else "FALSE"
+    return str(level)
+
+
+def _terms(formula_or_columns: Any) -> tuple[list[str], bool]:
+    """Columns of an additive formula (``"~stype+api99"``, ``"~0+stype"``) or list; intercept."""
+    if isinstance(formula_or_columns, str):
+        text = formula_or_columns.strip()
+        if not text.startswith("~"):
+            return [text], True
+        parts = [p.strip() for p in text[1:].replace("-", "+-").split("+") if p.strip()]
+        intercept = not any(p in ("0", "-1") for p in parts)
+        cols = [p for p in parts if p not in ("0", "1", "-1", "-0")]
+        for c in cols:
+            if any(ch in c for ch in ":*()^-"):
+                raise ValueError(
+                    f"formula {formula_or_columns!r}: term {c!r} is not supported (additive "
+                    "main effects only). Fix: add the crossed or transformed variable as a "
+                    "column and name it in the formula."
+                )
+        return cols, intercept
+    return list(parse_vars(formula_or_columns, "formula_or_columns") or []), True
+
+
+def model_matrix(frame: pd.DataFrame, formula_or_columns: Any) -> tuple[np.ndarray, list[str]]:
+    """R ``model.matrix`` of an additive formula: an ``(Intercept)`` column unless ``~0+``,
+    numeric columns as they are, categorical columns as treatment contrasts (first level
+    dropped; all levels for the first factor of a formula without intercept), named as R
+    names them (``stypeH``). Missing values are an error naming the rows."""
+    cols, intercept = _terms(formula_or_columns)
+    require_columns(frame, cols, "formula_or_columns")
+    mats, names = [], []
+    if intercept:
+        mats.append(np.ones((frame.shape[0], 1)))
+        names.append("(Intercept)")
+    full_coded = intercept
+    for c in cols:
+        s = frame[c]
+        na = s.isna().to_numpy()
+        if na.any():
+            raise ValueError(f"calibration variable {c!r} has missing values in "
+                             f"{first_rows(frame.index, na)}. Fix: impute them or drop the rows "
+                             "before building the design.")
+        if is_categorical(s):
+            levels = category_levels(s)
+            if isinstance(s.dtype, pd.CategoricalDtype):
+                levels = list(s.cat.categories)
+            use = levels[1:] if full_coded else levels
+            full_coded = True
+            codes = pd.Index(levels).get_indexer(s)
+            for lev in use:
+                mats.append((codes == levels.index(lev)).astype(float)[:, None])
+                names.append(f"{c}{_r_level(lev)}")
+        else:
+            mats.append(s.to_numpy(dtype=float)[:, None])
+            names.append(c)
+    if not mats:
+        raise ValueError(f"formula {formula_or_columns!r} has no term: nothing to calibrate.")
+    return np.hstack(mats), names
+
+
+def _population_vector(population: Any, names: list[str], mm: np.ndarray,
+                       sample_total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Population totals in the order of ``names`` and a mask of the columns kept (R drops
+    columns that are zero in the sample and in the population)."""
+    if isinstance(population, pd.DataFrame):
+        if population.shape[0] == 1:
+            population = population.iloc[0]
+        elif population.shape[1] == 2:
+            population = pd.Series(population.iloc[:, 1].to_numpy(),
+                                   index=population.iloc[:, 0].astype(str))
+        else:
+            raise ValueError("population: a DataFrame must have one row (a column per term) "
+                             "or two columns (term name, total).")
+    if isinstance(population, (Mapping, pd.Series)):
+        pop = {str(k): float(v) for k, v in dict(population).items()}
+        extra = [k for k in pop if k not in names]
+        if extra:
+            raise ValueError(
+                f"population: totals {extra} match no column of the calibration model, whose "
+                f"columns are {names}. A level with no sample row has no column (R drops it): "
+                "collapse it with a neighbouring level, or remove its total; otherwise check "
+                "the spelling (R's names: '(Intercept)', variable name + level).")
+        missing = [k for k in names if k not in pop]
+        if missing:
+            raise ValueError(f"population: no total for {missing}. Give one total per column "
+                             f"of the model: {names}.")
+        vec = np.array([pop[k] for k in names])
+    else:
+        vec = np.asarray(population, dtype=float).reshape(-1)
+        if vec.shape[0] != len(names):
+            raise ValueError(f"population: {vec.shape[0]} totals for {len(names)} model "
+                             f"columns {names}. Fix: give them by name (a dict).")
+    if not np.isfinite(vec).all():
+        raise ValueError(f"population: totals must be finite, got {dict(zip(names, vec, strict=True))}.")
+    allzero = ~(mm != 0).any(axis=0)
+    keep = ~(allzero & (vec == 0))
+    absent = allzero & (vec != 0)
+    if absent.any():
+        bad = [n for n, a in zip(names, absent, strict=True) if a]
+        raise ValueError(
+            f"population: totals given for {bad}, but no sample row has them (a level absent "
+            "from the sample): the weights cannot reach a non-zero total. Fix: collapse the "
+            "level with a neighbouring one, or drop the level from the variable's categories.")
+    return vec, keep
+
+
+# ----------------------------------------------------------------------------- calfuns
+def _fm1(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+    if calfun == "linear":
+        return np.minimum(np.maximum(u + 1, lo), up) - 1
+    if calfun == "raking":
+        with np.errstate(over="ignore"):
+            return np.minimum(np.maximum(np.exp(u), lo), up) - 1
+    A = (up - lo) / ((up - 1) * (1 - lo))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(A * u)
+        return (lo * (up - 1) + up * (1 - lo) * e) / (up - 1 + (1 - lo) * e) - 1
+
+
+def _dF(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+    if calfun == "linear":
+        return ((u < up - 1) & (u > lo - 1)).astype(float)
+    if calfun == "raking":
+        with np.errstate(over="ignore"):
+            return np.where((u < up - 1) & (u > lo - 1), np.exp(u), 0.0)
+    A = (up - lo) / ((up - 1) * (1 - lo))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(A * u)
+        den = up - 1 + (1 - lo) * e
+        return up * (1 - lo) * e * A / den - (lo * (up - 1) + up * (1 - lo) * e) * (
+            (1 - lo) * e * A) / den**2
+
+
+def _ginv(M: np.ndarray) -> np.ndarray:
+    """MASS::ginv with tol 256 eps (singular values below tol * max are dropped)."""
+    U, s, Vt = np.linalg.svd(M)
+    keep = s > max(256 * _EPS * s[0], 0) if s.shape[0] else s > 0
+    return (Vt[keep].T / s[keep]) @ U[:, keep].T
+
+
+def grake(mm: np.ndarray, ww: np.ndarray, population: np.ndarray, calfun: str,
+          bounds: tuple[float, float], epsilon: float, maxit: int) -> tuple[np.ndarray, dict]:
+    """g-weights by R's ``grake`` (Newton iterations; unbounded linear in closed form as R's
+    ``regcalibrate``). Returns ``(g, info)``; ``info`` has ``iterations`` and ``misfit`` (the
+    largest ``|population - total| / (1 + |population|)`` reached) and ``converged``."""
+    lo, up = bounds
+    sample_total = mm.T @ ww
+    if calfun == "linear" and np.isneginf(lo) and np.isposinf(up):
+        T = (mm * ww[:, None]).T @ mm
+        try:
+            lam = np.linalg.solve(T, population - sample_total)
+        except np.linalg.LinAlgError as exc:
+            raise CalibrationError(
+                "calibrate: the calibration variables are collinear in the sample (singular "
+                "X'WX). Fix: drop a redundant variable or collapse levels.") from exc
+        return 1.0 + mm @ lam, {"iterations": 1, "misfit": 0.0, "converged": True}
+    eta = np.zeros(mm.shape[1])
+    xeta = mm @ eta
+    scales = population / sample_total
+    scale = None
+    with np.errstate(invalid="ignore"):
+        big = np.nanmin(scales) > 20
+    if big:
+        scale = float(np.mean(scales))
+        ww = ww * scale
+        sample_total = sample_total * scale
+    it = 1
+    while True:
+        deriv = _dF(calfun, xeta, lo, up)
+        T = (mm * (ww * deriv)[:, None]).T @ mm
+        misfit = population - sample_total - mm.T @ (ww * _fm1(calfun, xeta, lo, up))
+        deta = _ginv(T) @ misfit
+        eta = eta + deta
+        xeta = mm @ eta
+        g = 1 + _fm1(calfun, xeta, lo, up)
+        deriv = _dF(calfun, xeta, lo, up)
+        while it < maxit and not (np.isfinite(g).all() and np.isfinite(deriv).all()):
+            it += 1
+            deta = deta / 2
+            eta = eta - deta
+            xeta = mm @ eta
+            g = 1 + _fm1(calfun, xeta, lo, up)
+            deriv = _dF(calfun, xeta, lo, up)
+        misfit = population - sample_total - mm.T @ (ww * _fm1(calfun, xeta, lo, up))
+        rel = np.abs(misfit) / (1 + np.abs(population))
+        if (rel < epsilon).all():
+            converged = True
+            break
+        it += 1
+        if it > maxit:
+            converged = False
+            break
+    if scale is not None:
+        g = g * scale
+    achieved = float(np.nanmax(rel)) if np.isfinite(rel).any() else float("inf")
+    return g, {"iterations": it, "misfit": achieved, "converged": converged}
+
+
+def _check_bounds(calfun: str, bounds: Any, mm: np.ndarray, ww: np.ndarray,
+                  population: np.ndarray, names: list[str]) -> tuple[float, float]:
+    if calfun not in CALFUNS:
+        raise ValueError(f"calfun={calfun!r}: choose one of {CALFUNS} (R's calfun).")
+    lo, up = (-np.inf, np.inf) if bounds is None else (float(bounds[0]), float(bounds[1]))
+    if not lo < up:
+        raise CalibrationError(f"bounds={bounds}: lower must be below upper.")
+    if not lo <= 1 <= up:
+        raise CalibrationError(
+            f"bounds={bounds}: the g-weights (calibrated / design weight) start at 1, so the "
+            "bounds must include 1 (for example (0.5, 2)).")
+    if calfun == "logit" and not (np.isfinite(lo) and np.isfinite(up) and lo < 1 < up):
+        raise CalibrationError(
+            f"calfun='logit' needs finite bounds with lower < 1 < upper, got {bounds} "
+            "(R: 'Logit calibration requires finite bounds'). Fix: bounds=(0.5, 2), say.")
+    if calfun == "raking" and lo < 0:
+        lo = 0.0 if np.isfinite(lo) else lo
+    # a column that is never negative can reach at most sum(upper * w * x), at least lower*...
+    nonneg = (mm >= 0).all(axis=0)
+    reach_lo = (mm * ww[:, None]).sum(axis=0) * (max(lo, 0.0) if calfun != "linear" else lo)
+    reach_up = (mm * ww[:, None]).sum(axis=0) * up
+    with np.errstate(invalid="ignore"):
+        bad = nonneg & ((population < reach_lo - 1e-9 * np.abs(population))
+                        | (population > reach_up + 1e-9 * np.abs(population)))
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise CalibrationError(
+            f"bounds={bounds} cannot be met: the population total of {names[j]!r} is "
+            f"{population[j]:g}, but weights within the bounds give totals between "
+            f"{reach_lo[j]:g} and {reach_up[j]:g}. Fix: widen the bounds, or check the total.")
+    return lo, up
+
+
+def _failure(what: str, info: dict, calfun: str, bounds: Any, maxit: int,
+             epsilon: float) -> CalibrationError:
+    hint = ("widen the bounds (the totals may be out of their reach), " if bounds is not None
+            else "")
+    return CalibrationError(
+        f"{what}: calfun={calfun!r} did not converge in maxit={maxit} iterations; the largest "
+        f"relative misfit |population - total| / (1 + |population|) reached {info['misfit']:.3g} "
+        f"(target epsilon={epsilon:g}). Fix: {hint}raise maxit, use calfun='linear', or check "
+        "that the totals are consistent with each other; force=True keeps the last weights.")
+
+
+def _check_weights(g: np.ndarray, w_new: np.ndarray, index: pd.Index, allow: bool,
+                   what: str) -> None:
+    bad = ~(w_new > 0)
+    if bad.any() and not allow:
+        k = np.flatnonzero(bad)[:5]
+        raise CalibrationError(
+            f"{what}: calibrated weights are zero or negative in {first_rows(index, bad)} "
+            f"(g-weights {np.round(g[k], 4).tolist()}). Fix: bounds=(L, U) with L > 0 "
+            "(linear calibration), calfun='raking' or 'logit', or fewer calibration "
+            "variables; allow_nonpositive=True keeps them.")
+
+
+def _orthobasis(A: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of A (rank-revealing, as R's qr.resid uses the rank)."""
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    r = int((s > s[0] * 1e-7).sum()) if s.shape[0] else 0
+    return U[:, :r]
+
+
+# ----------------------------------------------------------------------------- API
+def _kind(design: Any) -> str:
+    kind = getattr(design, "design_kind", None)
+    if kind not in ("taylor", "replicate"):
+        raise TypeError(f"design must be a SurveyDesign or ReplicateDesign, got "
+                        f"{type(design).__name__}.")
+    if design.is_subset:
+        raise ValueError(
+            "calibration of a subset design: calibrate the full design (the weights of every "
+            "row change), then subset() it for domain estimates; to calibrate only some rows "
+            "(respondents), build the design on those rows.")
+    return kind
+
+
+def _replicate_analysis(design: Any) -> np.ndarray:
+    return design.replicate_weights("analysis")
+
+
+def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
+    from .replicate_design import ReplicateDesign
+
+    return ReplicateDesign.from_factors(
+        design.full_data, pw, rep, None, design.type, design.scale, design.rscales,
+        design.rho, design.mse, design.in_subset, source=f"{what}; {design!r}".split("\n")[0],
+        combined=True)
+
+
+def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: Any,
+              calfun: str = "linear", bounds: tuple[float, float] | None = None,
+              maxit: int = 50, epsilon: float = 1e-7, force: bool = False,
+              allow_nonpositive: bool = False):
+    """Calibrate the weights to population totals (R ``calibrate``).
+
+    ``formula_or_columns``: an additive formula (``"~stype+api99"``) or a list of columns;
+    the intercept's total is the population size. ``population``: totals by R's column names
+    (``{"(Intercept)": 6194, "stypeH": 755, "stypeM": 1018}``), a Series, a one-row
+    DataFrame, or a DataFrame of (name, total). ``calfun``: ``"linear"`` (GREG), ``"raking"``
+    (exponential) or ``"logit"`` (needs finite ``bounds``); ``bounds=(L, U)`` on the g-weights
+    (calibrated / design weight). Returns a design of the same kind: a SurveyDesign whose
+    linearization variance uses the calibration residuals, or a ReplicateDesign with every
+    replicate recalibrated.
+    """
+    kind = _kind(design)
+    frame = design.full_data
+    mm, names = model_matrix(frame, formula_or_columns)
+    ww = np.asarray(design.full_weights, float)
+    pop, keep = _population_vector(population, names, mm, mm.T @ ww)
+    mm, pop = mm[:, keep], pop[keep]
+    names = [n for n, k in zip(names, keep, strict=True) if k]
+    lo, up = _check_bounds(calfun, bounds, mm, ww, pop, names)
+    g, info = grake(mm, ww, pop, calfun, (lo, up), epsilon, maxit)
+    if not info["converged"]:
+        if not force:
+            raise _failure("calibrate", info, calfun, bounds, maxit, epsilon)
+        warnings.warn(str(_failure("calibrate", info, calfun, bounds, maxit, epsilon)),
+                      UserWarning, stacklevel=2)
+    w_new = 1.0 / ((1.0 / ww) / g)
+    _check_weights(g, w_new, frame.index, allow_nonpositive, "calibrate")
+    if kind == "taylor":
+        whalf = np.sqrt(ww)
+        adj = GregAdjustment(_orthobasis(mm * whalf[:, None]), g * whalf)
+        return design.with_calibration(w_new, adj)
+    rep = _replicate_analysis(design)
+    out = np.empty_like(rep)
+    for r in range(rep.shape[1]):
+        gr, inf_r = grake(mm, rep[:, r], pop, calfun, (lo, up), epsilon, maxit)
+        if not inf_r["converged"] and not force:
+            raise _failure(f"calibrate, replicate {r + 1}", inf_r, calfun, bounds, maxit,
+                           epsilon)
+        out[:, r] = rep[:, r] * gr
+    return _new_replicate(design, w_new, out, f"calibrated ({calfun})")
+
+
+def _strata_labels(frame: pd.DataFrame, strata: Any) -> tuple[list[str], pd.Series]:
+    cols = parse_vars(strata, "strata") or []
+    require_columns(frame, cols, "strata")
+    for c in cols:
+        na = frame[c].isna().to_numpy()
+        if na.any():
+            raise ValueError(f"strata: column {c!r} has missing values in "
+                             f"{first_rows(frame.index, na)}; recode them as a level.")
+    key = pd.Series(list(zip(*[frame[c].map(_r_level) for c in cols], strict=True)),
+                    index=frame.index)
+    return cols, key
+
+
+def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
+    """Post-stratum counts keyed by the tuple of level labels."""
+    if isinstance(population, pd.DataFrame):
+        missing = [c for c in cols if c not in population.columns]
+        other = [c for c in population.columns if c not in cols]
+        if missing or len(other) != 1:
+            raise ValueError(
+                f"population: a DataFrame needs the strata columns {cols} and one count column "
+                f"(R's Freq); got columns {list(population.columns)}.")
+        keys = zip(*[population[c].map(_r_level) for c in cols], strict=True)
+        return {k: float(v) for k, v in zip(keys, population[other[0]], strict=True)}
+    if isinstance(population, (Mapping, pd.Series)):
+        out = {}
+        for k, v in dict(population).items():
+            kt = tuple(k) if isinstance(k, tuple) else (k,)
+            if len(kt) != len(cols):
+                raise ValueError(f"population: key {k!r} has {len(kt)} level(s) for the "
+                                 f"{len(cols)} strata columns {cols}.")
+            out[tuple(_r_level(x) for x in kt)] = float(v)
+        return out
+    raise ValueError("population: give a DataFrame (strata columns + counts) or a dict "
+                     "{level: count} (tuples of levels for several strata columns).")
+
+
+def _post_codes(frame, strata, population, w, partial):
+    """Row codes of the post-strata, the population counts per code and labels."""
+    cols, key = _strata_labels(frame, strata)
+    pop = _population_table(population, cols)
+    codes, uniques = pd.factorize(key, sort=False)
+    labels = list(uniques)
+    samp = np.bincount(codes, weights=w, minlength=len(labels))
+    absent_pop = [lab for lab, s in zip(labels, samp, strict=True)
+                  if pop.get(lab, 0.0) == 0 and s != 0]
+    if absent_pop:
+        raise ValueError(
+            f"post_stratify: post-strata {absent_pop[:5]} of {cols} are in the sample but have "
+            "no (or a zero) population count. Fix: add their counts to population.")
+    absent_samp = [k for k, v in pop.items() if v != 0 and k not in set(labels)]
+    if absent_samp and not partial:
+        raise ValueError(
+            f"post_stratify: population counts for {absent_samp[:5]} of {cols}, a level absent "
+            "from the sample: no row can carry its weight. Fix: collapse it with a "
+            "neighbouring post-stratum, or partial=True to ignore it (R).")
+    if absent_samp:
+        warnings.warn("Some strata absent from sample: ignored", UserWarning, stacklevel=3)
+    counts = np.array([pop[lab] for lab in labels])
+    return codes.astype(np.int64), counts, samp
+
+
+def post_stratify(design: Any, strata: str | Sequence[str], population: Any,
+                  partial: bool = False):
+    """Post-stratify the weights so that each post-stratum's weights sum to its population
+    count (R ``postStratify``). ``strata``: column(s); ``population``: a DataFrame of the
+    strata columns and one count column (R's ``Freq``), or a dict ``{level: count}``
+    (tuples of levels for several columns). ``partial=True`` ignores population cells absent
+    from the sample (R). Returns a design of the same kind."""
+    kind = _kind(design)
+    frame = design.full_data
+    w = np.asarray(design.full_weights, float)
+    codes, counts, samp = _post_codes(frame, strata, population, w, partial)
+    reweight = counts / samp
+    w_new = 1.0 / ((1.0 / w) / reweight[codes])
+    if kind == "taylor":
+        return design.with_calibration(w_new, PostStratAdjustment(codes, w_new, w))
+    rep = _replicate_analysis(design)
+    out = _poststrat_matrix(rep, codes, counts)
+    return _new_replicate(design, w_new, out, "post-stratified")
+
+
+def _poststrat_matrix(W: np.ndarray, codes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each column of W rescaled so its post-stratum sums equal counts."""
+    K = counts.shape[0]
+    from scipy import sparse
+
+    S = sparse.csr_matrix((np.ones(codes.shape[0]), (codes, np.arange(codes.shape[0]))),
+                          shape=(K, codes.shape[0]))
+    sums = np.asarray(S @ W)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fac = counts[:, None] / sums
+    return W * fac[codes]
+
+
+def _margin_spec(frame, margins, population_margins):
+    margins = [margins] if isinstance(margins, str) else list(margins)
+    pops = population_margins
+    if isinstance(pops, Mapping) and not isinstance(pops, pd.DataFrame):
+        keys = list(pops.keys())
+        if len(keys) == len(margins) and all(isinstance(k, str) for k in keys) and \
+                set(keys) == {m if isinstance(m, str) else "+".join(m) for m in margins}:
+            pops = [pops[m if isinstance(m, str) else "+".join(m)] for m in margins]
+        else:
+            pops = list(pops.values())
+    pops = list(pops)
+    if len(pops) != len(margins):
+        raise ValueError(f"rake: {len(margins)} margins but {len(pops)} population margins "
+                         "(R: 'sample.margins and population.margins do not match').")
+    return margins, pops
+
+
+def rake(design: Any, margins: Sequence[str | Sequence[str]], population_margins: Any,
+         maxit: int = 10, epsilon: float = 1.0, force: bool = False):
+    """Rake the weights to population margins by iterative post-stratification (R ``rake``).
+
+    ``margins``: one column (or list of columns) per margin; ``population_margins``: one
+    population table per margin, each as :func:`post_stratify` takes it (a list in the same
+    order, or a dict keyed by the margin's column). Each sweep post-stratifies on every margin
+    in turn; raking stops when the joint weighted table of all margin variables changes by less
+    than ``epsilon`` (R's default 1 unit; ``epsilon < 1`` means that share of the total weight)
+    within ``maxit`` sweeps (R's 10). Not converging is an error saying how far it got
+    (``force=True``: R's warning, weights kept). Replicate designs rake every replicate along.
+    """
+    kind = _kind(design)
+    frame = design.full_data
+    margins, pops = _margin_spec(frame, margins, population_margins)
+    w0 = np.asarray(design.full_weights, float)
+    W = w0[:, None] if kind == "taylor" else np.column_stack([w0, _replicate_analysis(design)])
+    specs = [_post_codes(frame, m, p, w0, False)[:2] for m, p in zip(margins, pops, strict=True)]
+    allcols = [c for m in margins for c in (parse_vars(m, "margins") or [])]
+    joint = pd.factorize(pd.Series(list(zip(*[frame[c] for c in allcols], strict=True))))[0]
+    eps = epsilon * w0.sum() if epsilon < 1 else epsilon
+    old = np.bincount(joint, weights=W[:, 0])
+    it, converged, steps, delta = 0, False, [], np.inf
+    while it < maxit:
+        steps = []
+        for codes, counts in specs:
+            W = _poststrat_matrix(W, codes, counts)
+            steps.append((codes, W[:, 0].copy()))
+        new = np.bincount(joint, weights=W[:, 0])
+        delta = float(np.max(np.abs(old - new)))
+        if delta < eps:
+            converged = True
+            break
+        old = new
+        it += 1
+    if not converged:
+        msg = (f"rake did not converge in maxit={maxit} sweeps: the joint table of {allcols} "
+               f"still moved by {delta:.4g} in the last sweep (target epsilon={eps:g}). Fix: "
+               "raise maxit, or check that the margins' totals agree with each other (every "
+               "margin must sum to the same population size).")
+        if not force:
+            raise CalibrationError(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    w_new = W[:, 0]
+    if kind == "taylor":
+        return design.with_calibration(w_new, RakeAdjustment(steps))
+    return _new_replicate(design, w_new, W[:, 1:], "raked")
+
+
+postStratify = post_stratify  # R's spelling
