@@ -47,7 +47,10 @@ from ._validate import as_list, require_columns
 from .combine import combine_sets
 from .estimate import category_levels, confidence_interval
 
-STATS = ("total", "mean")
+STATS = ("total", "mean", "proportion", "percent", "median", "quantile")
+OF = ("total", "row", "col")
+#: the label column of the quantile levels in a ``stat="quantile"`` table
+QUANTILE_COLUMN = "quantile"
 CELL_TYPES = ("interior", "row margin", "column margin", "grand total")
 _NUMERIC = ("estimate", "se", "cv", "ci_low", "ci_high", "df", "n_unweighted")
 
@@ -112,9 +115,9 @@ class Table:
     # ---------------------------------------------------------------- views
     def _order(self, variables: list[str]) -> list[tuple]:
         """Label tuples of ``variables`` in table order (levels, then the margin)."""
-        interior = self.long[self.long.cell == "interior"]
-        seen = list(dict.fromkeys(map(tuple, interior[variables].to_numpy().tolist())))
-        return seen + [tuple([self.margin_label] * len(variables))]
+        keys = list(dict.fromkeys(map(tuple, self.long[variables].to_numpy().tolist())))
+        margin = tuple([self.margin_label] * len(variables))
+        return [k for k in keys if k != margin] + ([margin] if margin in keys else [])
 
     def wide(self, what: str = "estimate") -> pd.DataFrame:
         """Cells as a rows x cols grid of one column of :attr:`long` (margins last)."""
@@ -211,10 +214,22 @@ class Table:
         if n_min is not None:
             crit.append(f"fewer than {n_min:g} unweighted records")
         crit.append("empty cell")
-        what = "count" if self.value is None else f"{self.stat} of {self.value}"
+        what = self.describe()
         note = self.meta.get("source_note", "")
         return (f"Cells: {what} (standard error). * unreliable: " + " or ".join(crit) + "."
                 + (f" {note}" if note else ""))
+
+    def describe(self) -> str:
+        """What the cells hold, in words (the footnote's first sentence)."""
+        of = {"total": "the grand total", "row": "the row", "col": "the column"}
+        if self.stat == "percent":
+            base = "count" if self.value is None else f"total of {self.value}"
+            return f"percent of {of[self.meta.get('of', 'total')]} ({base})"
+        if self.stat == "proportion":
+            return f"proportion of each level of {self.value} in the cell"
+        if self.stat == "quantile":
+            return f"quantiles of {self.value}"
+        return "count" if self.value is None else f"{self.stat} of {self.value}"
 
     def __repr__(self) -> str:
         with pd.option_context("display.width", 140, "display.max_columns", 20):
@@ -374,8 +389,8 @@ def union_levels(designs: Sequence[Any], var: str) -> list:
 
 
 def _block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str | None,
-           stat: str, na_rm: bool):
-    """Estimates, variances, df and unweighted n of one table block on the full level grid."""
+           stat: str, na_rm: bool) -> dict[str, np.ndarray]:
+    """Estimates, variances, df and unweighted n of one total/mean block on the level grid."""
     na_rows = design.missing_rows([value], na_rm, "tabulate") if value is not None else None
     dom, D, by_df = design.domains(by or None, na_rows)
     n_all = design.in_subset.shape[0]
@@ -388,21 +403,114 @@ def _block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str | 
     est, var, _ = design.domain_ratios(Y, X, dom, D)
     df = np.asarray(design.domain_df(dom, D), float).reshape(D)
     n_unw = np.bincount(dom[dom >= 0], minlength=D).astype(float)
-    est, var = est[:, 0], var[:, 0]
+    res = {"e": est[:, 0], "v": var[:, 0], "d": df, "n": n_unw}
     if grid is None:
-        return est, var, df, n_unw
+        return res
     have = pd.MultiIndex.from_frame(by_df[by].astype(object))
+    fill = {"e": 0.0 if stat == "total" else np.nan, "v": 0.0 if stat == "total" else np.nan,
+            "d": np.nan, "n": 0.0}
+    return _align(have, grid, res, fill)
+
+
+def _align(have: pd.MultiIndex, grid: pd.MultiIndex, values: dict[str, np.ndarray],
+           fill: dict[str, float]) -> dict[str, np.ndarray]:
+    """Values keyed by ``have`` placed on ``grid`` (``fill`` where a key is absent)."""
     pos = have.get_indexer(grid)
     found = pos >= 0
-    K = len(grid)
-    fill = 0.0 if stat == "total" else np.nan
-    e = np.full(K, fill)
-    v = np.full(K, 0.0 if stat == "total" else np.nan)
-    d = np.full(K, np.nan)
-    n = np.zeros(K)
-    e[found], v[found], d[found], n[found] = est[pos[found]], var[pos[found]], df[pos[found]], \
-        n_unw[pos[found]]
-    return e, v, d, n
+    out = {}
+    for k, v in values.items():
+        a = np.full(len(grid), fill.get(k, np.nan))
+        a[found] = np.asarray(v, float)[pos[found]]
+        out[k] = a
+    return out
+
+
+def _combo_codes(design: Any, variables: list[str], levels: dict[str, list]) -> np.ndarray:
+    """Code of each row of ``full_data`` among the level combinations of ``variables`` (the
+    order of ``MultiIndex.from_product``: last variable fastest; -1 where a value is not a
+    level, i.e. missing)."""
+    frame = design.full_data
+    codes = [pd.Index(levels[v]).get_indexer(frame[v]) for v in variables]
+    dims = [max(len(levels[v]), 1) for v in variables]
+    bad = np.zeros(frame.shape[0], dtype=bool)
+    for c in codes:
+        bad |= c < 0
+    flat = np.ravel_multi_index([np.where(c < 0, 0, c) for c in codes], dims)
+    return np.where(bad, -1, flat)
+
+
+def _share_block(design: Any, by: list[str], num: list[str], grid: pd.MultiIndex,
+                 levels: dict[str, list], value: str | None, share_of_value: bool,
+                 na_rm: bool, ci_method: str, level: float) -> dict[str, np.ndarray]:
+    """Shares of the level combinations of ``num`` within the domains of ``by``, on ``grid``
+    (whose names are ``by`` and ``num`` in table order).
+
+    ``share_of_value``: the shares are of the total of the numeric ``value`` (sum w y over
+    the cell / over the domain); else of the weighted count. The numerator indicators are
+    built over every level of ``num`` (over all synthetic sets), so a level absent from a
+    domain has share 0 with SE 0, and an absent domain gives NaN. ``n`` counts the records
+    of the numerator cell; ``d`` is the df of the denominator domain (R svyciprop's)."""
+    numeric = share_of_value and value is not None
+    na_cols = [value] if value is not None else []
+    na_rows = design.missing_rows(na_cols, na_rm, "tabulate") if na_cols else None
+    dom, D, by_df = design.domains(by or None, na_rows)
+    if num:
+        design.domains(num, na_rows)  # a missing classification value: the same clear error
+        code = _combo_codes(design, num, levels)
+        L = int(np.prod([len(levels[v]) for v in num]))
+    else:
+        code = np.zeros(design.full_data.shape[0], dtype=np.int64)
+        L = 1
+    Y = (code[:, None] == np.arange(L)[None, :]).astype(float)
+    if value is not None and not numeric:  # proportion: rows with a missing value
+        Y[(code < 0) & (dom >= 0)] = np.nan
+    X = np.ones_like(Y)
+    if numeric:
+        y = design.numeric_values(value)
+        y = np.where(np.isnan(y), 0.0, y)[:, None]
+        Y, X = Y * y, X * y
+    Yc = np.where(np.isnan(Y), 0.0, Y)
+    est, var, _ = design.domain_ratios(Yc, X, dom, D)
+    df = np.asarray(design.domain_df(dom, D), float)
+    sel = (dom >= 0) & (code >= 0)
+    n = np.bincount(dom[sel] * L + code[sel], minlength=D * L).astype(float)
+    res = {"e": est.ravel(), "v": var.ravel(), "d": np.repeat(df, L), "n": n}
+    if ci_method != "wald":
+        from .ciprop import proportion_ci
+
+        out = pd.DataFrame({"estimate": res["e"], "se": np.sqrt(res["v"])})
+        ci = proportion_ci(design, out, Y, na_cols, by or None, na_rm, level, None, ci_method)
+        res.update(lo=ci["ci_low"].to_numpy(float), hi=ci["ci_high"].to_numpy(float),
+                   d=ci["df"].to_numpy(float))
+    # keys of the D x L results: the domain's by values, then the combination of num
+    dom_keys = (by_df[by].astype(object).to_numpy().tolist() if by else [[]])
+    combos = (list(pd.MultiIndex.from_product([levels[v] for v in num]))
+              if num else [()])
+    keys = [tuple(k) + tuple(c) for k in dom_keys for c in combos]
+    have = pd.MultiIndex.from_tuples(keys, names=by + num) if keys and (by or num) else None
+    if have is None:  # one domain, one share (a grand total of 100%)
+        return res
+    g = grid.reorder_levels(by + num) if list(grid.names) != by + num else grid
+    return _align(have, g, res, {"n": 0.0})
+
+
+def _quantile_block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str,
+                    ps: np.ndarray, na_rm: bool, level: float, qrule: str,
+                    interval_type: str) -> dict[str, np.ndarray]:
+    """Quantiles of ``value`` in the domains of ``by`` (R svyquantile / svyby), with their
+    Woodruff limits and SE, on the grid of ``by`` x quantile."""
+    out = design.quantile(value, ps, by=by or None, na_rm=na_rm, level=level, qrule=qrule,
+                          interval_type=interval_type)
+    res = {"e": out["estimate"].to_numpy(float), "v": out["se"].to_numpy(float) ** 2,
+           "d": out["df"].to_numpy(float), "n": out["n"].to_numpy(float),
+           "lo": out["ci_low"].to_numpy(float), "hi": out["ci_high"].to_numpy(float)}
+    if grid is None:
+        return res
+    keys = out[by].astype(object)
+    if QUANTILE_COLUMN in grid.names:  # stat="quantile": the levels are a column variable
+        keys[QUANTILE_COLUMN] = out["quantile"].to_numpy(float)
+    have = pd.MultiIndex.from_frame(keys)
+    return _align(have, grid, res, {"n": 0.0})
 
 
 def _is_design(obj: Any) -> bool:
@@ -434,6 +542,97 @@ def cell_labels(variables: list[str], by: list[str], grid: pd.MultiIndex | None,
     return lab
 
 
+def _blocks(stat: str, of: str, row_vars: list[str], col_vars: list[str]) -> list[tuple]:
+    """(cell type, by, numerator variables) of each block of the table.
+
+    Totals, means and quantiles estimate in the domains ``by``; proportions share the levels
+    of ``value`` in them; percentages share the level combinations of the numerator
+    variables in the denominator domains ``by``: of the grand total (by nothing), of the row
+    (by the row variables) or of the column (by the column variables). A margin over the
+    denominator's own variables is 100%."""
+    blocks = [("interior", row_vars + col_vars)]
+    if col_vars:
+        blocks += [("row margin", row_vars), ("column margin", col_vars)]
+    blocks.append(("grand total", []))
+    if stat != "percent":
+        return [(cell, by, []) for cell, by in blocks]
+    den = {"total": [], "row": row_vars, "col": col_vars}[of]
+    out = []
+    for cell, vs in blocks:
+        by = [v for v in vs if v in den]
+        out.append((cell, by, [v for v in vs if v not in den]))
+    return out
+
+
+def _check_ci_method(ci_method: str, stat: str, value: str | None, release: Any) -> None:
+    """ci_method= is R svyciprop's, for shares of counts on a design."""
+    if ci_method == "wald":
+        return
+    from .ciprop import CI_METHODS
+
+    if ci_method not in CI_METHODS:
+        raise ValueError(f"ci_method={ci_method!r}: choose 'wald' or one of {CI_METHODS} "
+                         "(R svyciprop's methods).")
+    if stat not in ("proportion", "percent") or (stat == "percent" and value is not None):
+        raise ValueError(f"ci_method={ci_method!r} applies to shares of counts: stat="
+                         "'proportion', or 'percent' without value.")
+    if release is not None:
+        raise ValueError(f"ci_method={ci_method!r}: a release's intervals come from its "
+                         "combining rule (t with the rule's df). Fix: ci_method='wald'.")
+
+
+def _check_layout(row_vars: list[str], col_vars: list[str], value: str | None,
+                  stat: str) -> None:
+    """Each classification variable once, value not among them, no clash with the quantile
+    column."""
+    if not row_vars:
+        raise ValueError("rows: give at least one classification variable.")
+    dup = set(row_vars) & set(col_vars)
+    if dup or len(set(row_vars)) < len(row_vars) or len(set(col_vars)) < len(col_vars):
+        raise ValueError(f"rows={row_vars}, cols={col_vars}: a variable may appear only once.")
+    if value is not None and value in row_vars + col_vars:
+        raise ValueError(f"value={value!r} is also a classification variable.")
+    if stat == "quantile" and QUANTILE_COLUMN in row_vars + col_vars:
+        raise ValueError(f"stat='quantile' adds a column {QUANTILE_COLUMN!r}: rename the "
+                         f"classification variable {QUANTILE_COLUMN!r}.")
+
+
+def _check_stat(stat: str, of: str, value: str | None, quantiles: Any, ci_method: str,
+                designs: list[Any], release: Any, col_vars: list[str]) -> np.ndarray | None:
+    """Validate the statistic's arguments; returns the quantile levels (None otherwise)."""
+    if stat not in STATS:
+        raise ValueError(f"stat={stat!r}: choose one of {list(STATS)} (or 'row percent', "
+                         "'column percent').")
+    if stat in ("mean", "proportion", "median", "quantile") and value is None:
+        raise ValueError(f"stat={stat!r} needs value=<column>: the {stat} of what?")
+    if of not in OF:
+        raise ValueError(f"of={of!r}: choose 'total' (share of the grand total), 'row' or "
+                         "'col' (share of the row or of the column).")
+    if stat == "percent" and of == "row" and not col_vars:
+        raise ValueError("stat='percent', of='row' needs cols=: without column variables "
+                         "every row is 100% of itself. Fix: of='total', or give cols.")
+    if stat == "percent" and of == "col" and not col_vars:
+        raise ValueError("stat='percent', of='col' needs cols=. Fix: of='total' (the share of "
+                         "each row in the grand total), or give cols.")
+    numeric_value = stat in ("mean", "median", "quantile") or (
+        stat in ("total", "percent") and value is not None)
+    if numeric_value:
+        for d in designs:
+            d.numeric_values(value)  # a clear error for a categorical column
+    _check_ci_method(ci_method, stat, value, release)
+    if stat == "quantile":
+        if quantiles is None:
+            raise ValueError("stat='quantile' needs quantiles= (e.g. [0.25, 0.5, 0.75]); "
+                             "stat='median' gives the median.")
+        ps = np.atleast_1d(np.asarray(quantiles, dtype=float))
+        if ps.size == 0 or ((ps < 0) | (ps > 1) | np.isnan(ps)).any():
+            raise ValueError(f"quantiles={quantiles!r}: each must be in [0, 1].")
+        return ps
+    if quantiles is not None:
+        raise ValueError(f"quantiles= is read with stat='quantile' only (stat={stat!r}).")
+    return np.array([0.5]) if stat == "median" else None
+
+
 def tabulate(
     source: Any,
     rows: str | Sequence[str],
@@ -446,66 +645,117 @@ def tabulate(
     ci: str = "normal",
     na_rm: bool = False,
     margin_label: str = "All",
+    *,
+    of: str = "total",
+    quantiles: float | Sequence[float] | None = None,
+    qrule: str = "math",
+    interval_type: str = "mean",
+    ci_method: str = "wald",
 ) -> Table:
-    """Tabulate counts, totals or means by ``rows`` x ``cols`` with margins, SE, CV, CI, flags.
+    """Tabulate counts, totals, means, proportions, percentages or quantiles by ``rows`` x
+    ``cols`` with margins, SE, CV, CI and flags.
 
     Parameters
     ----------
     source : SurveyDesign, ReplicateDesign or SyntheticRelease.
     rows, cols : classification variable(s) of the table rows and columns (``cols`` optional).
-    value : numeric variable; ``None`` with ``stat="total"`` tabulates counts (sums of weights).
-    stat : ``"total"`` (counts or totals of ``value``) or ``"mean"`` (domain means of ``value``).
+    value : the variable tabulated: numeric for totals, means, quantiles (and percentages of
+        its total); categorical (or numeric codes) for ``proportion``; ``None`` with
+        ``"total"`` or ``"percent"`` tabulates counts (sums of weights).
+    stat : ``"total"`` (counts or totals), ``"mean"`` (domain means), ``"proportion"`` (the
+        share of every level of ``value`` within each cell: R ``svyby(~value, ~rows+cols,
+        svymean)``; the levels become a column variable of the table), ``"percent"`` (each
+        cell's share, in percent, of the total, the row or the column, by ``of``),
+        ``"median"`` or ``"quantile"`` (with ``quantiles``: R ``svyquantile`` per cell, the
+        quantile levels a column variable). ``"row percent"`` / ``"column percent"`` are
+        ``"percent"`` with ``of="row"`` / ``"col"`` (the release config's spelling).
     cv_max, n_min : reliability thresholds (None disables one).
-    level, ci : confidence level; ``"normal"`` (R confint) or ``"t"`` (design df). Releases use
-        the combining rule's df.
+    level, ci : confidence level; ``"normal"`` (R confint) or ``"t"`` (design df) for Wald
+        intervals. Quantile intervals are Woodruff's (t with the domain df, R svyquantile).
+        Releases use the combining rule's t intervals.
     na_rm : drop records with missing ``value`` from the estimate (kept for the variance).
     margin_label : label of margin rows/columns in the label columns.
+    of : for ``"percent"``: ``"total"`` (share of the grand total: R ``svymean`` of the cell
+        factor), ``"row"`` (share of its row: ``svyby(~col, ~row, svymean)``) or ``"col"``.
+    quantiles, qrule, interval_type : for quantiles, as :meth:`SurveyDesign.quantile` (R
+        4.1's ``qrule`` and ``interval.type``).
+    ci_method : interval of proportions and percentages of counts on a design: ``"wald"``
+        (default, as ``ci``) or R ``svyciprop``'s ``"logit"``, ``"likelihood"``,
+        ``"asin"``, ``"beta"``, ``"mean"``, ``"xlogit"`` (t on each domain's df).
 
     Returns
     -------
     :class:`Table`: ``.long`` (one row per cell), ``.wide(what)``, ``.display()``, exports.
     """
-    if stat not in STATS:
-        raise ValueError(f"stat={stat!r}: choose 'total' or 'mean'.")
-    if stat == "mean" and value is None:
-        raise ValueError("stat='mean' needs value=<numeric column>: the mean of what?")
+    stat, of = {"row percent": ("percent", "row"),
+                "column percent": ("percent", "col")}.get(stat, (stat, of))
     designs, release = _check_source(source)
     row_vars, col_vars = as_list(rows), as_list(cols)
-    if not row_vars:
-        raise ValueError("rows: give at least one classification variable.")
-    dup = set(row_vars) & set(col_vars)
-    if dup or len(set(row_vars)) < len(row_vars) or len(set(col_vars)) < len(col_vars):
-        raise ValueError(f"rows={row_vars}, cols={col_vars}: a variable may appear only once.")
-    if value is not None and value in row_vars + col_vars:
-        raise ValueError(f"value={value!r} is also a classification variable.")
+    _check_layout(row_vars, col_vars, value, stat)
     for d in designs:
         require_columns(d.full_data, row_vars + col_vars + ([value] if value else []), "tabulate")
-    levels = {v: union_levels(designs, v) for v in row_vars + col_vars}
+    ps = _check_stat(stat, of, value, quantiles, ci_method, designs, release, col_vars)
+    extra_var = {"proportion": [value] if value else [], "quantile": [QUANTILE_COLUMN]}.get(
+        stat, [])
+    levels = {v: union_levels(designs, v) for v in row_vars + col_vars + extra_var
+              if v != QUANTILE_COLUMN}
+    if stat == "quantile":
+        levels[QUANTILE_COLUMN] = ps.tolist()
+    label_vars = row_vars + col_vars + extra_var
 
     def grid(vs: list[str]) -> pd.MultiIndex | None:
         if not vs:
             return None
         return pd.MultiIndex.from_product([levels[v] for v in vs], names=vs)
 
-    blocks = [("interior", row_vars + col_vars)]
-    if col_vars:
-        blocks += [("row margin", row_vars), ("column margin", col_vars)]
-    blocks.append(("grand total", []))
     labels, parts = [], []
-    for cell, by in blocks:
-        g = grid(by)
+    for cell, by, num in _blocks(stat, of, row_vars, col_vars):
+        shown = [v for v in label_vars if v in by + num + extra_var]
+        g = grid(shown)
         K = 1 if g is None else len(g)
-        labels.append(cell_labels(row_vars + col_vars, by, g, K, cell, margin_label))
-        parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
+        labels.append(cell_labels(label_vars, shown, g, K, cell, margin_label))
+        if stat in ("total", "mean"):
+            parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
+        elif stat in ("median", "quantile"):
+            parts.append([_quantile_block(d, by, g, value, ps, na_rm, level, qrule,
+                                          interval_type) for d in designs])
+        else:
+            numv = [value] if stat == "proportion" else num
+            parts.append([_share_block(d, by, numv, g, levels, value, stat == "percent",
+                                       na_rm, ci_method, level) for d in designs])
     long = pd.concat(labels, ignore_index=True)
-    q = np.column_stack([np.concatenate([p[i][0] for p in parts]) for i in range(len(designs))]).T
-    u = np.column_stack([np.concatenate([p[i][1] for p in parts]) for i in range(len(designs))]).T
-    dfs = np.column_stack([np.concatenate([p[i][2] for p in parts]) for i in range(len(designs))]).T
-    nn = np.column_stack([np.concatenate([p[i][3] for p in parts]) for i in range(len(designs))]).T
+    scale = 100.0 if stat == "percent" else 1.0
+
+    def stack(key: str) -> np.ndarray:
+        return np.vstack([np.concatenate([p[i][key] for p in parts])
+                          for i in range(len(designs))])
+
+    q, u, dfs, nn = stack("e") * scale, stack("v") * scale**2, stack("d"), stack("n")
     meta: dict[str, Any] = {"cv_max": cv_max, "n_min": n_min, "level": level}
+    meta.update({"percent": {"of": of}, "median": {"qrule": qrule, "interval_type":
+                 interval_type}, "quantile": {"qrule": qrule, "interval_type": interval_type},
+                 "proportion": {"ci_method": ci_method}}.get(stat, {}))
+    if stat == "percent":
+        meta["ci_method"] = ci_method
+    limits = (stack("lo")[0] * scale, stack("hi")[0] * scale) if "lo" in parts[0][0] else None
+    return _finish(long, q, u, dfs, nn, limits, source, release, level, ci, cv_max, n_min,
+                   meta, Table(long, row_vars, col_vars + extra_var, stat, value,
+                               margin_label, meta))
+
+
+def _finish(long: pd.DataFrame, q: np.ndarray, u: np.ndarray, dfs: np.ndarray,
+            nn: np.ndarray, limits: tuple | None, source: Any, release: Any, level: float,
+            ci: str, cv_max: float | None, n_min: float | None, meta: dict[str, Any],
+            shell: Table) -> Table:
+    """Estimates, SEs and intervals of the cells from the per-set arrays (m, K): the design's
+    own (Wald, Woodruff or svyciprop limits) for one design, the combining rule's for a
+    release; CV and flags; the Table laid out as ``shell``."""
     if release is None:
         est, se, df, n_unw = q[0], np.sqrt(u[0]), dfs[0], nn[0]
-        lo, hi = confidence_interval(est, se, df, level, ci)
+        if limits is not None:  # Woodruff (quantiles) or svyciprop limits
+            lo, hi = limits
+        else:
+            lo, hi = confidence_interval(est, se, df, level, ci)
         meta["source"] = type(source).__name__
         extra = {}
     else:
@@ -523,4 +773,5 @@ def tabulate(
     cv, reason, flag = reliability(est, se, n_unw, cv_max, n_min, df=dfs.min(axis=0))
     long = long.assign(estimate=est, se=se, cv=cv, ci_low=lo, ci_high=hi, df=df,
                        n_unweighted=n_unw, flag=flag, flag_reason=reason, **extra)
-    return Table(long, row_vars, col_vars, stat, value, margin_label, meta)
+    return Table(long, shell.rows, shell.cols, shell.stat, shell.value, shell.margin_label,
+                 meta)
