@@ -594,6 +594,11 @@ class Estimators:
     def _engine(self, engine: str):
         """The registered engine for ``engine=`` (None: the design's own native hooks)."""
         eng = get_engine(engine, kind=self.design_kind)
+        if not eng.native and getattr(self, "_calibration", ()):
+            raise ValueError(
+                f"engine={engine!r}: this design is calibrated (calibrate/rake/post_stratify) "
+                "and the engine would ignore the calibration in the variance. Fix: "
+                "engine='native', or a replicate design calibrated the same way.")
         return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,

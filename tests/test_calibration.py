@@ -208,3 +208,11 @@ def test_replicate_non_convergence(api):
     rep = DESIGNS["clus1_jk1"][1](api)
     with pytest.raises(CalibrationError, match=r"replicate \d+: calfun='linear' did not converge"):
         rep.calibrate("~stype+api99", POP_API, bounds=(0.6, 1.6))
+
+
+def test_other_engines_refused_on_calibrated_linearization(api):
+    """The R and samplics engines would rebuild the design without its calibration and
+    return uncalibrated SEs: refused rather than wrong."""
+    cal = DESIGNS["clus1"][1](api).calibrate("~stype", POP)
+    with pytest.raises(ValueError, match="calibrated"):
+        cal.total("enroll", engine="r")
