@@ -29,6 +29,7 @@ _EXPORTS = {
     "svychisq": ".analysis",
     "svyttest": ".analysis",
     "svyranktest": ".analysis",
+    "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

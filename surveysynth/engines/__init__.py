@@ -3,8 +3,9 @@
 * :data:`ENGINES` is the internal registry ``{name: (required_module, EngineClass)}``. The
   native engine registers itself here; :func:`register_engine` adds one at run time.
 * Optional engines register through the entry-point group ``surveysynth.engines``: this
-  distribution declares ``samplics`` (:mod:`surveysynth.engines.samplics_engine`) and ``r``
-  (:mod:`r_bridge.engine`) in pyproject.toml, and any other package may declare its own.
+  distribution declares ``samplics`` (:mod:`surveysynth.engines.samplics_engine`), ``dask``
+  (:mod:`surveysynth.engines.dask_engine`) and ``r`` (:mod:`r_bridge.engine`) in
+  pyproject.toml, and any other package may declare its own.
 * :func:`list_engines` (cached) gives the installed engines; :func:`refresh_engines` clears
   the cache (after installing one, or after :func:`register_engine`).
 * :func:`get_engine` gives an engine for ``engine="..."``: an unknown name is a ValueError
@@ -35,6 +36,7 @@ KNOWN_OPTIONAL: dict[str, tuple[str, str]] = {
     "samplics": ("samplics", "pip install 'samplics==0.6.1' (a dependency of surveysynth)"),
     "r": ("rpy2", "pip install 'surveysynth[r]' and R with the survey package "
                   "(scripts/setup.sh installs both)"),
+    "dask": ("distributed", "pip install 'surveysynth[dask]' (dask[dataframe,distributed])"),
 }
 
 
