@@ -28,6 +28,11 @@ SVREP_TYPES = ("BRR", "Fay", "JK1", "JKn", "bootstrap", "ACS", "successive-diffe
                "other")
 
 
+#: ``stat`` values of a ``[[tables]]`` block (tabulate's, in the config's spelling)
+TABLE_STATS = ("total", "mean", "proportion", "percent", "row percent", "column percent",
+               "median")
+
+
 class ConfigError(ValueError):
     """The release configuration is wrong; the message names the key and the fix."""
 
@@ -167,8 +172,14 @@ SCHEMA: tuple[Section, ...] = (
             default="table_<i>"),
         Key("rows", "strings", "the classification variable(s) of the rows", required=True),
         Key("cols", "strings", "the classification variable(s) of the columns", default=[]),
-        Key("value", "string", "the variable totalled or averaged (none: counts)"),
-        Key("stat", "string", "the statistic", default="total", allowed=("total", "mean")),
+        Key("value", "string", "the variable totalled, averaged or whose median is taken; for "
+            "`proportion` the variable whose level shares are shown (none: counts)"),
+        Key("stat", "string", "the statistic of each cell (`surveysynth.tables.tabulate`): "
+            "`total` (counts, or totals of value), `mean`, `proportion` (share of each level "
+            "of value in the cell), `percent` (share of the grand total, in percent), `row "
+            "percent` / `column percent` (share of the row / column), `median` (R "
+            "svyquantile per synthetic set); combined over the synthetic sets by the release's "
+            "rule", default="total", allowed=TABLE_STATS),
         Key("cv_max", "number", "cells with a larger CV are flagged", default=0.30,
             positive=True),
         Key("n_min", "number", "cells with fewer unweighted records are flagged", default=30),
@@ -280,9 +291,13 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
                               "carries its design in the replicate weights. Fix: remove "
                               f"design.{clash[0]} (keep design.weights, the full-sample weight).")
     for i, t in enumerate(raw.get("tables", [])):
-        if t.get("stat", "total") == "mean" and "value" not in t:
-            raise ConfigError(f"tables[{i}].value missing: stat='mean' needs the variable to "
-                              "average.")
+        stat = t.get("stat", "total")
+        if stat in ("mean", "median", "proportion") and "value" not in t:
+            raise ConfigError(f"tables[{i}].value missing: stat={stat!r} needs the variable "
+                              "(to average, take the median of, or share by level).")
+        if stat in ("row percent", "column percent") and not t.get("cols"):
+            raise ConfigError(f"tables[{i}].cols missing: stat={stat!r} needs column "
+                              "variables. Fix: give cols, or stat='percent'.")
         bad = sorted(set(t.get("digits", {})) - {"estimate", "se", "cv", "ci"})
         if bad:
             raise ConfigError(f"tables[{i}].digits: unknown statistic(s) {bad}. Fix: use "
