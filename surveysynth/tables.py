@@ -1,8 +1,9 @@
 """Official tabulation: interior cells, margins and grand total with SE, CV, CI and flags.
 
 ``tabulate(source, rows, cols, value, stat)`` makes the kind of table a statistical agency
-publishes from a survey (METHODS section 5): counts (sums of weights), totals or domain means by
-the cells of ``rows`` x ``cols``, with the row margins (by ``rows`` only), the column margins
+publishes from a survey (METHODS section 5): counts (sums of weights), totals, domain means,
+level proportions, percentages (of the total, row or column), medians or quantiles by the
+cells of ``rows`` x ``cols`` (``stat=``; docs/tables.md), with the row margins (by ``rows`` only), the column margins
 (by ``cols`` only) and the grand total (no ``by``), each with its standard error, coefficient of
 variation, confidence interval, unweighted number of records and a reliability flag.
 
