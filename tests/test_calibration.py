@@ -216,3 +216,27 @@ def test_other_engines_refused_on_calibrated_linearization(api):
     cal = DESIGNS["clus1"][1](api).calibrate("~stype", POP)
     with pytest.raises(ValueError, match="calibrated"):
         cal.total("enroll", engine="r")
+
+
+@pytest.mark.parametrize("design_name", ["clus1", "strat"])
+def test_glm_ciprop_and_covmat_on_calibrated(R, api, design_name):
+    """svyglm, svyciprop and svyby covariances read the calibrated variance through the core
+    (a module computing its own Taylor variance would give R's uncalibrated numbers)."""
+    from surveysynth.analysis import svyglm
+
+    r_design, py_design = DESIGNS[design_name]
+    r_cal, py_cal, _ = CALIBRATIONS["linear"]
+    cal = py_cal(py_design(api))
+    fit = svyglm("api00 ~ ell + meals", cal)
+    ref = _r(R, r_design, r_cal, "m <- svyglm(api00~ell+meals, cal); c(coef(m), SE(m))")
+    assert_rel(fit.params, ref[:3], 1e-9, "svyglm coef")
+    assert_rel(fit.bse, ref[3:], 1e-9, "svyglm se")
+    p = cal.proportion("sch.wide", ci_method="logit").iloc[1]
+    ref = _r(R, r_design, r_cal, "s <- svyciprop(~I(sch.wide=='Yes'), cal, method='logit'); "
+             "c(coef(s), SE(s), confint(s))")
+    assert_rel([p.estimate, p.se, p.ci_low, p.ci_high], ref, 1e-9, "svyciprop logit")
+    # (R's svyby(covmat=TRUE) fails on calibrated designs: the covariance of two totals)
+    out = cal.total(["api00", "ell"], covmat=True)
+    V = out.attrs["covmat"]["vcov"]
+    ref = _r(R, r_design, r_cal, "vcov(svytotal(~api00+ell, cal))")
+    assert_rel(V.ravel(), ref, 1e-9, "vcov of totals")
