@@ -260,7 +260,8 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
                     f"{where}.{key}: {v!r} is not released by this full synthesis (it releases "
                     f"{sorted(released)}). Fix: tabulate released variables only."
                 )
-        if spec.value and not pd.api.types.is_numeric_dtype(data[spec.value]):
+        if (spec.value and spec.stat not in ("proportion",)
+                and not pd.api.types.is_numeric_dtype(data[spec.value])):
             raise ConfigError(f"{where}.value: {spec.value!r} is not numeric (dtype "
                               f"{data[spec.value].dtype}). Fix: a numeric variable.")
         for var in spec.labels or {}:

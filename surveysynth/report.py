@@ -210,7 +210,11 @@ def utility_sections(tables: list, design: Any, release: Any, outcome_vars: list
     for t in tables:
         conf = tabulate(design, t.rows, t.cols or None, t.value, t.stat).long
         syn = tabulate(release, t.rows, t.cols or None, t.value, t.stat).long
-        keys = [c for c in conf.columns if c in t.rows + t.cols] + (["block"] if "block" in conf else [])
+        # cells are labelled by the row/column variables, the margin block, and for proportion
+        # and quantile tables by the value's level or the quantile
+        extra = [c for c in ("block", "quantile", t.value) if c and c in conf and c in syn]
+        keys = [c for c in conf.columns if c in t.rows + t.cols] + [
+            c for c in dict.fromkeys(extra) if c not in t.rows + t.cols]
         merged = conf.merge(syn, on=keys, suffixes=("_c", "_s"))
         rel = (merged["estimate_s"] - merged["estimate_c"]) / merged["estimate_c"].abs()
         lo = np.maximum(merged["ci_low_c"], merged["ci_low_s"])

@@ -145,7 +145,7 @@ REFUSED = [
     ("m not positive", _fbs, ("m = 3", "m = 0"), "synthesizer.m"),
     ("required outcome", _fbs, ('outcome = "salary"\n', ""), "synthesizer.outcome missing"),
     ("required section", _fbs, ('[input]\npath = "example.csv"', ""), "[input] section missing"),
-    ("allowed stat", _fbs, ('stat = "mean"', 'stat = "median"'), "tables[0].stat"),
+    ("allowed stat", _fbs, ('stat = "mean"', 'stat = "mode"'), "tables[0].stat"),
     ("allowed lonely_psu", _fbs, ('strata = "field"', 'strata = "field"\nlonely_psu = "x"'),
      "design.lonely_psu"),
     ("both targets", _fbs, ("target_epsilon = 20.0", "target_epsilon = 20.0\ntarget_lipschitz "

@@ -110,6 +110,17 @@ def kng(facts: dict[str, Any]) -> Guarantee:
                 + "; ".join(problems) + f". The nominal budget epsilon = {eps} is not a "
                 "guarantee.")
         return Guarantee(label, False, text)
+    if facts.get("method") == "jointexp" and sampler == "exact":
+        label = (f"pure epsilon-differential privacy, epsilon = {eps} (joint exponential "
+                 "mechanism for quantiles, exact sampling)")
+        text = (f"{label}. Each variable's quantiles were released jointly by the joint "
+                "exponential mechanism (Gillenwater, Joseph & Kulesza 2021; utility sensitivity 2 "
+                "under replace-one neighbours) with data-independent public bounds, on a public "
+                f"{facts.get('transform', 'log')} scale, drawn exactly (up to floating-point "
+                "arithmetic); a later variable's slope on the previous variable by DP Theil-Sen "
+                "(exponential-mechanism median of disjoint-pair slopes). Budgets compose "
+                "sequentially over variables; the synthetic data sets are post-processing.")
+        return Guarantee(label, True, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
         text = (f"{label}. Every quantile's coefficients were drawn exactly (up to floating-point "
