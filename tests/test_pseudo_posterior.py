@@ -356,8 +356,11 @@ def test_release_reproducible_only_with_a_seed(pbp_fit, small_design):
     b = pbp_fit.clone().fit(small_design).release()
     pd.testing.assert_frame_equal(a.designs[1].data, b.designs[1].data)
     assert a.privacy.seeded and "whoever holds the seed" in a.privacy.reproducibility
-    c = pbp_fit.clone().set_params(random_state=None).fit(small_design)
-    rc = c.release()
+    # unseeded: another chain, which may miss the fixture's lowered gates now and then
+    c = pbp_fit.clone().set_params(random_state=None, allow_unconverged=True).fit(small_design)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        rc = c.release()
     assert not rc.privacy.seeded and "not reproducible" in rc.privacy.reproducibility
     assert not np.allclose(rc.designs[0].data["salary"], a.designs[0].data["salary"])
     for rel in (a, rc):
