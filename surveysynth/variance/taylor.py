@@ -292,12 +292,23 @@ def _restrict(stage: Stage, keep: np.ndarray) -> Stage:
     )
 
 
+def _present_pairs(a: np.ndarray, b: np.ndarray, nb: int, na: int) -> np.ndarray:
+    """Sorted codes ``a * nb + b`` of the distinct pairs present (no per-row index)."""
+    key = a.astype(np.int64) * nb + b
+    space = na * nb
+    if space <= 4 * key.shape[0] + 1_000_000:
+        return np.flatnonzero(np.bincount(key, minlength=space))
+    return np.unique(key)
+
+
 def design_df(stage1: Stage, dom: np.ndarray, n_domains: int, positive: np.ndarray) -> np.ndarray:
     """R's ``degf``: distinct PSUs minus distinct strata among a domain's rows with weight > 0."""
     keep = (dom >= 0) & positive
-    clu = stage1.cluster[keep]
-    d = dom[keep]
-    pairs, _ = _compact_pairs(clu, d, n_domains, stage1.n_clusters)
+    if keep.all():  # every row counts: no masked copies
+        clu, d = stage1.cluster, dom
+    else:
+        clu, d = stage1.cluster[keep], dom[keep]
+    pairs = _present_pairs(clu, d, n_domains, stage1.n_clusters)
     n_psu = np.bincount(pairs % n_domains, minlength=n_domains)
     strata = stage1.stratum_of_cluster[pairs // n_domains]
     cells, _ = _compact_pairs(strata, pairs % n_domains, n_domains, stage1.n_strata)
