@@ -200,6 +200,11 @@ def test_bad_input_and_unsupported(client):
         dk.mean("y", deff=True)
     with pytest.raises(ValueError, match=r"by: column\(s\) \['nope'\]"):
         dk.mean("y", by="nope")
+    reps = data.assign(r1=data["w"], r2=data["w"] * 1.1)
+    reps.loc[7, "r2"] = np.nan
+    with pytest.raises(ValueError, match=r"repweights: column 'r2' has 1 missing.*\[7\]"):
+        DaskReplicateDesign(reps, repweights=["r1", "r2"], weights="w", type="BRR",
+                            npartitions=1).mean("y")
     before = data.copy()
     dk.mean("y", by="dom")
     pd.testing.assert_frame_equal(data, before)  # the caller's data is not mutated

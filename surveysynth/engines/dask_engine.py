@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from .._validate import as_list
 from ..design import SurveyDesign
@@ -66,10 +67,11 @@ def _problems(pdf: pd.DataFrame, spec: dict, w: np.ndarray) -> dict:
         na = pdf[c].isna().to_numpy()
         if na.any():
             out[f"na:{c}"] = (int(na.sum()), _first_labels(pdf.index, na))
-    for c in spec["rep"]:
-        bad = ~np.isfinite(pdf[c].to_numpy(dtype=float, na_value=np.nan))
-        if bad.any():
-            out[f"rep:{c}"] = (int(bad.sum()), _first_labels(pdf.index, bad))
+    if spec["rep"]:
+        bad = ~np.isfinite(pdf[spec["rep"]].to_numpy(dtype=float, na_value=np.nan))
+        for j in np.flatnonzero(bad.any(axis=0)):
+            out[f"rep:{spec['rep'][j]}"] = (int(bad[:, j].sum()),
+                                             _first_labels(pdf.index, bad[:, j]))
     return out
 
 
@@ -108,9 +110,18 @@ def _partial(pdf: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, dict, dict]:
             sums[f"_w@{r}"] = Az[:, r]
             for c, v in values.items():
                 sums[f"y:{c}@{r}"] = Az[:, r] * np.where(ok, v, 0.0)
-    frame = pd.DataFrame({**cols, **sums}, index=pd.RangeIndex(n))
     keys = spec["keys"] + [_NA]
-    agg = frame.groupby(keys, observed=True, dropna=False, sort=False).sum()
+    keyframe = pd.DataFrame(cols, index=pd.RangeIndex(n))
+    grouped = keyframe.groupby(keys, observed=True, dropna=False, sort=False)
+    group = grouped.ngroup().to_numpy()
+    G = int(group.max()) + 1 if n else 0
+    # every sum column at once: a (groups x rows) 0/1 matrix times the (rows x columns) values
+    onehot = sparse.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(G, n))
+    M = np.column_stack(list(sums.values())).astype(float)
+    first = np.full(G, -1, dtype=np.int64)
+    first[group[::-1]] = np.arange(n - 1, -1, -1)
+    index = pd.MultiIndex.from_frame(keyframe.iloc[first])
+    agg = pd.DataFrame(np.asarray(onehot @ M), index=index, columns=list(sums))
     gram: dict = {}
     if rep and spec["gram_by"] is not None:
         # per domain (by values, rows without NA), the Gram matrix A'A of the analysis
