@@ -8,7 +8,7 @@ step rules from the same start c0 (the plug-in root of the unweighted fit, typic
   (the plug-in equation with R held fixed; the rule used before 2026-11-22);
 * "log-linear": the first step is the plug-in root, then the root of the least-squares line
   log Delta_alpha = a + b log c through all refits (surveysynth.synth.pseudo_posterior.
-  _loglinear_root, the rule in use).
+  loglinear_root, the rule in use).
 
 Both damped to [c/2, 2c]; stop when |Delta_alpha - target| <= 1% of target (cap 60 refits).
 Slopes, starts and roots are those seen in the FBS benchmark (docs/benchmarks.md).
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from surveysynth.synth.pseudo_posterior import _loglinear_root
+from surveysynth.synth.tuning import loglinear_root as _loglinear_root
 
 TARGET = 3.4
 EULER = 0.5772156649015329

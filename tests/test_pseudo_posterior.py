@@ -236,7 +236,7 @@ def test_fbs_program_equals_declared_cholesky_corr(fbs_fit):
 
 
 def test_loglinear_root():
-    from surveysynth.synth.pseudo_posterior import _loglinear_root
+    from surveysynth.synth.tuning import loglinear_root as _loglinear_root
 
     # exact line log f = a + b log c: the root is exact whatever the slope prior
     for b in (0.5, 0.8, 1.3):

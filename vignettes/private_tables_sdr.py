@@ -36,7 +36,7 @@ from surveysynth.datasets import sdr_population, sdr_sample
 from surveysynth.privacy import laplace_tables
 from surveysynth.simulate import monte_carlo
 from surveysynth.synth import FBP, FBS, PBP
-from surveysynth.synth.pseudo_posterior import plot_risk_violins
+from surveysynth.synth.risk_plots import plot_risk_violins
 
 # --------------------------------------------------------------------------------------------
 # the paper's numbers (seed 001 Tables 2-5 and 8-9, transcribed from the text)

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,9 +61,10 @@ from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
+from .cells import build_cells, cell_moments
+from .tuning import TuningPath
 
-__all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError",
-           "plot_risk_violins"]
+__all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
 
 _LOG2PI = float(np.log(2 * np.pi))
 
@@ -77,104 +77,6 @@ def _first(mask: np.ndarray, k: int = 5) -> list[int]:
     return np.flatnonzero(mask)[:k].tolist()
 
 
-# --------------------------------------------------------------------------------------------
-# predictors -> cells and design rows
-
-
-@dataclass
-class _Cells:
-    codes: np.ndarray  # (n,) 0-based cell of each record
-    table: pd.DataFrame  # (C, predictors) the level combination of each cell
-    Xc: np.ndarray  # (C, K) design row of each cell
-    columns: list[str]  # names of the K design columns
-
-
-def _build_cells(data: pd.DataFrame, predictors: list[str], effects: str,
-                 coding: str = "intercept") -> _Cells:
-    if not predictors:
-        table = pd.DataFrame(index=range(1))
-        return _Cells(np.zeros(len(data), dtype=np.int64), table, np.ones((1, 1)), ["(Intercept)"])
-    levels = []
-    for p in predictors:
-        col = data[p]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            levels.append(list(col.cat.categories))
-        else:
-            levels.append(sorted(pd.unique(col).tolist(), key=lambda v: (str(type(v)), v)))
-    full = pd.MultiIndex.from_product(levels, names=predictors)
-    obs = pd.MultiIndex.from_frame(data[predictors].astype(object))
-    codes = full.get_indexer(obs)
-    counts = np.bincount(codes, minlength=len(full))
-    if effects == "cells" and (counts == 0).any():
-        empty = [dict(zip(predictors, full[i], strict=False)) for i in np.flatnonzero(counts == 0)[:5]]
-        raise ValueError(
-            f"predictors {predictors}: {int((counts == 0).sum())} cell(s) of the full "
-            f"cross-classification have no records, e.g. {empty}. Full cell effects are not "
-            "identified there. Fix: use effects='main', collapse levels, or drop unused "
-            "categories (Series.cat.remove_unused_categories())."
-        )
-    if effects == "main":
-        for p, lev in zip(predictors, levels, strict=False):
-            seen = set(pd.unique(data[p]).tolist())
-            unused = [v for v in lev if v not in seen]
-            if unused:
-                raise ValueError(
-                    f"predictor {p!r} has categories with no records: {unused[:5]}. Fix: drop "
-                    "unused categories (Series.cat.remove_unused_categories())."
-                )
-    table = full.to_frame(index=False)
-    C = len(full)
-    cell_names = [":".join(f"{p}={v}" for p, v in zip(predictors, full[i], strict=False)) for i in range(C)]
-    if effects == "cells" and coding == "cellmeans":
-        Xc = np.eye(C)
-        names = cell_names
-    elif effects == "cells":
-        Xc = np.eye(C)
-        Xc[:, 0] = 1.0
-        names = ["(Intercept)"] + cell_names[1:]
-    else:
-        blocks = [np.ones((C, 1))]
-        names = ["(Intercept)"]
-        for p, lev in zip(predictors, levels, strict=False):
-            vals = table[p].to_numpy()
-            for v in lev[1:]:
-                blocks.append((vals == v).astype(float)[:, None])
-                names.append(f"{p}={v}")
-        Xc = np.hstack(blocks)
-    return _Cells(codes.astype(np.int64), table, Xc, names)
-
-
-def _cell_moments(codes: np.ndarray, C: int, a: np.ndarray, cols: list[np.ndarray]):
-    """Weighted count, means and centred cross-products of ``cols`` per cell (weights a)."""
-    w = np.bincount(codes, weights=a, minlength=C)
-    safe = np.where(w > 0, w, 1.0)
-    means = [np.where(w > 0, np.bincount(codes, weights=a * v, minlength=C) / safe, 0.0)
-             for v in cols]
-    cent = [v - mu[codes] for v, mu in zip(cols, means, strict=False)]
-    cross = {}
-    for i in range(len(cols)):
-        for j in range(i, len(cols)):
-            cross[(i, j)] = np.bincount(codes, weights=a * cent[i] * cent[j], minlength=C)
-    return w, means, cross
-
-
-def _loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
-                    slope_prior: float = 0.7, prior_weight: float = 0.05) -> float:
-    """Root c of the least-squares line log f = a + b log c through noisy evaluations.
-
-    The slope is shrunk towards ``slope_prior`` with the weight of a spread of
-    ``prior_weight`` in sum (log c - mean)^2 (so evaluations at nearly the same c still give a
-    stable slope) and kept in [0.25, 2]; the root is then
-    exp(mean log c + (log target - mean log f) / b): near the root it moves by the mean
-    residual of all evaluations, which averages the noise of the max over draws.
-    """
-    xb, yb = float(np.mean(logc)), float(np.mean(logf))
-    sxx = float(np.sum((logc - xb) ** 2))
-    sxy = float(np.sum((logc - xb) * (logf - yb)))
-    b = float(np.clip((sxy + prior_weight * slope_prior) / (sxx + prior_weight), 0.25, 2.0))
-    return float(np.exp(xb + (np.log(target) - yb) / b))
-
-
 def _even_draws(S: int, m: int) -> np.ndarray:
     """m draw indices spaced evenly over S retained draws (the last one included)."""
     return (np.floor((np.arange(1, m + 1)) * S / m) - 1).astype(np.int64)
@@ -182,72 +84,6 @@ def _even_draws(S: int, m: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------
 # the fit object
-
-
-class _TuningPath:
-    """The map c -> Delta_alpha as seen so far: the plug-in solver on one fit's per-record
-    bounds, and the log-linear regression through every evaluation (see ``_tune``)."""
-
-    def __init__(self, delta: np.ndarray, g: float, target: float) -> None:
-        finite = np.isfinite(delta)
-        self.delta, self.g, self.target = delta, g, target
-        lo_d, self.hi_d = delta[finite].min(), delta[finite].max()
-        D = np.zeros_like(delta)
-        if self.hi_d > lo_d:
-            D[finite] = (delta[finite] - lo_d) / (self.hi_d - lo_d)
-        below = D[finite & (D < 1)]
-        c_max = (1.0 - g) / (1.0 - below.max()) if below.size else 1.0
-        self.c_max = max(c_max, 1e-6) * 1.0001
-        self.R0 = np.where(finite, delta, 0.0)
-        self.logc: list[float] = []
-        self.logf: list[float] = []
-
-    def predict(self, c: float, R: np.ndarray) -> float:
-        return float(np.max(lipschitz_weights(None, c=c, g=self.g, bounds=self.delta) * R))
-
-    def plug_in(self, R: np.ndarray, goal: float) -> float:
-        """Solve predict(c, R) = goal on [0, c_max] by bisection (numpy only, no refit)."""
-        lo, hi = 0.0, self.c_max
-        if self.predict(hi, R) < goal:
-            return hi
-        if self.predict(lo, R) > goal:
-            return lo
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if self.predict(mid, R) < goal else (lo, mid)
-        return 0.5 * (lo + hi)
-
-    def add(self, c: float, f: float) -> None:
-        if c > 0 and f > 0 and (not self.logc or self.logc[-1] != np.log(c)):
-            self.logc.append(float(np.log(c)))
-            self.logf.append(float(np.log(f)))
-
-    def residual_sd(self) -> float:
-        """SD of the residuals of log Delta_alpha about the least-squares line in log c (the
-        fit-to-fit noise of the bound); 0 with fewer than three fits."""
-        if len(self.logc) < 3:
-            return 0.0
-        x, y = np.array(self.logc), np.array(self.logf)
-        b, a = np.polyfit(x, y, 1)
-        return float(np.sqrt(np.sum((y - (a + b * x)) ** 2) / (len(x) - 2)))
-
-    def next_c(self, c: float, f: float, goal: float, R: np.ndarray) -> float:
-        """The next c: the root of the regression line (two or more evaluations) or the
-        plug-in root from this fit's bounds, damped to [c/2, 2c]."""
-        self.add(c, f)
-        if len(self.logc) >= 2:
-            c_new = _loglinear_root(np.array(self.logc), np.array(self.logf), goal)
-        else:
-            c_new = self.plug_in(R, goal)
-        return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
-
-    def root(self, c: float, f: float, goal: float) -> float:
-        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped."""
-        if len(self.logc) < 2:
-            c_new = float(np.exp(np.log(c) + (np.log(goal) - np.log(f)) / 0.7))
-        else:
-            c_new = _loglinear_root(np.array(self.logc), np.array(self.logf), goal)
-        return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
 
 
 class _FittedMethods:
@@ -378,68 +214,18 @@ class _FittedMethods:
 
     # ------------------------------------------------------------------ diagnostics plots
     def plot_risk(self, ax=None):
-        """Violins of Delta_i (unweighted), Delta_alpha,i (weighted) and alpha_i (seed 001 Fig 1)."""
-        import matplotlib.pyplot as plt
+        """Violins of Delta_i (unweighted), Delta_alpha,i (weighted) and alpha_i (seed 001
+        Fig. 1): confidential, for the curator (surveysynth.synth.risk_plots)."""
+        from .risk_plots import plot_fit_risk
 
-        if ax is None:
-            fig, ax = plt.subplots(1, 2, figsize=(8, 3.5))
-        else:
-            fig = np.atleast_1d(ax)[0].figure
-        ax = np.atleast_1d(ax)
-        d = [self.delta_[np.isfinite(self.delta_)], self.delta_alpha_i_]
-        ax[0].violinplot(d, showmedians=True)
-        ax[0].set_xticks([1, 2], ["unweighted", "weighted"])
-        ax[0].set_ylabel("record Lipschitz bound")
-        ax[0].set_title(f"{self.name}: max {self.delta_unweighted_:.2f} -> "
-                        f"{self.delta_alpha_:.2f}")
-        if len(ax) > 1:
-            ax[1].violinplot([self.alpha_], showmedians=True)
-            ax[1].set_xticks([1], [self.name])
-            ax[1].set_ylabel("alpha")
-            ax[1].set_ylim(-0.02, 1.02)
-        fig.tight_layout()
-        return fig
+        return plot_fit_risk(self, ax)
 
     def plot_weights(self, index: int = 0):
-        """Outcome vs weight: confidential, synthesized and smoothed weights (seed 001 Figs 2-3).
+        """Outcome vs confidential, synthesized and smoothed weights (seed 001 Figs. 2-3):
+        confidential, for the curator (surveysynth.synth.risk_plots)."""
+        from .risk_plots import plot_fit_weights
 
-        The left panel shows confidential values: a diagnostic for the data holder only.
-        """
-        import matplotlib.pyplot as plt
-
-        if self.name == "PBP":
-            raise ValueError("PBP does not model or release weights; nothing to plot.")
-        frames = self.synthesize(m=max(self.m, index + 1), include_synthetic_weights=True)
-        f = frames[index]
-        prep = self._prep_
-        wname, y = prep["weights_name"], self.outcome
-        fig, ax = plt.subplots(1, 3, figsize=(11, 3.5), sharey=True)
-        panels = [(prep["y_raw"], prep["w_raw"], "confidential"),
-                  (f[y].to_numpy(), f[f"{wname}_synthetic"].to_numpy(), "synthesized weights"),
-                  (f[y].to_numpy(), f[wname].to_numpy(), "smoothed weights")]
-        for a, (yy, ww, title) in zip(ax, panels, strict=False):
-            a.scatter(ww, yy, s=4, alpha=0.5)
-            a.set_title(f"{self.name}: {title}")
-            a.set_xlabel("weight")
-        ax[0].set_ylabel(y)
-        fig.tight_layout()
-        return fig
-
-
-def plot_risk_violins(fits: dict[str, Any]):
-    """Seed 001 Fig. 1: violins of Delta_alpha,i (a) and alpha_i (b) for several fits."""
-    import matplotlib.pyplot as plt
-
-    names = list(fits)
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-    ax[0].violinplot([fits[k].delta_alpha_i_ for k in names], showmedians=True)
-    ax[0].set_xticks(range(1, len(names) + 1), names)
-    ax[0].set_title("record-level Lipschitz bounds (weighted)")
-    ax[1].violinplot([fits[k].alpha_ for k in names], showmedians=True)
-    ax[1].set_xticks(range(1, len(names) + 1), names)
-    ax[1].set_title("risk weights alpha")
-    fig.tight_layout()
-    return fig
+        return plot_fit_weights(self, index)
 
 
 # --------------------------------------------------------------------------------------------
@@ -607,7 +393,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 f"design weights must be positive and finite; rows {_first(badw)} are not. "
                 f"{self.name} models log w (or pi = 1/w)."
             )
-        cells = _build_cells(data, self._cfg_['predictors'], self.effects, self._cfg_['coding'])
+        cells = build_cells(data, self._cfg_['predictors'], self.effects, self._cfg_['coding'])
         strata = design.strata_vars
         strata_release = None
         if (strata and self.kind == "partial" and self.name != "FBP"
@@ -780,7 +566,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         max_i alpha_i(c') R_i = aim with the latest fit's R by bisection in numpy (the first
         guess uses the unweighted fit's R = Delta_i). From the second refit on, the next c is
         the root of a least-squares line through ALL evaluations so far, log Delta_alpha =
-        a + b log c (:func:`_loglinear_root`; R_i grows as c falls, so measured slopes b are
+        a + b log c (:func:`surveysynth.synth.tuning.loglinear_root`; R_i grows as c falls, so measured slopes b are
         ~0.5-0.9, and the regression pools the noise of all refits). Steps are damped to
         [c/2, 2c]. Tuning aims at the middle of the band, aim = (1 - tol/2) target, and stops at
         the first tuning fit within tol x aim of it (tuning fits are never reported, so this
@@ -808,7 +594,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         finite = np.isfinite(delta)
         if not finite.any():
             raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
-        path = _TuningPath(delta, g, target)
+        path = TuningPath(delta, g, target)
         # --- tuning fits (never reported)
         aim = (1.0 - tol / 2.0) * target
         c = 0.0 if g > 0 and path.predict(0.0, path.R0) > target else path.plug_in(path.R0, aim)
@@ -852,7 +638,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
             "max_refits or draws, or a larger tol (a lower aim).")
 
-    def _check_reach(self, path: _TuningPath, c: float, f: float, target: float,
+    def _check_reach(self, path: TuningPath, c: float, f: float, target: float,
                      tol: float) -> None:
         g = path.g
         if f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12:
@@ -937,7 +723,7 @@ class FBS(_PseudoPosterior):
         cells = prep["cells"]
         Z = self._Z(prep)
         C = cells.Xc.shape[0]
-        w, means, cross = _cell_moments(cells.codes, C, alpha, [Z[:, 0], Z[:, 1]])
+        w, means, cross = cell_moments(cells.codes, C, alpha, [Z[:, 0], Z[:, 1]])
         n = prep["n"]
         return dict(
             n=n, K=cells.Xc.shape[1], C=C, Xc=cells.Xc, w=w, zbar=np.c_[means[0], means[1]],
@@ -951,7 +737,7 @@ class FBS(_PseudoPosterior):
         cells = prep["cells"]
         Z = self._Z(prep)
         C, K = cells.Xc.shape
-        w, means, cross = _cell_moments(cells.codes, C, np.ones(prep["n"]), [Z[:, 0], Z[:, 1]])
+        w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [Z[:, 0], Z[:, 1]])
         B = self._ls_cells(cells.Xc, np.c_[means[0], means[1]], w)
         tau = np.sqrt(np.array([cross[(0, 0)].sum(), cross[(1, 1)].sum()]) / prep["n"])
         tau = np.maximum(tau, 1e-3)
@@ -1035,7 +821,7 @@ class FBP(_PseudoPosterior):
         y = prep["y"]
         lpi = self._lpi(prep)
         C = cells.Xc.shape[0]
-        w, means, cross = _cell_moments(cells.codes, C, alpha, [y, lpi])
+        w, means, cross = cell_moments(cells.codes, C, alpha, [y, lpi])
         return dict(
             n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, centre=self._centre(prep), w=w,
             ybar=means[0], pbar=means[1], Syy=cross[(0, 0)], Syp=cross[(0, 1)],
@@ -1049,7 +835,7 @@ class FBP(_PseudoPosterior):
         y = prep["y"]
         lpi = self._lpi(prep)
         C, K = cells.Xc.shape
-        w, means, cross = _cell_moments(cells.codes, C, np.ones(prep["n"]), [y, lpi])
+        w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [y, lpi])
         beta = self._ls_cells(cells.Xc, means[0], w)
         kx = self._ls_cells(cells.Xc, means[1], w)
         sy = max(np.sqrt(cross[(0, 0)].sum() / prep["n"]), 1e-3)
@@ -1124,7 +910,7 @@ class PBP(_PseudoPosterior):
     def _stan_data(self, prep, alpha, save_log_lik):
         cells = prep["cells"]
         C = cells.Xc.shape[0]
-        A, means, cross = _cell_moments(cells.codes, C, alpha * self._wt(prep), [prep["y"]])
+        A, means, cross = cell_moments(cells.codes, C, alpha * self._wt(prep), [prep["y"]])
         return dict(
             n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, A=A, ybar=means[0],
             Syy=cross[(0, 0)], save_log_lik=int(save_log_lik),
@@ -1135,7 +921,7 @@ class PBP(_PseudoPosterior):
     def _inits(self, prep, rng):
         cells = prep["cells"]
         C, K = cells.Xc.shape
-        A, means, cross = _cell_moments(cells.codes, C, self._wt(prep), [prep["y"]])
+        A, means, cross = cell_moments(cells.codes, C, self._wt(prep), [prep["y"]])
         beta = self._ls_cells(cells.Xc, means[0], A)
         sig = max(np.sqrt(cross[(0, 0)].sum() / max(A.sum(), 1)), 1e-3)
         theta = (A + 1.0) / (A + 1.0).sum()
