@@ -655,6 +655,19 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
             pass
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
                     _as_list(cfg.synth.get("variables")))
+    # fidelity flags (surveysynth.fidelity): the synthesized numeric variables (a partial
+    # synthesis models its outcome only) and their declared public bounds, if the synthesizer
+    # has a bounds setting
+    from .fidelity import release_fidelity
+
+    modelled = [c for _, c in _synthesized(cfg.method, cfg.synth)]
+    if cfg.method not in ("quantile", "PBP"):
+        modelled = modelled[:1]
+    declared = syn.get_params().get("bounds") if hasattr(syn, "get_params") else None
+    fid = release_fidelity(design, release, modelled,
+                           bounds=declared if isinstance(declared, dict) else None)
+    warns += [f"Fidelity: {w}" for w in fid.warnings]
+    sections.append(report.fidelity_section(fid))
     sections += report.utility_sections(cfg.tables, design, release, outcome_vars, figures)
     outcome = cfg.synth.get("outcome")
     if release.kind == "partial" and outcome is not None and cfg.known:

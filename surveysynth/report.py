@@ -10,7 +10,9 @@ Layout, in the order a review board reads it: the not-for-publication notice; th
 (``<dl id="summary-card">``: method, epsilon to 3 significant digits, Delta_alpha where the
 guarantee has one, the guarantee label and text from the privacy record, the convergence verdict
 with max R-hat / min ESS / divergences); warnings highlighted (``role="alert"``); the published
-tables as exported (computed from the synthetic release); utility and risk pictures with
+tables as exported (computed from the synthetic release); the fidelity flags
+(:func:`fidelity_section`: pile-up at public bounds, moved quantiles and correlations, from
+:mod:`surveysynth.fidelity`, each flag also a warning); utility and risk pictures with
 captions and legends; tuning, fit summary and MCMC diagnostics folded in ``<details>``. Numbers
 are formatted by meaning (:func:`format_table`): counts as integers, other numbers to 4
 significant digits. ``tests/test_report.py`` renders it in headless Chromium.
@@ -78,7 +80,8 @@ summary{cursor:pointer;font-weight:600;padding:.2em 0}
 {% for s in sections %}{% if s.folded %}<details><summary>{{ s.title }}</summary>{% else %}<h2>{{ s.title }}</h2>{% endif %}
 {% for p in s.paragraphs %}<p>{{ p }}</p>{% endfor %}
 {% if s.table is not none %}{{ s.table|safe }}{% endif %}
-{% for img in s.images %}<figure><img alt="{{ img.caption }}" src="data:image/png;base64,{{ img.data }}"><figcaption>{{ img.caption }}</figcaption></figure>{% endfor %}
+{% for sub in s.subtables %}<h3>{{ sub.title }}</h3>{% for p in sub.paragraphs %}<p>{{ p }}</p>{% endfor %}{{ sub.html|safe }}
+{% endfor %}{% for img in s.images %}<figure><img alt="{{ img.caption }}" src="data:image/png;base64,{{ img.data }}"><figcaption>{{ img.caption }}</figcaption></figure>{% endfor %}
 {% if s.folded %}</details>{% endif %}
 {% endfor %}
 </body></html>
@@ -136,17 +139,20 @@ def format_table(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     return out
 
 
-def _html_table(table: pd.DataFrame, digits: int = 4) -> str:
-    return format_table(table, digits).to_html(escape=True, na_rep="", border=0)
+def _html_table(table: pd.DataFrame, digits: int = 4, index: bool = True) -> str:
+    return format_table(table, digits).to_html(escape=True, na_rep="", border=0, index=index)
 
 
 def section(title: str, paragraphs=(), table: pd.DataFrame | None = None, images=(),
-            folded: bool = False) -> dict:
+            folded: bool = False, subtables=()) -> dict:
     """One report section; ``folded=True`` puts it inside a closed ``<details>`` (the
-    diagnostics a reader opens when needed)."""
+    diagnostics a reader opens when needed). ``subtables``: (title, paragraphs, DataFrame)
+    triples shown after ``table``, each under its own heading."""
     html = None if table is None else _html_table(table)
+    subs = [{"title": t, "paragraphs": list(ps), "html": _html_table(df, index=False)}
+            for t, ps, df in subtables]
     return {"title": title, "paragraphs": list(paragraphs), "table": html, "images": list(images),
-            "folded": bool(folded)}
+            "folded": bool(folded), "subtables": subs}
 
 
 def published_table(title: str, table: Any, digits: Any = None, labels: Any = None) -> dict:
@@ -267,6 +273,48 @@ def utility_sections(tables: list, design: Any, release: Any, outcome_vars: list
                                 "perfect match.",
                      "data": base64.b64encode(figures[name]).decode()}]))
     return out
+
+
+def fidelity_section(fid: Any) -> dict:
+    """The "Fidelity flags" section from a :class:`surveysynth.fidelity.Fidelity`: the
+    thresholds, then the bounds, quantile and correlation tables (flagged rows marked FLAG,
+    correlations sorted by the size of their change). Its flags are also the report's
+    warnings (the caller adds ``fid.warnings`` to them)."""
+    s = fid.settings
+
+    def shown(df: pd.DataFrame, sort: str | None = None) -> pd.DataFrame:
+        out = df.copy()
+        if sort is not None and len(out):
+            out = out.iloc[np.argsort(-np.nan_to_num(np.abs(out[sort].to_numpy(float)), nan=-1),
+                                      kind="stable")]
+        out["flag"] = np.where(out["flag"].to_numpy(bool), "FLAG", "")
+        return out.reset_index(drop=True)
+
+    subs = []
+    if len(fid.bounds):
+        subs.append(("Bounds and types",
+                     [f"Share of values at each declared public bound (within {s['rtol']:g} "
+                      f"relative), flagged above {100 * s['bound_share']:g}% and "
+                      f"{s['bound_ratio']:g} times the confidential data's share; any value "
+                      "beyond a bound is flagged."], shown(fid.bounds)))
+    subs.append(("Quantiles",
+                 [f"Weighted quantiles of the synthesized variables, flagged when the relative "
+                  f"difference exceeds {100 * s['quantile_tol']:g}%."], shown(fid.quantiles)))
+    if len(fid.correlations):
+        subs.append(("Correlations",
+                     [f"Weighted Pearson correlations of the synthesized variables with each other "
+                      f"and with the released numeric variables that were not synthesized, "
+                      f"flagged when they move by more than {s['corr_tol']:g}; largest changes "
+                      "first."], shown(fid.correlations, "change")))
+    lead = (f"{fid.n_flags} flag(s), listed among the warnings at the top." if fid.n_flags
+            else "No flags: no pile-up at a bound, no value beyond a bound or non-whole value "
+                 "of an integer column, and no quantile or correlation moved past its threshold.")
+    return section(
+        "Fidelity flags",
+        [lead, "Release (the synthetic sets pooled, weighted by the released weights) against "
+               "the confidential data (weighted by the design weights). Confidential: computed "
+               "from the confidential data, never published."],
+        subtables=subs)
 
 
 def render(*, method: str, release: Any, sections: list[dict], convergence: dict | None,
