@@ -192,7 +192,18 @@ def fidelity_flags(
            for c in cols}
     warns: list[str] = []
 
-    # ---- bounds and types
+    bound_table = _bound_checks(conf, syn, w_c, w_s, synthesized, bounds, set(integer),
+                                bound_share, bound_ratio, rtol, warns)
+    q_table = _quantile_checks(conf, syn, w_c, w_s, synthesized, probs, quantile_tol, warns)
+    c_table = _corr_checks(conf, syn, w_c, w_s, synthesized, others, corr_tol, warns)
+    return Fidelity(bounds=bound_table, quantiles=q_table, correlations=c_table, warnings=warns,
+                    settings={"bound_share": bound_share, "bound_ratio": bound_ratio,
+                              "quantile_tol": quantile_tol, "corr_tol": corr_tol, "rtol": rtol})
+
+
+def _bound_checks(conf, syn, w_c, w_s, synthesized, bounds, integer, bound_share, bound_ratio,
+                  rtol, warns) -> pd.DataFrame:
+    """Pile-up at, and values beyond, the declared bounds; non-whole values of integer columns."""
     rows = []
     for v in synthesized:
         xs, xc = syn[v], conf[v]
@@ -225,10 +236,12 @@ def fidelity_flags(
             if out_s > 0:
                 warns.append(f"{_pct(out_s)} of the synthetic {v} values lie beyond the "
                              f"declared {side} bound {b:g}.")
-    bound_table = pd.DataFrame(rows, columns=["variable", "bound", "value", "confidential_at_bound",
-                                              "synthetic_at_bound", "synthetic_beyond_bound", "flag"])
+    return pd.DataFrame(rows, columns=["variable", "bound", "value", "confidential_at_bound",
+                                       "synthetic_at_bound", "synthetic_beyond_bound", "flag"])
 
-    # ---- quantiles
+
+def _quantile_checks(conf, syn, w_c, w_s, synthesized, probs, quantile_tol, warns) -> pd.DataFrame:
+    """Weighted quantiles, synthetic against confidential."""
     rows = []
     p = np.asarray(probs, dtype=float)
     for v in synthesized:
@@ -246,10 +259,12 @@ def fidelity_flags(
                 warns.append(f"{name} of {v} is {qs[k]:.4g} in the release against {qc[k]:.4g} in "
                              f"the confidential data (relative difference {_pct(rel[k])} > "
                              f"{_pct(quantile_tol)}).")
-    q_table = pd.DataFrame(rows, columns=["variable", "quantile", "confidential", "synthetic",
-                                          "difference", "relative_difference", "flag"])
+    return pd.DataFrame(rows, columns=["variable", "quantile", "confidential", "synthetic",
+                                       "difference", "relative_difference", "flag"])
 
-    # ---- correlations
+
+def _corr_checks(conf, syn, w_c, w_s, synthesized, others, corr_tol, warns) -> pd.DataFrame:
+    """Weighted correlations of the synthesized variables (with each other and the others)."""
     pairs = [(a, b) for i, a in enumerate(synthesized) for b in synthesized[i + 1:]]
     pairs += [(a, b) for a in synthesized for b in others]
     rows = []
@@ -264,11 +279,8 @@ def fidelity_flags(
         if flag:
             warns.append(f"corr({a}, {b}) is {rs:.3f} in the release against {rc:.3f} in the "
                          f"confidential data (moved by {drift:+.3f}; threshold {corr_tol:g}).")
-    c_table = pd.DataFrame(rows, columns=["variable_1", "variable_2", "synthesized", "confidential",
-                                          "synthetic", "change", "flag"])
-    return Fidelity(bounds=bound_table, quantiles=q_table, correlations=c_table, warnings=warns,
-                    settings={"bound_share": bound_share, "bound_ratio": bound_ratio,
-                              "quantile_tol": quantile_tol, "corr_tol": corr_tol, "rtol": rtol})
+    return pd.DataFrame(rows, columns=["variable_1", "variable_2", "synthesized", "confidential",
+                                       "synthetic", "change", "flag"])
 
 
 def _is_number(col: pd.Series) -> bool:
