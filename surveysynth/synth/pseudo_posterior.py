@@ -550,6 +550,13 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.diagnostics_table_ = res.diagnostics
         self.convergence_ = convergence_verdict(res.summary, res.diagnostics, cfg["gates"])
         self.timings_ = timings
+        if float(np.mean(alpha)) < 0.2:
+            warnings.warn(
+                f"{self.name}: the risk weights keep little of the likelihood (mean alpha "
+                f"{float(np.mean(alpha)):.3f}): the weighted posterior is close "
+                "to the prior and synthetic values can be far from the data (check the fidelity "
+                "flags of the confidential report). A larger target, more data per cell, or "
+                "fewer cells (effects='main') keep more of the data.", UserWarning, stacklevel=3)
         if target is not None and da < (1 - float(self.tol)) * target:
             warnings.warn(
                 f"{self.name}: the final fit's bound Delta_alpha = {da:.4f} is below the band "
