@@ -46,3 +46,25 @@ def test_same_seed_same_draws_and_no_fit_left_on_disk():
         other.unlink(missing_ok=True)
     np.testing.assert_array_equal(a["mu"], b["mu"])
     assert not np.array_equal(a["mu"], c["mu"])
+
+
+def test_first_build_keeps_the_compiler_quiet():
+    """A model's first build runs g++, which writes hundreds of warning lines to file descriptor
+    2 (past sys.stderr); at progress=False none of them reach the console (a fresh machine's
+    demo console must stay short). A unique program forces a real compilation."""
+    import subprocess
+    import sys
+    import uuid
+
+    code = (
+        "from surveysynth.synth._stan import run_stan\n"
+        f"prog = 'parameters {{ real y; }} model {{ y ~ normal(0, 1); }} // {uuid.uuid4().hex}'\n"
+        "r = run_stan(prog, {}, chains=1, draws=20, warmup=20, seed=1, progress=False, "
+        "warn=False)\n"
+        "print('draws', r['y'].shape[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "draws 20" in out.stdout
+    assert "In file included" not in out.stderr and "warning:" not in out.stderr, out.stderr[-2000:]

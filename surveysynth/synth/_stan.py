@@ -252,6 +252,58 @@ class StanMessageFilter(io.TextIOBase):
         self._target.flush()
 
 
+class _CompilerLog:
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of the compiler's output, and the file removed."""
+        if self.path is None:
+            return ""
+        try:
+            with open(self.path, errors="replace") as fh:
+                return "".join(fh.readlines()[-lines:])
+        except OSError:
+            return ""
+        finally:
+            self.remove()
+
+    def remove(self) -> None:
+        if self.path is not None:
+            import os
+
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.path = None
+
+
+@contextlib.contextmanager
+def _compiler_output(shown: bool):
+    """The C++ compiler that builds a Stan model writes to file descriptor 2 directly, past
+    Python's sys.stderr (hundreds of g++ warning lines on a first build). Unless ``shown``, send
+    fd 2 to a temporary file for the build; a failed build's error carries the file's tail."""
+    log = _CompilerLog()
+    if shown:
+        yield log
+        return
+    import os
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fh = tempfile.NamedTemporaryFile(prefix="surveysynth-stan-build-", suffix=".log",
+                                     delete=False)
+    log.path = fh.name
+    try:
+        os.dup2(fh.fileno(), 2)
+        yield log
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        fh.close()
+
+
 def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
     stan = _require_stan()
     sink = contextlib.redirect_stderr(
@@ -262,9 +314,11 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         warnings.filterwarnings("ignore", message=".*pkg_resources.*")
         warnings.filterwarnings("ignore", message=".*AppKey.*")
         try:
-            post = stan.build(program_code, data=data, random_seed=int(seed))
+            with _compiler_output(shown=progress) as compiler_log:
+                post = stan.build(program_code, data=data, random_seed=int(seed))
+            compiler_log.remove()
         except Exception as exc:
-            msg = str(exc)
+            msg = f"{exc}\n{compiler_log.tail()}"
             if "compil" in msg.lower() or "g++" in msg or "error" in msg.lower():
                 raise StanUnavailableError(
                     f"Stan program failed to build (compiler missing or program error): {msg}"
