@@ -314,7 +314,9 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         warnings.filterwarnings("ignore", message=".*pkg_resources.*")
         warnings.filterwarnings("ignore", message=".*AppKey.*")
         try:
-            with _compiler_output(shown=progress) as compiler_log:
+            # the compiler's own output is never progress: kept in a log whose tail a failed
+            # build's error carries (also at verbose, where pystan's progress is shown)
+            with _compiler_output(shown=False) as compiler_log:
                 post = stan.build(program_code, data=data, random_seed=int(seed))
             compiler_log.remove()
         except Exception as exc:
