@@ -606,3 +606,129 @@ def rake(design: Any, margins: Sequence[str | Sequence[str]], population_margins
 
 
 postStratify = post_stratify  # R's spelling
+
+
+# ----------------------------------------------------------------------------- trimming
+def _trim_bound(value: Any, name: str, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"trim_weights: {name}={value!r} is not a number. Fix: give a weight "
+                         f"bound such as {name}=50 (or leave it out).") from None
+    if np.isnan(out):
+        raise ValueError(f"trim_weights: {name} is NaN. Fix: give a number or leave it out.")
+    return out
+
+
+def _trim_matrix(W: np.ndarray, lower: float, upper: float, strict: bool, member: np.ndarray,
+                 labels: list[str], index: pd.Index, maxit: int) -> np.ndarray:
+    """R's trimming of each column of ``W`` (``trimWeights.survey.design2``, column by
+    column): weights outside ``[lower, upper]`` are set to the bound and the trimmed amount
+    is shared equally by the weights that were inside, so each column keeps its sum;
+    ``strict``: repeat until no weight is outside (R's recursion). Rows where ``member`` is
+    False (a replicate's dropped rows) are left as they are and take no share."""
+    W = W.copy()
+    n_in = member.sum(axis=0)
+    mean = np.where(n_in > 0, (W * member).sum(axis=0) / np.maximum(n_in, 1), 0.0)
+    for what, bad in (("above upper", mean > upper), ("below lower", mean < lower)):
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            bound = upper if what == "above upper" else lower
+            raise CalibrationError(
+                f"trim_weights: bounds (lower={lower:g}, upper={upper:g}) are infeasible for "
+                f"the {labels[j]}: their mean {mean[j]:.6g} is {what}={bound:g}, and trimming "
+                "keeps the sum of the weights, so no redistribution can put every weight "
+                f"within the bounds ({int(bad.sum())} weight column(s) affected). Fix: "
+                "choose upper >= the mean weight >= lower (bounds are on the weights "
+                "themselves, not on ratios to the mean).")
+    it = 0
+    while True:
+        outside = ((W < lower) | (W > upper)) & member
+        hit = outside.any(axis=0)
+        if not hit.any():
+            break
+        it += 1
+        if it > maxit:
+            j = int(np.flatnonzero(hit)[0])
+            raise CalibrationError(
+                f"trim_weights(strict=True) did not settle in {maxit} rounds: the {labels[j]} "
+                f"still has {int(outside[:, j].sum())} weight(s) outside the bounds, at rows "
+                f"{first_rows(index, outside[:, j])} (the bounds are too close to the mean "
+                "weight for the trimmings to find room). Fix: widen the bounds.")
+        receivers = member & ~outside
+        n_recv = receivers.sum(axis=0)
+        if (hit & (n_recv == 0)).any():
+            j = int(np.flatnonzero(hit & (n_recv == 0))[0])
+            raise CalibrationError(
+                f"trim_weights: every weight of the {labels[j]} is outside (lower={lower:g}, "
+                f"upper={upper:g}), so the trimmed amount has nowhere to go. Fix: widen the "
+                "bounds.")
+        clipped = np.where(member, np.clip(W, lower, upper), W)
+        share = (W - clipped).sum(axis=0) / np.maximum(n_recv, 1)
+        W = np.where(receivers & hit, clipped + share, clipped)
+        if not strict:
+            break
+    return W
+
+
+def trim_weights(design: Any, upper: float | None = None, lower: float | None = None,
+                 strict: bool = False, maxit: int = 1000):
+    """Trim the weights to ``[lower, upper]`` and share the trimmed amount equally among the
+    weights that were within the bounds, so the total weight is kept (R ``trimWeights``).
+
+    A :class:`~surveysynth.SurveyDesign` keeps its sampling stages and every calibration
+    adjustment of its linearization variance, as R's ``trimWeights.survey.design2`` keeps
+    ``postStrata`` and only replaces ``prob``: the variance of a trimmed calibrated design is
+    R's. ``strict=True`` repeats the trimming until the shares push no weight outside the
+    bounds (R's recursion; at most ``maxit`` rounds). Bounds are weights, not ratios.
+
+    A :class:`~surveysynth.ReplicateDesign` gets its full-sample weights trimmed and every
+    replicate's analysis weights trimmed the same way, column by column, each keeping its own
+    total; rows a replicate leaves out (weight 0) stay at 0 and take no share. This is what
+    R's ``trimWeights.svyrep.design`` sets out to do; R 4.1 (and survey 4.4) cannot: it leaves
+    the full-sample weights untrimmed (``design$prob`` is set, ``pweights`` is what it uses)
+    and adds a vector of the untrimmed weights to the replicate matrix with recycling (R
+    warns "longer object length is not a multiple"), so its replicate weights are not
+    trimmed weights. ``strict`` applies to the replicates too (R's method has no ``strict``).
+
+    Errors name the fix: bounds with ``lower > upper``, a mean weight outside the bounds
+    (no redistribution can meet them; for a replicate design, checked on each replicate),
+    every weight outside, ``strict`` not settling, and a subset design (trim the full design,
+    then subset).
+    """
+    kind = _kind(design)
+    up = _trim_bound(upper, "upper", np.inf)
+    lo = _trim_bound(lower, "lower", -np.inf)
+    if lo > up:
+        raise ValueError(f"trim_weights: lower={lo:g} is above upper={up:g}. Fix: swap them.")
+    if not isinstance(maxit, (int, np.integer)) or maxit < 1:
+        raise ValueError(f"trim_weights: maxit={maxit!r} must be a positive integer.")
+    frame = design.full_data
+    w = np.asarray(design.full_weights, float)
+    if kind == "taylor":
+        W = _trim_matrix(w[:, None], lo, up, bool(strict), np.ones((w.shape[0], 1), bool),
+                         ["design weights"], frame.index, int(maxit))
+        return _with_weights(design, W[:, 0])
+    rep = _replicate_analysis(design)
+    both = np.column_stack([w, rep])
+    member = np.column_stack([np.ones(w.shape[0], bool), rep != 0])
+    labels = ["full-sample weights"] + [f"replicate {r + 1} weights"
+                                        for r in range(rep.shape[1])]
+    W = _trim_matrix(both, lo, up, bool(strict), member, labels, frame.index, int(maxit))
+    return _new_replicate(design, W[:, 0], W[:, 1:], f"trimmed to [{lo:g}, {up:g}]")
+
+
+def _with_weights(design: Any, weights: np.ndarray):
+    """A copy of a SurveyDesign with new weights and the same calibration adjustments (R's
+    ``trimWeights`` replaces ``prob`` and keeps ``postStrata``)."""
+    new = object.__new__(type(design))
+    new.__dict__.update(design.__dict__)
+    w = np.array(weights, dtype=float)
+    w.setflags(write=False)
+    new._w = w
+    return new
+
+
+trimWeights = trim_weights  # R's spelling
