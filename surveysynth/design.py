@@ -40,6 +40,7 @@ from ._validate import (
     require_columns,
 )
 from .estimate import Estimators
+from .variance.pps import build_pps, parse_pps, pps_popsize
 from .variance.taylor import (
     LONELY_OPTIONS,
     Stage,
@@ -119,6 +120,11 @@ class SurveyDesign(Estimators):
         with R's ``options(survey.lonely.psu=)`` meaning.
     adjust_domain_lonely : R's ``options(survey.adjust.domain.lonely=)``: apply ``"adjust"``
         and ``"average"`` also to strata where a domain reaches a single PSU.
+    pps : PPS sampling without replacement (R's ``svydesign(pps=)``): ``"brewer"`` (fpc =
+        the PSUs' inclusion probabilities, any number of stages), ``"overton"``, ``"hr"`` or
+        ``HR(psum)`` (Hartley-Rao), or ``ppsmat(joint)`` (joint inclusion probabilities); see
+        :mod:`surveysynth.variance.pps` and docs/pps_without_replacement.md.
+    variance : ``"HT"`` (Horvitz-Thompson) or ``"YG"`` (Yates-Grundy), for ``pps=``.
 
     Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
     DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
@@ -135,8 +141,11 @@ class SurveyDesign(Estimators):
         nest: bool = False,
         lonely_psu: str = "fail",
         adjust_domain_lonely: bool = False,
+        pps: Any = None,
+        variance: str = "HT",
     ) -> None:
         data = as_pandas(data, "data")
+        pps_spec = parse_pps(pps, variance)  # None without pps=
         if data.shape[0] == 0:
             raise ValueError("data has no rows: a design needs at least two PSUs.")
         if lonely_psu not in LONELY_OPTIONS:
@@ -193,7 +202,11 @@ class SurveyDesign(Estimators):
             first_str = _first_of(pairs, strata_codes[s], int(pairs.max()) + 1)
             sampsize.append(np.bincount(first_str, minlength=int(strata_codes[s].max()) + 1))
         # -- fpc -----------------------------------------------------------------------
-        popsize = self._popsize(frame, fpc_vars, S, strata_codes, sampsize) if fpc_vars else None
+        if fpc_vars and pps_spec is not None:  # PPS: fpc are probabilities varying by PSU
+            popsize = pps_popsize(frame, fpc_vars, ids_codes, strata_codes, sampsize)
+        else:
+            popsize = (self._popsize(frame, fpc_vars, S, strata_codes, sampsize) if fpc_vars
+                       else None)
         self.has_fpc = popsize is not None
         # -- weights ---------------------------------------------------------------------
         self._w = self._weights(frame, weights, probs, popsize, sampsize, strata_codes)
@@ -244,6 +257,9 @@ class SurveyDesign(Estimators):
             multiplier_prev, prev_ratio = multiplier, ratio
         self._stages = stages
         self._popsize = popsize
+        self._pps = None if pps_spec is None else build_pps(
+            pps_spec, stages, 1.0 / self._w, popsize, frame, ids_vars,
+            strata_vars[0] if strata_vars else None, lonely_psu)
         self._in = np.ones(n, dtype=bool)
         self._in.setflags(write=False)
 
@@ -428,6 +444,8 @@ class SurveyDesign(Estimators):
     # ------------------------------------------------------------------ calibration
     #: variance adjustments of calibrations applied so far (R's ``design$postStrata``)
     _calibration: tuple = ()
+    #: the PPS-without-replacement variance engine (None: the Taylor recursion)
+    _pps = None
 
     def with_calibration(self, weights: np.ndarray, adjustment: Any) -> SurveyDesign:
         """A copy with calibrated ``weights`` whose linearization variance first passes the
@@ -475,6 +493,11 @@ class SurveyDesign(Estimators):
             with np.errstate(invalid="ignore", divide="ignore"):
                 est = Ty / Tx
                 z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        if self._pps is not None:  # PPS without replacement: surveysynth.variance.pps
+            if self._calibration:
+                raise ValueError("A calibrated PPS-without-replacement design has no variance "
+                                 "here yet. Fix: calibrate the design without pps=.")
+            return est, self._pps.variance(z, dom, D), z
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
             var = taylor_variance(self._variance_stages, Z, np.zeros(Z.shape[0], np.int64), 1,
@@ -503,9 +526,19 @@ class SurveyDesign(Estimators):
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((Y.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
+        if self._pps is not None:
+            return est, self._pps.covariance(Z), z
         cov = taylor_covariance(self._variance_stages, Z, np.asarray(self._in), self.lonely_psu,
                                 self.adjust_domain_lonely)
         return est, cov, z
+
+    def _engine(self, engine: str):
+        eng = super()._engine(engine)
+        if eng is not None and self._pps is not None:
+            raise ValueError(f"engine={engine!r}: this is a PPS-without-replacement design "
+                             f"({self._pps.spec.label}) and the engine would ignore it. Fix: "
+                             "engine='native'.")
+        return eng
 
     def _df_core(self, dom, D) -> np.ndarray:
         return design_df(self._stages[0], dom, D, self._w > 0)
@@ -524,6 +557,8 @@ class SurveyDesign(Estimators):
         if self.has_strata:
             kind = "Stratified " + (kind if self.ids_vars else "Independent Sampling design")
         fpc = "" if self.has_fpc else " (with replacement)"
+        if self._pps is not None:
+            fpc = f" (PPS without replacement: {self._pps.spec.label})"
         sub = f"\nsubset: {self.n} of {self._frame.shape[0]} rows" if not self._in.all() else ""
         spec = (
             f"ids={self.ids_vars or '~1'}, strata={self.strata_vars}, weights={self.weights_var}, "
