@@ -654,7 +654,7 @@ def _trim_matrix(W: np.ndarray, lower: float, upper: float, strict: bool, member
             j = int(np.flatnonzero(hit)[0])
             raise CalibrationError(
                 f"trim_weights(strict=True) did not settle in {maxit} rounds: the {labels[j]} "
-                f"still has {int(outside[:, j].sum())} weight(s) outside the bounds, at rows "
+                f"still have {int(outside[:, j].sum())} weight(s) outside the bounds, at "
                 f"{first_rows(index, outside[:, j])} (the bounds are too close to the mean "
                 "weight for the trimmings to find room). Fix: widen the bounds.")
         receivers = member & ~outside
