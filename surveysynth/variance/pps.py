@@ -444,9 +444,10 @@ def _hr_p2bar(psum: Any, pi: np.ndarray, st: Stage) -> np.ndarray:
 
 def _psu_labels(frame: pd.DataFrame, ids_vars: list[str], st: Stage) -> np.ndarray:
     first = _first_of(st.cluster, np.arange(st.cluster.shape[0]), st.n_clusters)
-    if ids_vars:
-        return frame[ids_vars[0]].to_numpy()[first]
-    return frame.index.to_numpy()[first]
+    values = frame[ids_vars[0]].to_numpy() if ids_vars else frame.index.to_numpy()
+    out = np.empty(first.shape[0], dtype=object)
+    out[:] = values[first].tolist()  # Python scalars: readable in messages
+    return out
 
 
 def _as_matrix(m: Any, labels: np.ndarray, where: str) -> np.ndarray:
@@ -511,15 +512,20 @@ def _pi2dcheck(P: np.ndarray, tolerance: float) -> np.ndarray:
 
 def _check_joint(P: np.ndarray, pi: np.ndarray, labels: np.ndarray, where: str) -> None:
     """Joint probabilities: finite, in (0, 1], symmetric, diagonal = pi, pi_ij <= min pi."""
+    def lab(x: Any) -> str:
+        x = x.item() if isinstance(x, np.generic) else x
+        return repr(x)
+
     def pairs(mask: np.ndarray) -> str:
         ij = np.argwhere(mask)[:3]
-        return ", ".join(f"({labels[a]!r}, {labels[b]!r})" for a, b in ij)
+        return ", ".join(f"({lab(labels[a])}, {lab(labels[b])})" for a, b in ij)
 
     bad = ~np.isfinite(P) | (P <= 0) | (P > 1)
     if bad.any():
         raise ValueError(f"ppsmat: {where} has entries outside (0, 1] at PSU pairs {pairs(bad)}. "
                          "Fix: joint inclusion probabilities must be positive (a zero pi_ij "
-                         "makes the HT variance undefined) and at most 1.")
+                         "makes the HT variance undefined) and at most 1; a certainty unit "
+                         "(pi_i = 1) has pi_ij = pi_j (some samplers leave those rows 0).")
     asym = np.abs(P - P.T) > 1e-12 * np.maximum(np.abs(P), np.abs(P.T)) + 1e-15
     if asym.any():
         raise ValueError(f"ppsmat: {where} is not symmetric at PSU pairs {pairs(asym)}. Fix: "
@@ -528,7 +534,7 @@ def _check_joint(P: np.ndarray, pi: np.ndarray, labels: np.ndarray, where: str) 
     off = np.abs(d - pi) > 1e-8 * pi
     if off.any():
         k = np.flatnonzero(off)[:3]
-        shown = ", ".join(f"{labels[a]!r}: {d[a]:.10g} vs {pi[a]:.10g}" for a in k)
+        shown = ", ".join(f"{lab(labels[a])}: {d[a]:.10g} vs {pi[a]:.10g}" for a in k)
         raise ValueError(f"ppsmat: the diagonal of {where} must be the PSUs' inclusion "
                          f"probabilities (probs=/fpc=), differs at {shown}. Fix: check the "
                          "PSU order (first appearance in the data) or the probabilities.")
