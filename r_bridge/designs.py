@@ -21,10 +21,26 @@ Decisions:
 * Weights given in Python as an array, as ``probs``, or computed from the fpc are passed to R as
   the vector ``weights`` (the call shows ``weights = weights``); a single weight column is passed
   as its formula.
+* Calibrated designs cross both ways with their variance. ``to_r`` of a SurveyDesign from
+  ``calibrate``/``post_stratify``/``rake`` (and ``trim_weights``) builds the svydesign with
+  the current weights as a vector and sets R's ``postStrata`` from the design's adjustments:
+  a ``greg_calibration`` (``qr`` of the orthonormal basis of ``X sqrt(w)``: the same
+  projection R's ``qr.resid`` uses), post-stratum indexes with their ``weights`` and
+  ``oldweights`` attributes, a ``raking`` list of margins; R's ``svyrecvar`` then gives our
+  SEs. The call reads ``calibrated(svydesign(...), "calibrate")``. ``from_r`` of an R
+  calibrated ``survey.design2`` (whose call is ``calibrate(...)``, not ``svydesign()``)
+  rebuilds the sampling structure from the object itself (cluster and strata formula terms;
+  fpc columns found by their values, R keeping only population sizes; ``nest`` tried both
+  ways), checks every stage's clusters, strata and population sizes against R's, and turns
+  ``postStrata`` into the same adjustments (``qr.Q`` of R's qr for calibration). Calibrated
+  ``svyrep.design`` objects carry recalibrated replicate weights, which is all their
+  variance uses, so they convert as any replicate design (ReplicateDesigns calibrated in
+  Python go to R the same way).
 * Designs R builds in ways SurveyDesign does not represent are refused with a message saying
-  what to do: PPS designs (``pps=``), calibrated or post-stratified designs, two-phase designs,
-  and subsets whose dropped rows R has already discarded (convert the full design, then call
-  ``.subset()`` in Python: the variance needs every PSU).
+  what to do: PPS designs (``pps=``), cluster-level calibration (``stage=``), two-phase
+  designs, subsets whose dropped rows R has already discarded (convert the full design, then
+  call ``.subset()`` in Python: the variance needs every PSU), and subsets of calibrated
+  designs (R keeps their rows with ``prob = Inf``, so the other rows' weights are lost).
 """
 
 from __future__ import annotations
@@ -57,6 +73,71 @@ function(data, ids, strata, fpc, weights, wvec, nest) {
   eval(as.call(c(quote(svydesign), args)), env)
 }""",
     "subset": "function(design, keep) design[keep, ]",
+    # calibration adjustments as R's postStrata entries (svyrecvar reads them)
+    "greg": r"""
+function(basis, w) {
+  cal <- list(qr = qr(basis), w = w, stage = 0, index = NULL)
+  class(cal) <- c("greg_calibration", "gen_raking")
+  cal
+}""",
+    "post": r"""
+function(index, weights, oldweights) {
+  attr(index, "oldweights") <- oldweights
+  attr(index, "weights") <- weights
+  index
+}""",
+    "raking": r"""
+function(indexes, weights) {
+  r <- mapply(function(i, w) { attr(i, "weights") <- w; i }, indexes, weights,
+              SIMPLIFY = FALSE)
+  class(r) <- "raking"
+  r
+}""",
+    "set_cal": r"""
+function(d, w, ps, what) {
+  d$prob <- 1 / w
+  d$postStrata <- ps
+  d$call <- call("calibrated", d$call, what)
+  d
+}""",
+    # R's postStrata as plain pieces (a problem string for what has no counterpart)
+    "describe_cal": r"""
+function(d) {
+  one <- function(p) {
+    if (inherits(p, "greg_calibration")) {
+      if (!identical(as.numeric(p$stage), 0)) return(list(kind = "problem",
+        what = "cluster-level calibration (calibrate(stage=, aggregate.stage=))"))
+      q <- p$qr
+      return(list(kind = "greg", basis = qr.Q(q)[, seq_len(q$rank), drop = FALSE],
+                  w = as.numeric(p$w)))
+    }
+    if (inherits(p, "raking")) {
+      return(list(kind = "rake",
+                  index = lapply(p, function(m) as.integer(factor(as.vector(m)))),
+                  weights = lapply(p, function(m) as.numeric(attr(m, "weights")))))
+    }
+    if (is.list(p) || is.null(attr(p, "weights")))
+      return(list(kind = "problem", what = paste("a postStrata entry of class", class(p)[1])))
+    old <- attr(p, "oldweights")
+    list(kind = "post", index = as.integer(factor(as.vector(p))),
+         weights = as.numeric(attr(p, "weights")),
+         oldweights = if (is.null(old)) rep(1, length(p)) else as.numeric(old))
+  }
+  lapply(d$postStrata, one)
+}""",
+    # the sampling structure of a survey.design2 whose call is not svydesign() (a calibrated
+    # or trimmed design): formula term labels, partitions and population sizes
+    "structure2": r"""
+function(d) {
+  lab <- function(df) { tt <- attr(df, "terms"); if (is.null(tt)) NULL else
+    attr(tt, "term.labels") }
+  codes <- function(df) lapply(df, function(x) as.integer(factor(x)))
+  list(ids = lab(d$cluster), strata = if (isTRUE(d$has.strata)) lab(d$strata) else
+       character(0), has_strata = isTRUE(d$has.strata),
+       cluster = codes(d$cluster), strata_codes = codes(d$strata),
+       popsize = if (is.null(d$fpc$popsize)) NULL else unclass(d$fpc$popsize),
+       sampsize = unclass(d$fpc$sampsize))
+}""",
     # a svyrep.design from analysis weights; R's svrepdesign() cannot take every type
     # (mrbbootstrap, subbootstrap come from as.svrepdesign), so scale and rscales are given
     # and the type (and Fay's rho) are set afterwards, as as.svrepdesign leaves them
@@ -89,7 +170,6 @@ function(d) {
   problem <- ""
   if (inherits(d, "twophase") || inherits(d, "twophase2")) problem <- "a two-phase design"
   else if (isTRUE(d$pps) || inherits(d, "pps")) problem <- "a PPS (pps=) design"
-  else if (!is.null(d$postStrata)) problem <- "a calibrated or post-stratified design"
   else if (!inherits(d, "survey.design2")) problem <- paste("of class", class(d)[1])
   if (nzchar(problem)) return(list(problem = problem))
   pieces <- function(e) {
@@ -121,6 +201,7 @@ function(d) {
        weights = arg("weights"), probs = arg("probs"), nest = nest,
        stages = ncol(d$cluster), has_fpc = !is.null(d$fpc$popsize),
        prob = as.numeric(d$prob), dropped = any(n_kept != d$fpc$sampsize[, 1]),
+       calibrated = !is.null(d$postStrata), infinite = any(!is.finite(1 / d$prob)),
        lonely = as.character(getOption("survey.lonely.psu", "fail")),
        adjust_domain = isTRUE(getOption("survey.adjust.domain.lonely", FALSE)))
 }""",
@@ -160,6 +241,8 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
         raise ValueError("to_r: frame must have the design's rows (internal error).")
     wvar = design.weights_var
     weights = [wvar] if isinstance(wvar, str) else None
+    if weights and getattr(design, "_calibration", ()):
+        weights = None  # calibrated (or trimmed) weights are no longer the column's
     with r_session("survey") as (ro, _):
         rdata = pandas_to_r(data)
         def build(wvec):
@@ -174,7 +257,7 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
             )
 
         rd = None
-        if not weights and design.fpc_vars:
+        if not weights and design.fpc_vars and not getattr(design, "_calibration", ()):
             # weights that follow from the fpc are left to R, as in a hand-written call
             rd = build(ro.NULL)
             w_r = 1.0 / np.array(rd.rx2("prob"), dtype=float)
@@ -182,6 +265,8 @@ def to_r(design: Any, frame: pd.DataFrame | None = None, subset: bool = True):
                 rd = None
         if rd is None:
             rd = build(ro.NULL if weights else ro.FloatVector(np.ascontiguousarray(design.full_weights)))
+        if getattr(design, "_calibration", ()):
+            rd = _calibration_to_r(ro, rd, design)
         if subset and design.is_subset:
             rd = _rfun(ro, "subset")(rd, ro.BoolVector(design.in_subset.tolist()))
         return rd
@@ -205,6 +290,11 @@ def from_r(obj: Any):
                 "Fix: convert the uncalibrated svydesign() it was built from and apply the "
                 "step in Python, or estimate it in R."
             )
+        if bool(info["calibrated"][0]) and bool(info["infinite"][0]):
+            raise ValueError(
+                "from_r: the R design is a subset of a calibrated design (R keeps its rows "
+                "with prob = Inf), whose other rows' weights are lost. Fix: convert the full "
+                "calibrated design and call .subset(mask) on the SurveyDesign.")
         if bool(info["dropped"][0]):
             raise ValueError(
                 "from_r: the R design is a subset whose dropped rows R has discarded (its PSU "
@@ -229,11 +319,160 @@ def from_r(obj: Any):
         nest = bool(info["nest"][0])
         stages = int(info["stages"][0])
         has_fpc = bool(info["has_fpc"][0])
-    return design_from_parts(data, ids=ids if ok_call else None, strata=strata, fpc=fpc,
-                             weights=wcols, probs=pcols, nest=nest, prob=prob,
-                             stages=stages, has_fpc=has_fpc, lonely_psu=lonely,
-                             adjust_domain_lonely=adjust)
+        if not bool(info["calibrated"][0]):
+            return design_from_parts(data, ids=ids if ok_call else None, strata=strata,
+                                     fpc=fpc, weights=wcols, probs=pcols, nest=nest,
+                                     prob=prob, stages=stages, has_fpc=has_fpc,
+                                     lonely_psu=lonely, adjust_domain_lonely=adjust)
+        base = _design_from_structure(ro, obj, data, prob, lonely, adjust)
+        return _calibration_from_r(ro, obj, base, prob)
 
+
+
+def _calibration_to_r(ro, rd, design: Any):
+    """R's ``postStrata`` for a calibrated SurveyDesign (the adjustments its linearization
+    variance applies, in order), and ``prob = 1/weights``: R's ``svyrecvar`` then computes the
+    same calibrated variance. The R call reads ``calibrated(svydesign(...), "<steps>")``."""
+    from surveysynth.calibration import GregAdjustment, PostStratAdjustment, RakeAdjustment
+
+    def fvec(x):
+        return ro.FloatVector(np.ascontiguousarray(x, dtype=np.float64))
+
+    def ivec(codes):
+        return ro.IntVector((np.asarray(codes, dtype=np.int64) + 1).astype(np.int32))
+
+    ps, steps = [], []
+    for adj in getattr(design, "_calibration", ()):
+        if isinstance(adj, GregAdjustment):
+            B = np.asfortranarray(adj.basis, dtype=np.float64)
+            mat = ro.r["matrix"](ro.FloatVector(B.ravel(order="F")), nrow=B.shape[0])
+            ps.append(_rfun(ro, "greg")(mat, fvec(adj.w)))
+            steps.append("calibrate")
+        elif isinstance(adj, PostStratAdjustment):
+            ps.append(_rfun(ro, "post")(ivec(adj.codes), fvec(adj.psw), fvec(adj.oldw)))
+            steps.append("postStratify")
+        elif isinstance(adj, RakeAdjustment):
+            ps.append(_rfun(ro, "raking")(
+                ro.r["list"](*[ivec(c) for c, _ in adj.margins]),
+                ro.r["list"](*[fvec(w) for _, w in adj.margins])))
+            steps.append("rake")
+        else:
+            raise ValueError(f"to_r: calibration step {type(adj).__name__} has no R "
+                             "counterpart (internal error).")
+    return _rfun(ro, "set_cal")(rd, fvec(design.full_weights), ro.r["list"](*ps),
+                                ro.StrVector([", ".join(steps)]))
+
+
+def _calibration_from_r(ro, obj: Any, design: Any, prob: np.ndarray):
+    """The SurveyDesign ``design`` (the uncalibrated structure) with R's ``postStrata`` as
+    its calibration adjustments and R's weights ``1/prob``."""
+    from surveysynth.calibration import GregAdjustment, PostStratAdjustment, RakeAdjustment
+
+    entries = _rfun(ro, "describe_cal")(obj)
+    adjs = []
+    for e in entries:
+        e = {k: e.rx2(k) for k in e.names}
+        kind = str(e["kind"][0])
+        if kind == "problem":
+            raise ValueError(
+                f"from_r: the R design holds {e['what'][0]}, which SurveyDesign does not "
+                "represent. Fix: calibrate at the population level (stage = 0) in R, or "
+                "convert the design before calibration and calibrate in Python.")
+        if kind == "greg":
+            basis = np.array(e["basis"], dtype=float).reshape(
+                (int(ro.r["nrow"](e["basis"])[0]), -1), order="F")
+            adjs.append(GregAdjustment(basis, np.array(e["w"], dtype=float)))
+        elif kind == "post":
+            adjs.append(PostStratAdjustment(np.array(e["index"], dtype=np.int64) - 1,
+                                            np.array(e["weights"], dtype=float),
+                                            np.array(e["oldweights"], dtype=float)))
+        else:
+            adjs.append(RakeAdjustment([
+                (np.array(i, dtype=np.int64) - 1, np.array(w, dtype=float))
+                for i, w in zip(e["index"], e["weights"], strict=True)]))
+    w = 1.0 / prob
+    for adj in adjs:
+        design = design.with_calibration(w, adj)
+    return design
+
+
+def _partition_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when two code vectors group the rows the same way."""
+    a = pd.factorize(np.asarray(a))[0]
+    b = pd.factorize(np.asarray(b))[0]
+    pairs = pd.factorize(a.astype(np.int64) * (int(b.max()) + 1) + b)[0]
+    return int(pairs.max()) == int(a.max()) == int(b.max())
+
+
+def _design_from_structure(ro, obj: Any, data: pd.DataFrame, prob: np.ndarray,
+                           lonely: str, adjust: bool):
+    """A SurveyDesign rebuilt from a survey.design2's own structure (its ``cluster`` and
+    ``strata`` formulas' terms, its population sizes matched to data columns), for designs
+    whose call is not ``svydesign()`` (calibrate, postStratify, rake, trimWeights return
+    such). Every stage's clusters, strata and population sizes are checked against R's."""
+    from surveysynth import SurveyDesign
+
+    info = _rfun(ro, "structure2")(obj)
+    info = {k: info.rx2(k) for k in info.names}
+    clusters = [np.array(c, dtype=np.int64) for c in info["cluster"]]
+    strata_r = [np.array(c, dtype=np.int64) for c in info["strata_codes"]]
+    ids = [] if info["ids"] is ro.NULL else [str(x) for x in info["ids"]]
+    strata = [str(x) for x in info["strata"]] if info["strata"] is not ro.NULL else None
+    S = len(clusters)
+    fix = ("Fix: rebuild it in R with formulas of columns of the data, e.g. "
+           "calibrate(svydesign(ids = ~psu, strata = ~str, fpc = ~N, data = df), ...).")
+    if (not ids and S > 1) or (ids and len(ids) != S) or (
+            bool(info["has_strata"][0]) and not strata):
+        raise ValueError("from_r: the design's clusters or strata were not given as formulas "
+                         "of column names, so they cannot be read back. " + fix)
+    fpc = None
+    if info["popsize"] is not ro.NULL:
+        n = data.shape[0]
+        pop = np.array(info["popsize"], dtype=float).reshape((n, -1), order="F")
+        samp = np.array(info["sampsize"], dtype=float).reshape((n, -1), order="F")
+        fpc = []
+        numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c])
+                   and not pd.api.types.is_bool_dtype(data[c])]
+        for s in range(S):
+            found = None
+            for c in numeric:
+                v = data[c].to_numpy(dtype=float, na_value=np.nan)
+                if np.array_equal(v, pop[:, s]) or (
+                        np.all(v <= 1) and np.allclose(v * pop[:, s], samp[:, s],
+                                                       rtol=1e-12, atol=0)):
+                    found = c
+                    break
+            if found is None:
+                raise ValueError(
+                    f"from_r: no column of the data holds the stage-{s + 1} population sizes "
+                    "(or sampling fractions) of the design's fpc. " + fix)
+            fpc.append(found)
+    import warnings
+
+    last_err: Exception | None = None
+    for nest in ((False, True) if strata else (False,)):
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "No weights or probabilities supplied")
+                design = SurveyDesign(data, ids=ids or None, strata=strata or None,
+                                      weights=1.0 / prob, fpc=fpc, nest=nest,
+                                      lonely_psu=lonely, adjust_domain_lonely=adjust)
+        except ValueError as exc:
+            last_err = exc
+            continue
+        st = design.stages
+        same = len(st) == S and all(
+            _partition_equal(st[s].cluster, clusters[s])
+            and _partition_equal(st[s].stratum_of_cluster[st[s].cluster],
+                                 strata_r[min(s, len(strata_r) - 1)])
+            for s in range(S))
+        if fpc:
+            same = same and np.allclose(getattr(design, "_popsize", None), pop, rtol=1e-12, atol=0)
+        if same:
+            return design
+    raise ValueError("from_r: the design rebuilt from the R object's formulas does not have "
+                     "R's clusters, strata or population sizes" +
+                     (f" ({last_err})" if last_err else "") + ". " + fix)
 
 def design_from_parts(data: pd.DataFrame, ids: list[str] | None, strata: list[str] | None,
                       fpc: list[str] | None, weights: list[str] | None,
@@ -386,11 +625,8 @@ def _replicate_from_r(ro, obj: Any):
     """A ReplicateDesign from an R ``svyrep.design`` (caller holds the R session)."""
     info = _rfun(ro, "describe_rep")(obj)
     info = {k: info.rx2(k) for k in info.names}
-    if bool(info["postStrata"][0]):
-        raise ValueError(
-            "from_r: the R object is a calibrated or post-stratified replicate design, which "
-            "ReplicateDesign does not represent. Fix: convert the design before calibration."
-        )
+    # a calibrated svyrep.design keeps recalibrated replicate weights: its postStrata
+    # record is not used by the replicate variance, so the weights are all there is
     n = int(ro.r["nrow"](obj.rx2("variables"))[0])
     return replicate_from_parts(
         r_to_pandas(obj.rx2("variables")),
