@@ -39,9 +39,17 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from private_tables_sdr import MC_KEYS, MC_LABELS, PAPER_T8, PAPER_T9, parse_paper, truths  # noqa: E402
+from private_tables_sdr import (  # noqa: E402
+    MC_KEYS,
+    MC_LABELS,
+    PAPER_T8,
+    PAPER_T9,
+    md_table,
+    parse_paper,
+    tables_for,
+    truths,
+)
 
-import surveysynth as ss  # noqa: E402
 from surveysynth.combine import combine_sets  # noqa: E402
 from surveysynth.datasets import sdr_population, sdr_sample  # noqa: E402
 from surveysynth.simulate import monte_carlo  # noqa: E402
@@ -56,22 +64,8 @@ def cell_keys(kind: str) -> list[str]:
     return [f"{kind} {f}/{g}" for f, g in MC_KEYS]
 
 
-def _cells(source, value=None) -> pd.DataFrame:
-    """Counts (value None) or mean salary by field x gender: estimate, se of the 24 cells."""
-    if value is None:
-        tab = ss.tabulate(source, rows="field", cols="gender", cv_max=None, n_min=None)
-    else:
-        tab = ss.tabulate(source, rows="field", cols="gender", value=value, stat="mean",
-                          cv_max=None, n_min=None)
-    long = tab.long
-    key = [(f if f == "All" else int(f), g) for f, g in zip(long["field"], long["gender"],
-                                                            strict=True)]
-    out = long.set_index(pd.MultiIndex.from_tuples(key, names=["field", "gender"]))
-    return out.loc[MC_KEYS, ["estimate", "se"]]
-
-
 def _both(source) -> tuple[np.ndarray, np.ndarray]:
-    c, mn = _cells(source), _cells(source, "salary")
+    c, mn = tables_for(source).loc[MC_KEYS], tables_for(source, "salary").loc[MC_KEYS]
     return (np.r_[c["estimate"].to_numpy(float), mn["estimate"].to_numpy(float)],
             np.r_[c["se"].to_numpy(float), mn["se"].to_numpy(float)] ** 2)
 
@@ -201,12 +195,9 @@ PAPER_RATIO = {  # seed 000 supplement: mean FBP/FBS CI length ratio (counts, me
 
 
 def _md(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| | " + " | ".join(map(str, cols)) + " |", "|---" * (len(cols) + 1) + "|"]
-    for idx, row in df.iterrows():
-        idx = ", ".join(map(str, idx)) if isinstance(idx, tuple) else idx
-        lines.append(f"| {idx} | " + " | ".join(str(v) for v in row) + " |")
-    return "\n".join(lines)
+    """md_table with flattened (tuple) row labels."""
+    return md_table(df.set_axis([", ".join(map(str, i)) if isinstance(i, tuple) else i
+                                 for i in df.index]))
 
 
 def coverage_table(mc, kind: str, delta: float, m: int, paper_text: str | None):
