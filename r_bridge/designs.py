@@ -201,7 +201,7 @@ function(d) {
        weights = arg("weights"), probs = arg("probs"), nest = nest,
        stages = ncol(d$cluster), has_fpc = !is.null(d$fpc$popsize),
        prob = as.numeric(d$prob), dropped = any(n_kept != d$fpc$sampsize[, 1]),
-       calibrated = !is.null(d$postStrata), infinite = any(!is.finite(1 / d$prob)),
+       calibrated = !is.null(d$postStrata), infinite = any(!is.finite(d$prob)),
        lonely = as.character(getOption("survey.lonely.psu", "fail")),
        adjust_domain = isTRUE(getOption("survey.adjust.domain.lonely", FALSE)))
 }""",
