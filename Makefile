@@ -5,7 +5,7 @@ PY := .venv/bin/python
 
 LINT_PATHS := surveysynth r_bridge tests benchmarks vignettes
 
-.PHONY: test demo setup lint layers bench
+.PHONY: test demo setup lint layers bench smartnoise-venv
 
 setup:
 	@bash scripts/setup.sh
@@ -26,3 +26,12 @@ layers: setup
 
 bench: setup
 	$(PY) benchmarks/taylor.py
+
+# smartnoise-synth's AIM and MST for vignettes/public_use_agency.py, in their own venv: smartnoise
+# pins opendp < 0.15 and this project pins 0.16. Only what AIM and MST import is installed
+# (smartnoise-synth without its deep-learning extras: no torch, opacus, pac-synth).
+smartnoise-venv:
+	python3 -m venv .venv-smartnoise
+	.venv-smartnoise/bin/pip install --no-deps smartnoise-synth==1.0.8
+	.venv-smartnoise/bin/pip install "smartnoise-sql==1.0.10" "mbi==1.1.0" "disjoint-set==0.9.0" \
+		"networkx>=3" "Faker>=17"
