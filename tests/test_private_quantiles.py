@@ -215,16 +215,20 @@ def test_synthesizer_jointexp_accounting_bounds_types_and_label():
     pd.testing.assert_frame_equal(df, df_copy)
     budget = syn.quantile_budget()
     assert math.fsum(budget["epsilon"]) == pytest.approx(0.9, abs=1e-12)
-    # X2: 10% of its 0.27 for the slope, the rest for the joint intercepts
+    # X2: 10% of its 0.27 for the slope, 10% (default) for the DP median that centres the
+    # pareto scale, the rest for the joint intercepts
     x2 = budget[budget["variable"] == "X2"]["epsilon"].to_numpy()
-    np.testing.assert_allclose(x2, [0.1 * 0.27, 0.9 * 0.27])
+    np.testing.assert_allclose(x2, [0.1 * 0.27, 0.1 * 0.27, 0.8 * 0.27])
+    for v, share in (("X1", 0.4), ("X2", 0.3), ("K", 0.3)):
+        assert math.fsum(budget[budget["variable"] == v]["epsilon"]) == pytest.approx(0.9 * share, abs=1e-12)
     assert syn.epsilon_spent_ == pytest.approx(0.9)
     for f in syn.synthesize(3):
         assert f["X1"].between(0, 1000).all() and f["X2"].between(0, 1000).all()
         assert f["K"].dtype == np.int64 and f["K"].between(0, 60).all()
     rec = syn.privacy_record()
     assert rec.facts["sampler"] == "exact" and rec.facts["method"] == "jointexp"
-    assert rec.facts["transform"] == "log"
+    assert rec.facts["transform"] == "pareto"
+    assert set(syn.centers_) == {"X1", "X2", "K"}
     assert rec.epsilon == pytest.approx(0.9)
     # quantiles never cross: one slope per variable, sorted intercepts
     for v in ("X1", "X2", "K"):
@@ -276,5 +280,9 @@ def test_jointexp_single_variable_record():
                               bounds={"X1": (0, 1000)}, random_state=0, progress=False).fit(_frame())
     rec = syn.privacy_record()
     assert rec.differentially_private is True and rec.epsilon == 0.5
-    assert rec.facts["sampler"] == "exact" and rec.mechanism == "jointexp-log"
-    assert syn.quantile_budget()["epsilon"].tolist() == [0.5]
+    assert rec.facts["sampler"] == "exact" and rec.mechanism == "jointexp-pareto"
+    np.testing.assert_allclose(syn.quantile_budget()["epsilon"], [0.05, 0.45])
+    log = QuantileSynthesizer(variables=["X1"], method="jointexp", epsilon=0.5, transform="log",
+                              bounds={"X1": (0, 1000)}, random_state=0, progress=False).fit(_frame())
+    assert log.privacy_record().mechanism == "jointexp-log"
+    assert log.quantile_budget()["epsilon"].tolist() == [0.5] and log.centers_ == {}

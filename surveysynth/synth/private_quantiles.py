@@ -250,7 +250,8 @@ def joint_exp_draws(
     return out
 
 
-def tail_transform(lower: float, upper: float, transform: str = "log", scale: float | None = None):
+def tail_transform(lower: float, upper: float, transform: str = "log", scale: float | None = None,
+                   center: float | None = None):
     """The public monotone map used as JointExp's scale, and its inverse, with the mapped bounds.
 
     ``"identity"``: JointExp on the raw values (uniform base measure on [lower, upper]).
@@ -259,20 +260,49 @@ def tail_transform(lower: float, upper: float, transform: str = "log", scale: fl
     the original scale. Why: the Lebesgue base measure gives the empty region between the largest
     value and a loose public upper bound a volume that dwarfs the data's spacing in the tail, and
     at small epsilon the top quantiles land there (X1 of seed 004, epsilon 0.5, 49 quantiles: q99
-    above every data value in 70% of draws, 7.5% on the log scale). Quantiles are equivariant
-    under monotone maps, and the map depends only on the public bounds, so privacy is unchanged.
+    above every data value in 70% of draws, 7.5% on the log scale).
+    ``"pareto"``: t(x) = sign(x - c) (1 - (scale / (scale + |x - c|))^2) with ``center`` c in
+    [lower, upper]; a base measure with density proportional to (scale + |x - c|)^-3 (a Pareto
+    tail of index 2 on both sides of c). Why: the log measure gives the empty region
+    [max x, upper] a volume log((upper - c) / (max x - c)) that does not shrink with distance,
+    and when ``lower`` is far from the data the log scale is nearly linear over them. With the
+    centre inside the data (a DP median, released first with its own budget) the empty region
+    beyond the data gets base mass ~ (scale / distance)^2 instead. Measured on seed 004's
+    residuals of X2 on X1 and X3 on X2 (epsilon 0.16 for the joint release, 12 data sets):
+    mean |q99 error| 6.1 / 5.2 against 24 / 30 with index 1 (density ~ (scale + |d|)^-2) and
+    192 / 338 on the log scale; the price is a pull of the upper-middle quantiles towards c
+    (q75 / q89 errors 2.9 / 5.1 against 1.1 / 1.4; the data's q89 - q50 is ~ 20).
+
+    Quantiles are equivariant under monotone maps, and the map depends only on public values, so
+    privacy is unchanged (the exponential mechanism with a data-independent base measure).
     """
     lo, hi = float(lower), float(upper)
     if transform == "identity":
         return (lambda v: np.asarray(v, float)), (lambda v: np.asarray(v, float)), lo, hi
-    if transform != "log":
-        raise ValueError(f"transform must be 'log' or 'identity'; got {transform!r}.")
+    if transform not in ("log", "pareto"):
+        raise ValueError(f"transform must be 'pareto', 'log' or 'identity'; got {transform!r}.")
     s = (hi - lo) / 1000.0 if scale is None else float(scale)
     if not (s > 0 and math.isfinite(s)):
         raise ValueError(f"scale must be a positive finite number; got {scale!r}.")
-    return (lambda v: np.log1p((np.asarray(v, float) - lo) / s),
-            lambda v: lo + s * np.expm1(np.asarray(v, float)),
-            0.0, math.log1p((hi - lo) / s))
+    if transform == "log":
+        return (lambda v: np.log1p((np.asarray(v, float) - lo) / s),
+                lambda v: lo + s * np.expm1(np.asarray(v, float)),
+                0.0, math.log1p((hi - lo) / s))
+    if center is None:
+        raise ValueError("transform='pareto' needs a public center (e.g. a DP median) in [lower, upper].")
+    c = float(center)
+    if not (lo <= c <= hi):
+        raise ValueError(f"center {c} is outside the public bounds [{lo}, {hi}]; clip it first.")
+
+    def fwd(v):
+        d = np.asarray(v, float) - c
+        return np.sign(d) * -np.expm1(2.0 * np.log(s / (s + np.abs(d))))
+
+    def inv(t):
+        a = np.minimum(np.abs(np.asarray(t, float)), 1.0 - 1e-300)
+        return c + np.sign(t) * s * np.expm1(-0.5 * np.log1p(-a))
+
+    return fwd, inv, float(fwd(lo)), float(fwd(hi))
 
 
 def joint_exp_quantiles(
@@ -284,16 +314,18 @@ def joint_exp_quantiles(
     transform: str = "identity",
     scale: float | None = None,
     random_state: Any = None,
+    center: float | None = None,
 ) -> JointExpResult:
     """Pure epsilon-DP estimates of all ``quantiles`` at once (JointExp, exact sampler).
 
     ``lower``/``upper`` are public bounds (data outside are clipped); the output is sorted and
     lies in [lower, upper]. The whole ``epsilon`` covers all quantiles jointly. ``transform``
-    (``"identity"`` or ``"log"``, see :func:`tail_transform`) is the public scale on which the
-    mechanism runs; outputs are mapped back (post-processing).
+    (``"identity"``, ``"log"`` or ``"pareto"`` with a public ``center``, see
+    :func:`tail_transform`) is the public scale on which the mechanism runs; outputs are mapped
+    back (post-processing).
     """
     x, _, lo, hi = _check_inputs(data, quantiles, lower, upper)
-    fwd, inv, tlo, thi = tail_transform(lo, hi, transform, scale)
+    fwd, inv, tlo, thi = tail_transform(lo, hi, transform, scale, center)
     t = joint_exp_tables(fwd(np.clip(x, lo, hi)), quantiles, epsilon, tlo, thi)
     vals = np.clip(inv(joint_exp_draws(t, 1, random_state)[0]), lo, hi)
     return JointExpResult(values=np.maximum.accumulate(vals), quantiles=t.quantiles,

@@ -99,8 +99,8 @@ from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
 __all__ = ["QuantileSynthesizer", "paper_quantile_grid", "split_budget"]
 
 _METHODS = ("kng", "stepwise", "sandwich", "jointexp", "nonprivate")
-_BUDGET_KEYS = ("variables", "median", "anchors", "anchor_median")
-_BUDGET_DEFAULTS = {"median": 0.8, "anchors": 0.8, "anchor_median": 0.8}
+_BUDGET_KEYS = ("variables", "median", "anchors", "anchor_median", "center")
+_BUDGET_DEFAULTS = {"median": 0.8, "anchors": 0.8, "anchor_median": 0.8, "center": 0.1}
 
 
 def paper_quantile_grid() -> np.ndarray:
@@ -156,12 +156,14 @@ def split_budget(
     anchor_share: float = 0.8,
     anchor_median: float = 0.8,
     intercept_only: bool = True,
+    center: float = 0.0,
 ) -> pd.DataFrame:
     """Per-quantile epsilons of one variable (columns ``tau, epsilon, role``), summing to epsilon.
 
-    JointExp (``method="jointexp"``): one row with ``tau`` NaN for the joint release of all
-    quantiles (the whole epsilon when ``intercept_only``); for a later variable the DP Theil-Sen
-    slope gets ``median * epsilon`` and the joint release of all intercepts the rest.
+    JointExp (``method="jointexp"``): rows with ``tau`` NaN. For a later variable the DP
+    Theil-Sen slope gets ``median * epsilon``; with ``center > 0`` (the "pareto" scale) the DP
+    median that centres the scale gets ``center * epsilon``; the joint release of all quantiles
+    (intercepts) gets the rest.
 
     KNG: epsilon/m each. Stepwise: the median ``median * epsilon``, the others share the rest.
     Sandwich: the median ``anchor_median * anchor_share * epsilon``, the other anchors share
@@ -169,11 +171,22 @@ def split_budget(
     """
     grid = np.asarray(quantiles, dtype=float)
     if method == "jointexp":
-        if intercept_only:
-            return pd.DataFrame({"tau": [np.nan], "epsilon": [float(epsilon)],
-                                 "role": ["joint (all quantiles, JointExp)"]})
-        return pd.DataFrame({"tau": [np.nan, np.nan], "epsilon": [median * epsilon, (1 - median) * epsilon],
-                             "role": ["slope (DP Theil-Sen)", "joint (all intercepts, JointExp)"]})
+        shares, roles = [], []
+        if not intercept_only:
+            shares.append(median)
+            roles.append("slope (DP Theil-Sen)")
+        if center > 0:
+            shares.append(center)
+            roles.append("center (DP median of the " + ("values" if intercept_only else "residuals")
+                         + ", JointExp)")
+        if math.fsum(shares) >= 1:
+            raise ValueError(
+                f"budget shares {shares} of {roles} leave nothing for the joint release; lower "
+                "budget['median'] / budget['center'] so that they sum to less than 1."
+            )
+        shares.append(1.0 - math.fsum(shares))
+        roles.append("joint (all " + ("quantiles" if intercept_only else "intercepts") + ", JointExp)")
+        return pd.DataFrame({"tau": np.nan, "epsilon": [sh * epsilon for sh in shares], "role": roles})
     m = grid.size
     eps = np.empty(m)
     role = np.empty(m, dtype=object)
@@ -266,8 +279,10 @@ class QuantileSynthesizer(Synthesizer):
     epsilon : privacy budget of one fit (sum over all variables and quantiles); default 1.
     budget : dict of fractions, each a number, a list (one per variable) or a dict by variable:
         ``variables`` (shares of epsilon per variable, summing to 1; default equal),
-        ``median`` (stepwise median share a, default 0.8), ``anchors`` (sandwich anchor share s,
-        default 0.8), ``anchor_median`` (sandwich median share b of the anchors, default 0.8).
+        ``median`` (stepwise median share a, default 0.8; jointexp: the DP Theil-Sen slope's share),
+        ``anchors`` (sandwich anchor share s, default 0.8), ``anchor_median`` (sandwich median
+        share b of the anchors, default 0.8), ``center`` (jointexp with ``transform="pareto"``:
+        the share of the DP median that centres the scale, default 0.1).
     C_X : public bound on the predictors of each variable's model (dict by variable, list, or one
         number); required for every variable after the first (the first is intercept-only: 1).
     bounds : dict variable -> (lb, ub), public bounds on the synthetic values, both finite;
@@ -285,9 +300,11 @@ class QuantileSynthesizer(Synthesizer):
     sampler : "exact" (default: exact draws wherever only the intercept moves, MCMC elsewhere)
         or "mcmc" (adaptive Metropolis for every quantile). Ignored by ``method="jointexp"``
         (always exact).
-    transform : ``method="jointexp"`` only: the public scale of the mechanism, "log" (default:
-        log(1 + (x - lb) / s), s = (ub - lb) / 1000, a heavy-tailed base measure) or "identity"
-        (uniform base measure on [lb, ub]); see
+    transform : ``method="jointexp"`` only: the public scale of the mechanism, "pareto" (default:
+        base measure with density ~ (s + |x - c|)^-3, s = (range) / 1000, centred at a DP median
+        c released first with share ``budget["center"]`` (default 0.1) of the variable's epsilon),
+        "log" (log(1 + (x - lb) / s), density ~ 1 / (s + x - lb)) or "identity" (uniform base
+        measure on [lb, ub]); see
         :func:`surveysynth.synth.private_quantiles.tail_transform`.
     m : number of synthetic data sets a release holds (default 5).
     random_state : None (default: secret OS entropy), or a seed for reproducible runs (a secret
@@ -325,7 +342,7 @@ class QuantileSynthesizer(Synthesizer):
         step: Mapping[str, float] | float | None = None,
         adapt: bool = True,
         sampler: str = "exact",
-        transform: str = "log",
+        transform: str = "pareto",
         m: int = 5,
         random_state: int | np.random.Generator | np.random.SeedSequence | None = None,
         population_size: float | None = None,
@@ -370,7 +387,7 @@ class QuantileSynthesizer(Synthesizer):
             ("sensitivity", self.sensitivity, ("sound", "paper")),
             ("init", self.init, ("independent", "nonprivate")),
             ("sampler", self.sampler, ("exact", "mcmc")),
-            ("transform", self.transform, ("log", "identity")),
+            ("transform", self.transform, ("pareto", "log", "identity")),
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
@@ -397,7 +414,7 @@ class QuantileSynthesizer(Synthesizer):
                 "epsilon between variables."
             )
         checked_budget = {"variables": shares}
-        for key in ("median", "anchors", "anchor_median"):
+        for key in ("median", "anchors", "anchor_median", "center"):
             vals = _per_variable(budget.get(key, _BUDGET_DEFAULTS[key]), variables, key)
             checked_budget[key] = [_fraction(v, key) for v in vals]
         return _Config(
@@ -512,6 +529,10 @@ class QuantileSynthesizer(Synthesizer):
         bar.close()
         self.coefficients_ = coefs
         self.diagnostics_ = pd.concat(diags, ignore_index=True)
+        # jointexp on the pareto scale: the DP median that centred each variable's scale
+        # (released by its own budget row: public, like the coefficients)
+        self.centers_ = ({v: float(d["center"].iloc[0]) for v, d in zip(cfg.variables, diags)}
+                         if cfg.method == "jointexp" and cfg.transform == "pareto" else {})
         self.hull_ = hull
         if plan is not None:
             self.sampler_used_ = _sampler_label(self.diagnostics_["sampler"].to_numpy() == "exact")
@@ -799,6 +820,7 @@ def _quantile_budget(cfg: _Config) -> pd.DataFrame:
             median=cfg.budget["median"][j], anchors=cfg.anchors,
             anchor_share=cfg.budget["anchors"][j], anchor_median=cfg.budget["anchor_median"][j],
             intercept_only=j == 0,
+            center=cfg.budget["center"][j] if cfg.method == "jointexp" and cfg.transform == "pareto" else 0.0,
         )
         led.insert(0, "variable", v)
         parts.append(led)
@@ -924,28 +946,36 @@ def _fit_variable_jointexp(cfg: _Config, X, y, v, Z, P, eps, rng, bar):
     lb, ub = cfg.bounds[v]
     cx = cfg.C_X[v]
     B = np.zeros((q, p))
+    eps = list(eps)  # budget rows in order: [slope,] [center,] joint (split_budget)
+    center = np.nan
     if p == 1:
-        res = joint_exp_quantiles(y, grid, eps[0], lb, ub, transform=cfg.transform,
-                                  random_state=secret_rng(int(rng.integers(0, 2**63))))
-        B[:, 0] = res.values
+        target, lo, hi = y, lb, ub
     else:
         # no top-coding: neither the pair slopes (clipped to the public slope bound) nor the
         # residuals (clipped to public bounds) need bounded predictors for their sensitivity,
         # and top-coding would inflate the residuals of the records in the tail
         x = X[:, -1]
-        slope = dp_theil_sen_slope(x, y, eps[0], (ub - lb) / cx, rng)
-        resid = y - slope * x
+        slope = dp_theil_sen_slope(x, y, eps.pop(0), (ub - lb) / cx, rng)
+        target = y - slope * x
         h = Z[:, -1] * slope
-        r_lo, r_hi = lb - float(h.min()), ub - float(h.max())
-        if r_hi - r_lo <= 1e-9 * max(1.0, ub - lb):
-            B[:, 0] = r_lo  # the bounds leave one intercept (no data used; budget still booked)
-        else:
-            res = joint_exp_quantiles(resid, grid, eps[1], r_lo, r_hi, transform=cfg.transform,
-                                      random_state=secret_rng(int(rng.integers(0, 2**63))))
-            B[:, 0] = res.values
+        lo, hi = lb - float(h.min()), ub - float(h.max())
         B[:, -1] = slope
+    if hi - lo <= 1e-9 * max(1.0, ub - lb):
+        B[:, 0] = lo  # the bounds leave one intercept (no data used; budget still booked)
+    else:
+        if cfg.transform == "pareto":
+            # the scale's centre: a DP median of the target on the uniform scale (its own
+            # budget row; a median at n records is accurate on any scale)
+            center = float(joint_exp_quantiles(
+                target, [0.5], eps.pop(0), lo, hi, transform="identity",
+                random_state=secret_rng(int(rng.integers(0, 2**63)))).values[0])
+        res = joint_exp_quantiles(target, grid, eps.pop(0), lo, hi, transform=cfg.transform,
+                                  center=None if np.isnan(center) else center,
+                                  random_state=secret_rng(int(rng.integers(0, 2**63))))
+        B[:, 0] = res.values
     bar.update(q)
-    diag = pd.DataFrame({"variable": v, "tau": grid, "accept_rate": np.nan, "sampler": "exact"})
+    diag = pd.DataFrame({"variable": v, "tau": grid, "accept_rate": np.nan, "sampler": "exact",
+                         "center": center})
     return B, diag, False
 
 
