@@ -55,7 +55,7 @@ def _closed_form_cdf(x, eps, c, s, lo, hi, index=3):
 
     pts = np.unique(np.concatenate([[lo], xs, [c], [hi]]))
     pieces = [integrate.quad(dens, a, b, limit=200, epsabs=0, epsrel=1e-11)[0]
-              for a, b in zip(pts[:-1], pts[1:])]
+              for a, b in zip(pts[:-1], pts[1:], strict=True)]
     cum = np.concatenate([[0.0], np.cumsum(pieces)])
 
     def cdf(o):

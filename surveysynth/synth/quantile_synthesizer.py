@@ -531,7 +531,7 @@ class QuantileSynthesizer(Synthesizer):
         self.diagnostics_ = pd.concat(diags, ignore_index=True)
         # jointexp on the pareto scale: the DP median that centred each variable's scale
         # (released by its own budget row: public, like the coefficients)
-        self.centers_ = ({v: float(d["center"].iloc[0]) for v, d in zip(cfg.variables, diags)}
+        self.centers_ = ({v: float(d["center"].iloc[0]) for v, d in zip(cfg.variables, diags, strict=True)}
                          if cfg.method == "jointexp" and cfg.transform == "pareto" else {})
         self.hull_ = hull
         if plan is not None:
