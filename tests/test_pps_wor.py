@@ -328,7 +328,6 @@ def test_brewer_lonely_psu_as_R(data, lonely):
 # ------------------------------------------------------------------------------ bad input
 def test_bad_input_errors_name_the_argument(data):
     s = data["strat"]
-    J = data["J_strat"]
     base = {"strata": "st", "fpc": "pi"}
     with pytest.raises(ValueError, match="fpc= as the PSUs' inclusion probabilities"):
         ss.SurveyDesign(s, strata="st", probs="pi", pps="brewer")
@@ -404,3 +403,17 @@ def test_caller_data_untouched_and_engines_refused(data):
     with pytest.raises(ValueError, match="PPS-without-replacement design"):
         d.total("api00", engine="samplics")
     assert "PPS without replacement: joint probabilities (YG)" in repr(d)
+
+
+def test_ppsmat_tolerance_as_R(data):
+    """R zeroes Dcheck entries below ppsmat's tolerance: a coarse tolerance changes the SE,
+    and ours follows R's at both tolerances."""
+    s = data["strat"]
+    ses = {}
+    for tol in (0.0, 0.05):
+        d = ss.SurveyDesign(s, strata="st", fpc="pi", pps=ppsmat(data["J_strat"], tol))
+        ses[tol] = d.total(["api00", "meals"]).se.to_numpy()
+        ref = _R(f"local({{ d <- {STRAT_R.format(f'pps=ppsmat(pps_strat_Jfull, {tol})')}; "
+                 "SE(svytotal(~api00+meals, d)) })")
+        assert_rel(ses[tol], ref, TOL, f"tolerance {tol}")
+    assert np.all(np.abs(ses[0.05] / ses[0.0] - 1) > 1e-4)
