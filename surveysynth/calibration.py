@@ -444,17 +444,38 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
     return _new_replicate(design, w_new, out, f"calibrated ({calfun})")
 
 
-def _strata_labels(frame: pd.DataFrame, strata: Any) -> tuple[list[str], pd.Series]:
+def _combine_codes(codes: list[np.ndarray]) -> np.ndarray:
+    """One code per distinct combination of several code vectors (first-appearance order),
+    combined pairwise so the mixed-radix key never overflows."""
+    key = codes[0]
+    for c in codes[1:]:
+        key = pd.factorize(key * (int(c.max()) + 1) + c, sort=False)[0]
+    return pd.factorize(key, sort=False)[0] if len(codes) == 1 else key
+
+
+def _strata_labels(frame: pd.DataFrame, strata: Any) -> tuple[list[str], np.ndarray, list[tuple]]:
+    """Columns, row codes and the R level labels (a tuple per code) of the cells formed by
+    ``strata``. Vectorized: each column is factorized once, only its distinct values are
+    turned into R's labels (two values with one label, 1 and "1", are one level)."""
     cols = parse_vars(strata, "strata") or []
     require_columns(frame, cols, "strata")
+    per_col, labs = [], []
     for c in cols:
         na = frame[c].isna().to_numpy()
         if na.any():
             raise ValueError(f"strata: column {c!r} has missing values in "
                              f"{first_rows(frame.index, na)}; recode them as a level.")
-    key = pd.Series(list(zip(*[frame[c].map(_r_level) for c in cols], strict=True)),
-                    index=frame.index)
-    return cols, key
+        codes, uniques = pd.factorize(frame[c], sort=False)
+        lab = [_r_level(u) for u in uniques]
+        remap, lab_u = pd.factorize(pd.Index(lab, dtype=object), sort=False)
+        per_col.append(np.asarray(remap, dtype=np.int64)[codes])
+        labs.append(list(lab_u))
+    codes = _combine_codes(per_col)
+    K = int(codes.max()) + 1
+    first = np.full(K, codes.shape[0], dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(codes.shape[0]))
+    labels = [tuple(labs[j][per_col[j][i]] for j in range(len(cols))) for i in first]
+    return cols, codes.astype(np.int64), labels
 
 
 def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
@@ -483,10 +504,8 @@ def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
 
 def _post_codes(frame, strata, population, w, partial):
     """Row codes of the post-strata, the population counts per code and labels."""
-    cols, key = _strata_labels(frame, strata)
+    cols, codes, labels = _strata_labels(frame, strata)
     pop = _population_table(population, cols)
-    codes, uniques = pd.factorize(key, sort=False)
-    labels = list(uniques)
     samp = np.bincount(codes, weights=w, minlength=len(labels))
     absent_pop = [lab for lab, s in zip(labels, samp, strict=True)
                   if pop.get(lab, 0.0) == 0 and s != 0]
@@ -494,7 +513,8 @@ def _post_codes(frame, strata, population, w, partial):
         raise ValueError(
             f"post_stratify: post-strata {absent_pop[:5]} of {cols} are in the sample but have "
             "no (or a zero) population count. Fix: add their counts to population.")
-    absent_samp = [k for k, v in pop.items() if v != 0 and k not in set(labels)]
+    present = set(labels)
+    absent_samp = [k for k, v in pop.items() if v != 0 and k not in present]
     if absent_samp and not partial:
         raise ValueError(
             f"post_stratify: population counts for {absent_samp[:5]} of {cols}, a level absent "
@@ -529,6 +549,12 @@ def post_stratify(design: Any, strata: str | Sequence[str], population: Any,
 def _poststrat_matrix(W: np.ndarray, codes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Each column of W rescaled so its post-stratum sums equal counts."""
     K = counts.shape[0]
+    if W.shape[1] <= 4:  # the full-sample weights (a linearization design): bincounts
+        sums = np.column_stack([np.bincount(codes, weights=W[:, j], minlength=K)
+                                for j in range(W.shape[1])])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fac = counts[:, None] / sums
+        return W * fac[codes]
     from scipy import sparse
 
     S = sparse.csr_matrix((np.ones(codes.shape[0]), (codes, np.arange(codes.shape[0]))),
@@ -575,7 +601,7 @@ def rake(design: Any, margins: Sequence[str | Sequence[str]], population_margins
     W = w0[:, None] if kind == "taylor" else np.column_stack([w0, _replicate_analysis(design)])
     specs = [_post_codes(frame, m, p, w0, False)[:2] for m, p in zip(margins, pops, strict=True)]
     allcols = [c for m in margins for c in (parse_vars(m, "margins") or [])]
-    joint = pd.factorize(pd.Series(list(zip(*[frame[c] for c in allcols], strict=True))))[0]
+    joint = _combine_codes([pd.factorize(frame[c], sort=False)[0] for c in allcols])
     eps = epsilon * w0.sum() if epsilon < 1 else epsilon
     old = np.bincount(joint, weights=W[:, 0])
     it, converged, steps, delta = 0, False, [], np.inf
