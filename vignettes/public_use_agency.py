@@ -31,7 +31,7 @@ columns (same public bins for every method); CI overlap (Karr et al.) of five me
 confidential design's (stratified, fpc); whether the design's SEs survive: each method's SE of
 the five means per synthetic set (with its design) and combined, over the confidential SE.
 pMSE and k-marginal compare records unweighted (the sample's distribution, the target of every
-method here). Writes DIR/public_use_agency.md.
+method here). Writes DIR/public_use_agency.md and DIR/public_use_agency.json (the numbers, full precision).
 """
 
 from __future__ import annotations
@@ -251,11 +251,13 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     # ------------------------------------------------------------------ AIM, MST
     sizes = {c: len(cats[c]) for c in cats} | {c: len(e) - 1 for c, e in edges.items()}
     codes = bin_codes(data[cols], edges, cats)
+    sn_info: dict[str, dict] = {}
     for method in ("aim", "mst"):
         t = time.perf_counter()
         got, info = smartnoise(method, codes, sizes, eps, a.m, int(rng.integers(2**31)),
                                rounds=4 if a.fast else None)
         label = method.upper()
+        sn_info[label] = info
         if got is None:
             notes.append(f"{label}: not run. {info['reason']}")
             print(f"{label}: not run: {info['reason']}", flush=True)
@@ -324,6 +326,16 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     md += [f"- {n}" for n in notes]
     md += ["- Bins (public: apipop quintiles, public bounds outside): "
            + "; ".join(f"{c}: {list(np.round(e, 2))}" for c, e in edges.items())]
+    numbers = {"epsilon": eps, "delta": DELTA, "means": means, "in_bounds": in_range,
+               "design_kept": bool(design_kept),
+               "rho": {k: v.get("rho") for k, v in sn_info.items()},
+               "not_run": {k: v["reason"] for k, v in sn_info.items() if "reason" in v},
+               "confidential": conf[["estimate", "se", "ci_low", "ci_high"]].to_dict("index"),
+               "methods": table.to_dict("records"),
+               "per_mean": {r["method"]: r["_means"].drop(columns=["note"], errors="ignore")
+                            .to_dict("index") for r in rows},
+               "guarantees": {k: v[1] for k, v in guarantees.items()}}
+    (out / "public_use_agency.json").write_text(json.dumps(numbers, indent=1, default=float))
     path = out / "public_use_agency.md"
     path.write_text("\n".join(md) + "\n")
     print(f"wrote {path} in {time.perf_counter() - t0:.0f} s")

@@ -61,7 +61,7 @@ def _encode(frame: pd.DataFrame, cols: Sequence[str], categories: Mapping[str, l
     parts = []
     for c in cols:
         if c in categories:
-            codes = pd.Categorical(frame[c], categories=categories[c]).codes
+            codes = pd.Index(categories[c]).get_indexer(frame[c].to_numpy())
             parts.append((codes[:, None] == np.arange(len(categories[c]))[None, :]).astype(float))
         else:
             parts.append(frame[c].to_numpy(dtype=float)[:, None])
@@ -99,7 +99,7 @@ def cart_synthesize(data: pd.DataFrame, columns: Sequence[str], categorical: Seq
         raise ValueError(f"cart_synthesize: columns {missing} are not in the data.")
     nas = data[list(columns)].isna().any(axis=1)
     if nas.any():
-        raise ValueError(f"cart_synthesize: missing values in rows {list(np.flatnonzero(nas)[:5])}; "
+        raise ValueError(f"cart_synthesize: missing values in rows {np.flatnonzero(nas)[:5].tolist()}; "
                          "drop or impute them first (CART here does not model missingness).")
     n = len(data) if n is None else int(n)
     cats = {c: list(pd.Categorical(data[c]).categories) for c in categorical}
@@ -131,7 +131,7 @@ def bin_codes(frame: pd.DataFrame, edges: Mapping[str, np.ndarray],
     values outside the outer edges go to the outer bins)."""
     out = {}
     for c, cat in categories.items():
-        codes = pd.Categorical(frame[c].astype(str), categories=[str(x) for x in cat]).codes
+        codes = pd.Index([str(x) for x in cat]).get_indexer(frame[c].astype(str).to_numpy())
         if (codes < 0).any():
             bad = np.flatnonzero(codes < 0)[:5].tolist()
             raise ValueError(f"bin_codes: column {c!r} has values outside {cat} in rows {bad}.")
@@ -196,7 +196,7 @@ def numeric_matrix(frame: pd.DataFrame, columns: Sequence[str],
     for c in columns:
         if c in categories:
             cat = [str(x) for x in categories[c]]
-            codes = pd.Categorical(frame[c].astype(str), categories=cat).codes
+            codes = pd.Index(cat).get_indexer(frame[c].astype(str).to_numpy())
             parts.append((codes[:, None] == np.arange(1, len(cat))[None, :]).astype(float))
         else:
             parts.append(frame[c].to_numpy(dtype=float)[:, None])

@@ -35,7 +35,7 @@ a mean over ``--curve-reps`` replicates with its MC SE; figure public_use_simula
 
 Writes DIR/public_use_simulation.md and DIR/public_use_simulation.png (and a CSV of the
 replicate-level numbers). ``--fast`` (the test suite): n = 300, short chains, 2 replicates, two
-budgets, gates lowered and unconverged fits allowed: a demonstration of the code path only.
+budgets of one replicate each, gates lowered and unconverged fits allowed: a demonstration of the code path only.
 """
 
 from __future__ import annotations
@@ -276,9 +276,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     a.m = a.m or (2 if a.fast else 5)
-    reps = a.reps or (2 if a.fast else 20)
-    creps = a.curve_reps or (2 if a.fast else 4)
-    budgets = a.budgets or ([200.0, 50.0] if a.fast else [160.0, 80.0, 40.0, 20.0, 10.0])
+    reps = a.reps or (2 if a.fast else 10)
+    creps = a.curve_reps or (1 if a.fast else 3)
+    budgets = a.budgets or ([20.0, 8.0] if a.fast else [40.0, 20.0, 10.0, 5.0, 2.5])
     n_per = 75 if a.fast else 500
     out = a.out
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,145 @@
+"""Wall time of one sequential synthesis, end to end: 10 variables, n = 10,000 (issue 22).
+
+Data (:func:`survey`): a stratified sample of n records (5 strata, unequal weights, fpc) with
+ten variables of six types, each depending on the ones before it: two binaries, a 4-level
+categorical, an ordinal with 3 levels, three continuous, two positive, one count.
+``Sequential`` synthesizes all ten given the strata (weights smoothed, m = 5), tuned to
+``--epsilon`` in total, default MCMC settings (4 chains x 1000 draws after 1000 warm-up). The
+Stan programs are compiled (and cached) by a small untimed fit first, so the time is that of a
+warm cache. Timed: fit (every step's unweighted fit, tuning fits and final fit) and release.
+
+    python benchmarks/sequential.py          # writes the "sequential" section of docs/benchmarks.md
+    python benchmarks/sequential.py --fast   # n = 1,000, short chains, prints only (tests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+VARIABLES = [
+    {"name": "female", "type": "binary"},
+    {"name": "region", "type": "categorical"},
+    {"name": "age", "type": "bounded", "bounds": (18, 90)},
+    {"name": "educ", "type": "ordinal"},
+    {"name": "employed", "type": "binary"},
+    {"name": "hours", "type": "continuous"},
+    {"name": "income", "type": "positive"},
+    {"name": "savings", "type": "positive"},
+    {"name": "score", "type": "continuous"},
+    {"name": "visits", "type": "count", "bounds": (0, None)},
+]
+
+
+def survey(n: int, seed: int = 1) -> pd.DataFrame:
+    """A stratified sample of n records with the ten variables (vectorized generator)."""
+    rng = np.random.default_rng(seed)
+    H = 5
+    stratum = rng.integers(0, H, n)
+    Nh = np.array([40_000, 25_000, 15_000, 12_000, 8_000])
+    nh = np.bincount(stratum, minlength=H)
+    female = (rng.random(n) < 0.5 + 0.03 * stratum).astype(int)
+    region = rng.choice(["n", "e", "s", "w"], n, p=[0.3, 0.3, 0.2, 0.2])
+    age = np.clip(np.round(45 + 3 * stratum + 14 * rng.standard_normal(n)), 18, 90)
+    educ = np.digitize(0.02 * (age - 45) + 0.3 * female + rng.logistic(size=n), [-0.8, 0.9])
+    employed = (rng.random(n) < 1 / (1 + np.exp(-(1.0 - 0.04 * (age - 45) + 0.4 * educ)))).astype(int)
+    hours = np.round(employed * (38 - 4 * female) + 6 * rng.standard_normal(n), 1)
+    income = np.exp(9.5 + 0.3 * educ + 0.8 * employed + 0.4 * rng.standard_normal(n))
+    savings = np.exp(np.log(income) - 1.5 + 0.02 * (age - 45) + 0.8 * rng.standard_normal(n))
+    score = 50 + 5 * educ - 0.1 * (age - 45) + 8 * rng.standard_normal(n)
+    visits = rng.poisson(np.exp(0.5 + 0.015 * (age - 45) - 0.2 * employed))
+    return pd.DataFrame({
+        "stratum": stratum.astype(str), "w": (Nh / nh)[stratum], "fpc": Nh[stratum].astype(float),
+        "female": female, "region": region, "age": age,
+        "educ": pd.Categorical(np.array(["low", "mid", "high"])[educ],
+                               categories=["low", "mid", "high"], ordered=True),
+        "employed": employed, "hours": hours, "income": np.round(income, 2),
+        "savings": np.round(savings, 2), "score": score, "visits": visits.astype(np.int64)})
+
+
+def run(n: int, epsilon: float, fast: bool, seed: int) -> dict:
+    """Time one fit + release; returns the times, the epsilon and the convergence summary."""
+    import surveysynth as ss
+    from surveysynth.synth.sequential import Sequential
+
+    d = ss.SurveyDesign(survey(n, seed), strata="stratum", fpc="fpc", weights="w")
+    mcmc = dict(chains=2, draws=150, warmup=150, allow_unconverged=True,
+                convergence={"rhat": 1.5, "ess_bulk": 20}) if fast else {}
+    syn = Sequential(variables=VARIABLES, target_epsilon=epsilon, m=5, population_size=100_000,
+                     random_state=seed, progress=False, **mcmc)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        syn.fit(d)
+        t1 = time.perf_counter()
+        rel = syn.release()
+    t2 = time.perf_counter()
+    return {"fit": t1 - t0, "release": t2 - t1, "total": t2 - t0, "epsilon": rel.epsilon,
+            "release_obj": rel, "synth": syn}
+
+
+def warm_cache() -> None:
+    """Compile every Stan program Sequential uses (a tiny, untimed fit)."""
+    run(300, 1e3, True, 99)
+
+
+def load() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return f"load average {os.getloadavg()}"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--epsilon", type=float, default=50.0)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+    n = a.n or (1000 if a.fast else 10_000)
+    warm_cache()
+    before = load()
+    r = run(n, a.epsilon, a.fast, a.seed)
+    after = load()
+    rel, syn = r["release_obj"], r["synth"]
+    steps = pd.DataFrame([e for e in syn.ledger_ if "epsilon" in e])
+    cols = [c for c in ("step", "name", "variable", "delta_alpha", "epsilon", "seconds", "fits")
+            if c in steps.columns]
+    types = sorted({v["type"] for v in VARIABLES})
+    body = [
+        "### Sequential synthesis (fit + release, warm Stan cache)", "",
+        f"`benchmarks/sequential.py`: n = {n:,} records (5 strata, fpc, unequal weights), "
+        f"{len(VARIABLES)} variables of {len(types)} types ({', '.join(types)}), weights "
+        f"smoothed, m = 5, target epsilon {a.epsilon:g}, "
+        + ("chains 2 x 150 draws (fast mode)" if a.fast else "4 chains x 1000 draws after 1000 "
+           "warm-up (defaults)") + ". Goal: under 5 minutes.", "",
+        "| part | seconds |", "|---|---|",
+        f"| fit (all steps: unweighted, tuning and final fits) | {r['fit']:.1f} |",
+        f"| release (m = 5) | {r['release']:.1f} |",
+        f"| **total** | **{r['total']:.1f}** |", "",
+        f"Released epsilon {rel.epsilon:.4g}; under 5 minutes: {r['total'] < 300}.", "",
+        f"Load before: `{before}`; after: `{after}` (the machine is shared; other jobs run).",
+    ]
+    if len(cols):
+        body += ["", "Per step (the ledger):", "",
+                 "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        body += ["| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v)
+                                   for v in row) + " |"
+                 for row in steps[cols].itertuples(index=False)]
+    text = "\n".join(body)
+    print(text)
+    if not a.fast:
+        from benchmarks._report import write_section
+
+        write_section("sequential", text)
+
+
+if __name__ == "__main__":
+    main()
