@@ -403,6 +403,11 @@ def test_caller_data_untouched_and_engines_refused(data):
     with pytest.raises(ValueError, match="PPS-without-replacement design"):
         d.total("api00", engine="samplics")
     assert "PPS without replacement: joint probabilities (YG)" in repr(d)
+    # calibration of a PPS design is not wired to the PPS variance: refused, not ignored
+    pop = {"(Intercept)": float(d.weights.sum()), "meals": float(d.total("meals").estimate[0])}
+    c = d.calibrate(["meals"], pop)
+    with pytest.raises(ValueError, match="calibrated PPS-without-replacement design"):
+        c.total("api00")
 
 
 def test_ppsmat_tolerance_as_R(data):
@@ -417,3 +422,18 @@ def test_ppsmat_tolerance_as_R(data):
                  "SE(svytotal(~api00+meals, d)) })")
         assert_rel(ses[tol], ref, TOL, f"tolerance {tol}")
     assert np.all(np.abs(ses[0.05] / ses[0.0] - 1) > 1e-4)
+
+
+@pytest.mark.parametrize("k", [0, 7])
+def test_quantiles_and_proportions_as_R(data, k):
+    """Woodruff intervals and factor shares go through the same PPS variance (Brewer, YG)."""
+    s = data["strat"]
+    name, pps, variance, rarg = _methods((data["J_strat"], "pps_strat_Jfull"), None)[k]
+    d = ss.SurveyDesign(s, strata="st", fpc="pi", pps=pps, variance=variance)
+    q = d.quantile("api00", [0.25, 0.5])
+    p = d.proportion("sch.wide")
+    ref = _R(f"local({{ d <- {STRAT_R.format(rarg)}; q <- svyquantile(~api00, d, c(.25, .5)); "
+             "p <- svymean(~sch.wide, d); c(q[[1]][, 1:3], coef(p), SE(p)) })")
+    assert_rel(np.r_[q.estimate, q.ci_low, q.ci_high, p.estimate, p.se], ref, TOL,
+               f"quantiles {name}")
+    assert np.isfinite(q.ci_high).all()
