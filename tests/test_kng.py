@@ -438,10 +438,31 @@ def test_vignette_fast(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "vignettes" / "kng_heavy_tails.py"), "--fast", "--config", "sound",
          "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     md = (tmp_path / "kng_heavy_tails.md").read_text()
     assert "| Sandwich-Fixed |" in md and "pMSE WOI (paper)" in md and "952.3" in md
     assert (tmp_path / "kng_heavy_tails_x1.png").exists()
+    # the pMSE-mechanism row of seed 004's Table 1, beside the paper's numbers, stated not DP
+    rows = [line for line in md.splitlines() if line.startswith("| pMSE mechanism |")]
+    assert any("0.0374" in r and "742.8" in r for r in rows)
+    assert any("| not differentially private as run" in r for r in rows)
+
+
+def test_pmse_mechanism_cart_pmse_extremes():
+    # pMSE of the vignette's CART: identical data sets cannot be told apart (every propensity
+    # = c = 1/2: pMSE 0); disjoint ones are separated exactly (propensities 0/1: pMSE 1/4)
+    sys.path.insert(0, str(ROOT / "vignettes"))
+    try:
+        import kng_heavy_tails as K
+    finally:
+        sys.path.pop(0)
+    x = np.random.default_rng(0).exponential(10, (300, 3))
+    assert K._cart_pmse(x, x.copy()) == pytest.approx(0.0, abs=1e-15)
+    assert K._cart_pmse(x, x + 1000.0) == pytest.approx(0.25, abs=1e-15)
+    # the synthetic model of the mechanism: rates enter by absolute value, means 1 / rate
+    syn = K._pmse_syn(np.array([-0.1, 4, 3, 0.1, 3, 2, 1, 0.1]), 200_000, np.random.default_rng(1))
+    assert syn[:, 0].mean() == pytest.approx(10, rel=0.02)
+    assert (syn[:, 1] - 3 * syn[:, 0]).mean() == pytest.approx(14, rel=0.02)
