@@ -419,24 +419,35 @@ class SurveyDesign(Estimators):
         return self._stages if self.has_fpc else self._stages[:1]
 
     # ------------------------------------------------------------------ replicate designs
+    def _no_pps_replicates(self, method: str) -> None:
+        if self._pps is not None:
+            raise ValueError(
+                f"{method}() of a PPS-without-replacement design ({self._pps.spec.label}): "
+                "replicate weights would ignore the joint inclusion probabilities and read "
+                "per-PSU fpc probabilities as stratum fpcs. Fix: build the design without pps= "
+                "(and without fpc) for with-replacement replicates.")
+
     def bootstrap(self, replicates: int = 500, method: str = "preston", seed: Any = None,
                   mse: bool = False, **options: Any):
         """Bootstrap replicate design (Preston's multistage rescaled bootstrap by default).
 
         See :func:`surveysynth.replicate_design.bootstrap`; returns a ReplicateDesign.
         """
+        self._no_pps_replicates("bootstrap")
         from .replicate_design import bootstrap
 
         return bootstrap(self, replicates=replicates, method=method, seed=seed, mse=mse, **options)
 
     def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
         """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
+        self._no_pps_replicates("jackknife")
         from .replicate_design import jackknife
 
         return jackknife(self, method=method, mse=mse, **options)
 
     def brr(self, fay_rho: float = 0.0, mse: bool = False, **options: Any):
         """Balanced repeated replication (Fay's method with ``fay_rho`` > 0), 2 PSUs/stratum."""
+        self._no_pps_replicates("brr")
         from .replicate_design import brr
 
         return brr(self, fay_rho=fay_rho, mse=mse, **options)

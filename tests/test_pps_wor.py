@@ -437,3 +437,16 @@ def test_quantiles_and_proportions_as_R(data, k):
     assert_rel(np.r_[q.estimate, q.ci_low, q.ci_high, p.estimate, p.se], ref, TOL,
                f"quantiles {name}")
     assert np.isfinite(q.ci_high).all()
+
+
+def test_subset_and_replicates(data):
+    """subset() is the by= domain (full design kept); replicate weights are refused."""
+    s = data["strat"]
+    d = ss.SurveyDesign(s, strata="st", fpc="pi", pps="brewer")
+    sub = d.subset(s["sch.wide"] == "Yes").mean("meals")
+    dom = d.mean("meals", by="sch.wide")
+    assert_rel([sub.estimate[0], sub.se[0], sub.df[0]],
+               [dom.estimate[1], dom.se[1], dom.df[1]], 1e-12, "subset vs by")
+    for method in ("jackknife", "bootstrap", "brr"):
+        with pytest.raises(ValueError, match=f"{method}\\(\\) of a PPS-without-replacement"):
+            getattr(d, method)()
