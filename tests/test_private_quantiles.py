@@ -227,7 +227,7 @@ def test_synthesizer_jointexp_accounting_bounds_types_and_label():
         assert f["K"].dtype == np.int64 and f["K"].between(0, 60).all()
     rec = syn.privacy_record()
     assert rec.facts["sampler"] == "exact" and rec.facts["method"] == "jointexp"
-    assert rec.facts["transform"] == "pareto"
+    assert rec.facts["transform"] == "pareto" and "DP median" in rec.facts["transform_center"]
     assert set(syn.centers_) == {"X1", "X2", "K"}
     assert rec.epsilon == pytest.approx(0.9)
     # quantiles never cross: one slope per variable, sorted intercepts

@@ -611,6 +611,12 @@ class QuantileSynthesizer(Synthesizer):
         }
         if cfg.method == "jointexp":
             facts["transform"] = cfg.transform
+            if cfg.transform == "pareto":
+                facts["transform_center"] = (
+                    "the pareto scale of each variable (residual) is centred at its DP median, "
+                    "released first by JointExp with one quantile, share "
+                    + ", ".join(f"{v}: {c:g}" for v, c in zip(cfg.variables, cfg.budget["center"], strict=True))
+                    + " of the variable's epsilon (inside the stated total)")
         parts = (f"{len(cfg.variables)} variables (each variable's {cfg.quantiles.size} quantiles "
                  "in one JointExp release; a later variable's DP Theil-Sen slope first)"
                  if cfg.method == "jointexp" else
