@@ -29,6 +29,8 @@ _EXPORTS = {
     "svychisq": ".analysis",
     "svyttest": ".analysis",
     "svyranktest": ".analysis",
+    "HR": ".variance.pps", "ppsmat": ".variance.pps",
+    "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
