@@ -688,6 +688,11 @@ def tabulate(
     -------
     :class:`Table`: ``.long`` (one row per cell), ``.wide(what)``, ``.display()``, exports.
     """
+    own = getattr(source, "_engine_tabulate", None)
+    if own is not None:  # a design that computes its cells itself (Dask: one pass, same Table)
+        return own(rows, cols, value, stat, cv_max, n_min, level, ci, na_rm, margin_label,
+                   of=of, quantiles=quantiles, qrule=qrule, interval_type=interval_type,
+                   ci_method=ci_method)
     stat, of = {"row percent": ("percent", "row"),
                 "column percent": ("percent", "col")}.get(stat, (stat, of))
     designs, release = _check_source(source)

@@ -156,25 +156,35 @@ def _merge(parts: list[tuple[pd.DataFrame, dict, dict]]) -> tuple[pd.DataFrame, 
     return agg, problems, gram
 
 
-def _one_pass(ddf: Any, spec: dict, client: Any, split_every: int):
-    """Partials per partition, added in a tree of ``split_every`` fan-in, on the scheduler."""
+def _one_pass(ddf: Any, spec: dict, client: Any, split_every: int, progress: bool = False):
+    """Partials per partition, added in a tree of ``split_every`` fan-in, on the scheduler.
+
+    Only the columns the call needs are read (a Parquet dataset reads those columns only).
+    ``progress``: a text progress bar of the pass (``distributed.progress``) on stdout."""
     from dask import delayed
 
-    nodes = [delayed(_partial)(part, spec) for part in ddf.to_delayed()]
+    need = list(dict.fromkeys(spec["keys"] + spec["numeric"] + spec["categorical"]
+                              + [spec["weights"]] + list(spec["rep"])))
+    nodes = [delayed(_partial)(part, spec) for part in ddf[need].to_delayed()]
     while len(nodes) > 1:
         nodes = [delayed(_merge)(nodes[i:i + split_every])
                  for i in range(0, len(nodes), split_every)]
     if client is not None:
-        return client.compute(nodes[0]).result()
+        future = client.compute(nodes[0])
+        if progress:  # blocks until the pass is done, redrawing one line on stdout
+            from distributed.diagnostics.progressbar import TextProgressBar
+
+            TextProgressBar([future], scheduler=client.scheduler.address)
+        return future.result()
     return nodes[0].compute()
 
 
 # ------------------------------------------------------------------------ shared front end
-def _as_dask(data: Any, npartitions: int | None):
+def _as_dask(data: Any, npartitions: int | None, read_kwargs: dict | None = None):
     import dask.dataframe as dd
 
     if isinstance(data, (str, Path)):
-        return dd.read_parquet(str(data))
+        return dd.read_parquet(str(data), **(read_kwargs or {}))
     if isinstance(data, pd.DataFrame):
         return dd.from_pandas(data, npartitions=npartitions or 4)
     if isinstance(data, dd.DataFrame):
@@ -203,6 +213,24 @@ def _default_client(client: Any) -> Any:
 _LOCAL = None
 
 
+def _start_cluster(client: Any, n_workers: int | None, memory_limit: str | int | None,
+                   threads_per_worker: int) -> tuple[Any, Any]:
+    """(client, cluster we started or None): the client given, else a new LocalCluster of
+    worker processes, each held to ``memory_limit`` by its nanny (spill to disk at 60%,
+    pause at 80%, restart at 95%: Dask's defaults). The new client does not become the
+    process's default client (other designs keep theirs)."""
+    if client is not None:
+        return client, None
+    import os
+
+    from distributed import Client, LocalCluster
+
+    workers = n_workers or max(1, min(2, os.cpu_count() or 1))
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
+                           processes=True, memory_limit=memory_limit, dashboard_address=None)
+    return Client(cluster, set_as_default=False), cluster
+
+
 def _raise_problems(problems: dict, what: str) -> None:
     for key in sorted(problems):
         kind, col = key.split(":", 1)
@@ -227,11 +255,53 @@ class _DaskBase:
 
     design_kind = "taylor"
 
-    def _init_data(self, data, npartitions, client, split_every):
-        self._ddf = _as_dask(data, npartitions)
+    def _init_data(self, data, npartitions, client, split_every, progress=False,
+                   read_kwargs=None):
+        self._ddf = _as_dask(data, npartitions, read_kwargs)
         self._client = client
+        self._cluster = None
         self.split_every = int(split_every)
+        self.progress = bool(progress)
         self.columns = list(self._ddf.columns)
+
+    @classmethod
+    def from_parquet(cls, path: str | Path, *, client: Any = None, n_workers: int | None = None,
+                     memory_limit: str | int | None = "4GiB", threads_per_worker: int = 1,
+                     progress: bool = True, read_kwargs: dict | None = None,
+                     **design: Any) -> Any:
+        """The design over a Parquet dataset (a directory, a glob or a URL every worker can
+        read), computed on ``client`` if given, else on a :class:`distributed.LocalCluster`
+        of ``n_workers`` processes (default: up to 2) with ``memory_limit`` each, started
+        here and closed by :meth:`close` (or at the end of a ``with`` block).
+
+        For a multi-node cluster pass ``client=distributed.Client("tcp://scheduler:8786")``
+        (docs/dask.md); to share a cluster, ``client=distributed.default_client()``. ``progress`` shows a progress bar of each pass; ``read_kwargs`` go to
+        ``dask.dataframe.read_parquet`` (e.g. ``blocksize``, ``filesystem``); ``design``
+        are the design's own arguments (``ids``, ``strata``, ``weights``, ...)."""
+        cl, cluster = _start_cluster(client, n_workers, memory_limit, threads_per_worker)
+        try:
+            obj = cls(path, client=cl, progress=progress, read_kwargs=read_kwargs, **design)
+        except BaseException:
+            if cluster is not None:
+                cl.close()
+                cluster.close()
+            raise
+        obj._cluster = cluster
+        return obj
+
+    def close(self) -> None:
+        """Close the LocalCluster :meth:`from_parquet` started (nothing if it used a given or
+        default client)."""
+        if self._cluster is not None:
+            self._client.close()
+            self._cluster.close()
+            self._cluster = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _require(self, cols: list[str], arg: str) -> None:
         missing = [c for c in cols if c not in self.columns]
@@ -287,6 +357,138 @@ class _DaskBase:
         """Not available: filter as a domain with ``by=`` (its variance keeps every PSU)."""
         raise UnsupportedByDask("subset() is not available on Dask designs: estimate by= a "
                                 "0/1 column and read the domain you need.")
+
+    # ---- tables: surveysynth.tables.tabulate(dask_design, ...) comes here
+    def tabulate(self, rows: str | Sequence[str], cols: str | Sequence[str] | None = None,
+                 value: str | None = None, stat: str = "total", *args: Any,
+                 **kwargs: Any) -> Any:
+        """:func:`surveysynth.tables.tabulate` of this design (the same arguments and the same
+        :class:`~surveysynth.tables.Table`), computed in one pass over the data."""
+        from ..tables import tabulate
+
+        return tabulate(self, rows, cols, value, stat, *args, **kwargs)
+
+    def _engine_tabulate(self, rows: Any, cols: Any, value: str | None, stat: str,
+                         cv_max: float | None, n_min: float | None, level: float, ci: str,
+                         na_rm: bool, margin_label: str, *, of: str, quantiles: Any,
+                         qrule: str, interval_type: str, ci_method: str) -> Any:
+        """The table of ``tables.tabulate`` from ONE pass over the data.
+
+        The pass sums weights (and ``w y``, replicate weights) per group of (rows, cols,
+        proportion levels, design columns); every block of the table (interior, row and
+        column margins, grand total) is then a domain estimate on those sums, computed as
+        ``tables`` computes it on a native design (same grids, fills of empty cells, df, n),
+        and ``tables._finish`` turns the cells into the Table (CV, CI, flags)."""
+        from .. import tables as tb
+
+        stat, of = {"row percent": ("percent", "row"),
+                    "column percent": ("percent", "col")}.get(stat, (stat, of))
+        row_vars, col_vars = as_list(rows), as_list(cols)
+        tb._check_layout(row_vars, col_vars, value, stat)  # noqa: SLF001 - tables' own checks
+        if stat in ("median", "quantile"):
+            raise UnsupportedByDask(f"tabulate(stat={stat!r}): quantiles are not sums, so the "
+                                    "Dask engine does not compute them. Tabulate an in-memory "
+                                    "SurveyDesign instead.")
+        tb._check_stat(stat, of, value, quantiles, ci_method, [], None, col_vars)  # noqa: SLF001
+        if ci_method != "wald":
+            raise UnsupportedByDask(f"tabulate(ci_method={ci_method!r}): the Dask engine gives "
+                                    "Wald intervals only (ci_method='wald').")
+        self._require(row_vars + col_vars + ([value] if value else []), "tabulate")
+        share_levels = stat == "proportion"
+        num, cat = [], []
+        if share_levels:
+            cat = [value]
+        elif value is not None:
+            num, bad = self._kinds([value], False)
+            if bad:
+                raise ValueError(
+                    f"column {value!r} is {self._ddf.dtypes[value]}, not numeric: use "
+                    "stat='proportion' for the share of each level, or convert it.")
+        extra_var = [value] if share_levels else []
+        label_vars = row_vars + col_vars + extra_var
+        keys = list(dict.fromkeys(label_vars + self._table_keys()))
+        call = {"stat": "tabulate", "num": num, "cat": cat, "na_rm": na_rm,
+                "by": row_vars + col_vars}
+        P, grams = self._fetch(call, keys, self._table_rep(), gram=bool(self._table_rep()))
+        levels = {v: _table_levels(P[v]) for v in label_vars}
+        ctx = self._table_context(P, grams, row_vars + col_vars)
+        if stat in ("total", "mean"):
+            ycol = "_w" if value is None else f"y:{value}"
+            xcol = "_w" if stat == "mean" else None
+            fill = ({"e": 0.0, "v": 0.0, "d": np.nan, "n": 0.0} if stat == "total"
+                    else {"e": np.nan, "v": np.nan, "d": np.nan, "n": 0.0})
+        else:  # shares of counts, or of the total of a numeric value
+            ycol = xcol = "_w" if (share_levels or value is None) else f"y:{value}"
+            fill = {"n": 0.0}
+
+        labels, parts = [], []
+        for cell, by, numv in tb._blocks(stat, of, row_vars, col_vars):  # noqa: SLF001
+            shown = [v for v in label_vars if v in by + numv + extra_var]
+            grid = (pd.MultiIndex.from_product([levels[v] for v in shown], names=shown)
+                    if shown else None)
+            labels.append(tb.cell_labels(label_vars, shown, grid, 1 if grid is None
+                                         else len(grid), cell, margin_label))
+            within = extra_var if stat == "proportion" else numv  # numv: [] unless percent
+            parts.append(self._table_block(ctx, by, within, grid, levels, ycol, xcol, fill))
+        long = pd.concat(labels, ignore_index=True)
+        scale = 100.0 if stat == "percent" else 1.0
+
+        def stack(key: str) -> np.ndarray:
+            return np.concatenate([p[key] for p in parts])[None, :]
+
+        meta: dict[str, Any] = {"cv_max": cv_max, "n_min": n_min, "level": level}
+        meta.update({"percent": {"of": of}, "proportion": {"ci_method": ci_method}}.get(stat, {}))
+        if stat == "percent":
+            meta["ci_method"] = ci_method
+        shell = tb.Table(long, row_vars, col_vars + extra_var, stat, value, margin_label, meta)
+        return tb._finish(long, stack("e") * scale, stack("v") * scale**2,  # noqa: SLF001
+                          stack("d"), stack("n"), None, self, None, level, ci, cv_max, n_min,
+                          meta, shell)
+
+    def _table_block(self, ctx: dict, by: list[str], num: list[str], grid: Any,
+                     levels: dict, ycol: str, xcol: str | None,
+                     fill: dict) -> dict[str, np.ndarray]:
+        """One block of the table on its grid: the shares (or totals, means) of the level
+        combinations of ``num`` within the domains of ``by``: tables._block (``num`` empty)
+        and tables._share_block computed on the group sums."""
+        from ..tables import _align
+
+        P = ctx["P"]
+        G = P.shape[0]
+        if num:
+            codes = [pd.Index(levels[v]).get_indexer(P[v]) for v in num]
+            bad = np.zeros(G, dtype=bool)
+            for c in codes:
+                bad |= c < 0
+            dims = [max(len(levels[v]), 1) for v in num]
+            flat = np.ravel_multi_index([np.where(c < 0, 0, c) for c in codes], dims)
+            code = np.where(bad, -1, flat)
+            L = int(np.prod(dims))
+        else:
+            code, L = np.zeros(G, dtype=np.int64), 1
+        ind = (code[:, None] == np.arange(L)[None, :]).astype(float)
+
+        def Y(sfx: str) -> np.ndarray:
+            return P[f"{ycol}{sfx}"].to_numpy(float)[:, None] * ind
+
+        def X(sfx: str) -> np.ndarray | None:
+            if xcol is None:
+                return None
+            return np.repeat(P[f"{xcol}{sfx}"].to_numpy(float)[:, None], L, axis=1)
+
+        dom, D, by_df, est, var, df = self._block_stats(ctx, by, Y, X)
+        sel = (dom >= 0) & (code >= 0)
+        n = np.bincount(dom[sel] * L + code[sel], weights=P["_n"].to_numpy(float)[sel],
+                        minlength=D * L)
+        res = {"e": est.reshape(-1), "v": var.reshape(-1), "d": np.repeat(df, L), "n": n}
+        if grid is None:
+            return res
+        dom_keys = by_df[by].astype(object).to_numpy().tolist() if by else [[]]
+        combos = list(pd.MultiIndex.from_product([levels[v] for v in num])) if num else [()]
+        keys = [tuple(k) + tuple(c) for k in dom_keys for c in combos]
+        have = pd.MultiIndex.from_tuples(keys, names=by + num)
+        g = grid.reorder_levels(by + num) if list(grid.names) != by + num else grid
+        return _align(have, g, res, fill)
 
     def _run(self, stat, cols, dens, by, na_rm, level, ci, df, unsupported) -> pd.DataFrame:
         bad = {k: v for k, v in unsupported.items() if v not in (None, False, "native", "wald",
@@ -349,7 +551,8 @@ class _DaskBase:
                 "no_na": no_na, "positive_w": self.design_kind == "taylor",
                 "gram_by": (call["by"] if gram else None)}
         client = _default_client(self._client)
-        agg, problems, grams = _one_pass(self._ddf, spec, client, self.split_every)
+        agg, problems, grams = _one_pass(self._ddf, spec, client, self.split_every,
+                                         self.progress)
         _raise_problems(problems, call["stat"])
         return agg.reset_index(), grams
 
@@ -417,8 +620,9 @@ class DaskSurveyDesign(_DaskBase):
                  fpc: str | Sequence[str] | None = None, nest: bool = False,
                  lonely_psu: str = "fail", adjust_domain_lonely: bool = False,
                  npartitions: int | None = None, client: Any = None,
-                 split_every: int = 8) -> None:
-        self._init_data(data, npartitions, client, split_every)
+                 split_every: int = 8, progress: bool = False,
+                 read_kwargs: dict | None = None) -> None:
+        self._init_data(data, npartitions, client, split_every, progress, read_kwargs)
         self.ids_vars = as_list(ids)
         if not self.ids_vars or self.ids_vars in (["1"], ["~1"], ["0"]):
             raise UnsupportedByDask(
@@ -465,6 +669,26 @@ class DaskSurveyDesign(_DaskBase):
         return est, np.sqrt(var), self._output(by_df, labels, est, np.sqrt(var), dfs, n,
                                                level, ci)
 
+    # ---- tabulate hooks: the group sums as a small design
+    def _table_keys(self) -> list[str]:
+        return list(self._design_cols)
+
+    def _table_rep(self) -> list[str]:
+        return []
+
+    def _table_context(self, P: pd.DataFrame, grams: dict, gram_by: list[str]) -> dict:
+        return {"P": P, "design": self._group_design(P), "ood": P[_NA].to_numpy(bool)}
+
+    @staticmethod
+    def _block_stats(ctx: dict, by: list[str], Y: Any, X: Any) -> tuple:
+        """Domains of ``by`` among the groups, ratios sum(Y)/sum(X) (totals if X is None),
+        their Taylor variances and the domain df: the native design's own calls."""
+        design, ood = ctx["design"], ctx["ood"]
+        dom, D, by_df = design.domains(by or None, ood if ood.any() else None)
+        est, var, _ = design.domain_ratios(Y(""), X(""), dom, D)
+        df = np.asarray(design.domain_df(dom, D), float).reshape(D)
+        return dom, D, by_df, est, var, df
+
     def __repr__(self) -> str:
         return (f"<DaskSurveyDesign ids={self.ids_vars} strata={self.strata_vars} "
                 f"fpc={self.fpc_vars} weights={self.weights_var!r}, "
@@ -487,8 +711,9 @@ class DaskReplicateDesign(_DaskBase):
                  type: str = "other", scale: float | None = None,  # noqa: A002 - R's name
                  rscales: Any = None, rho: float | None = None, mse: bool = False,
                  combined_weights: bool = True, npartitions: int | None = None,
-                 client: Any = None, split_every: int = 8) -> None:
-        self._init_data(data, npartitions, client, split_every)
+                 client: Any = None, split_every: int = 8, progress: bool = False,
+                 read_kwargs: dict | None = None) -> None:
+        self._init_data(data, npartitions, client, split_every, progress, read_kwargs)
         if isinstance(repweights, str):
             import re
 
@@ -507,7 +732,8 @@ class DaskReplicateDesign(_DaskBase):
         self._combined = bool(combined_weights)
         # R's scales from ReplicateDesign's own rules, on a two-row frame holding the column
         # maxima (the only data R's JK1/JKn guesses read)
-        mx = self._ddf[reps + [weights]].max().compute().to_numpy(float)
+        mx = _default_client(self._client).compute(
+            self._ddf[reps + [weights]].max()).result().to_numpy(float)
         tiny = pd.DataFrame(np.vstack([mx, mx]), columns=reps + [weights])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -564,9 +790,67 @@ class DaskReplicateDesign(_DaskBase):
         n = np.bincount(dom, weights=P["_n"].to_numpy(float), minlength=D)
         return est, se, self._output(by_df, labels, est, se, dfs, n, level, ci)
 
+    # ---- tabulate hooks: replicate totals per domain, df from the summed Gram matrices
+    def _table_keys(self) -> list[str]:
+        return []
+
+    def _table_rep(self) -> list[str]:
+        return list(self.repweights)
+
+    def _table_context(self, P: pd.DataFrame, grams: dict, gram_by: list[str]) -> dict:
+        keep = ~P[_NA].to_numpy(bool)
+        return {"P": P.loc[keep].reset_index(drop=True), "grams": grams, "gram_by": gram_by}
+
+    def _block_stats(self, ctx: dict, by: list[str], Y: Any, X: Any) -> tuple:
+        """Domains of ``by``, full-sample and replicate ratios of domain totals, R's svrVar
+        and R's degf per domain (rank of the domain's replicate Gram matrix, the sum of the
+        Gram matrices of the finer cells the pass returned) minus 1."""
+        P = ctx["P"]
+        G = P.shape[0]
+        if by:
+            dom, by_df = _domain_codes(P[by])
+        else:
+            dom, by_df = np.zeros(G, dtype=np.int64), None
+        D = 1 if by_df is None else by_df.shape[0]
+        onehot = sparse.csr_matrix((np.ones(G), (dom, np.arange(G))), shape=(D, G))
+
+        def ratio(sfx: str) -> np.ndarray:
+            ty = np.asarray(onehot @ Y(sfx))
+            x = X(sfx)
+            if x is None:
+                return ty
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return ty / np.asarray(onehot @ x)
+
+        est = ratio("")
+        R = len(self.repweights)
+        thetas = np.empty((R, est.size))
+        for r in range(R):
+            thetas[r] = ratio(f"@{r}").reshape(-1)
+        var, _ = replicate_variance(thetas, est.reshape(-1), self.scale, self.rscales, self.mse)
+        pos = [ctx["gram_by"].index(v) for v in by]
+        summed: dict = {}
+        for key, gm in ctx["grams"].items():
+            k = tuple(key[i] for i in pos)
+            summed[k] = summed[k] + gm if k in summed else gm
+        df = np.full(D, np.nan)
+        for d in range(D):
+            k = () if by_df is None else tuple(by_df.iloc[d].tolist())
+            if k in summed:
+                df[d] = rank_like_r(summed[k]) - 1.0
+        return dom, D, by_df, est, var.reshape(est.shape), df
+
     def __repr__(self) -> str:
         return (f"<DaskReplicateDesign {len(self.repweights)} replicates ({self.type}), "
                 f"weights={self.weights_var!r}, {self._ddf.npartitions} partitions>")
+
+
+def _table_levels(series: pd.Series) -> list:
+    """A table variable's levels as tables.union_levels gives them: every category of a
+    categorical column, else the sorted values present."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return list(series.cat.categories)
+    return category_levels(series)
 
 
 def _domain_codes(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
