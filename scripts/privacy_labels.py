@@ -35,6 +35,11 @@ CASES = [
     ("Laplace tables (local sensitivity)", "laplace",
      dict(epsilon=80.0, m=1, facts={"sensitivity": "local",
                                     "sampler": "OpenDP's Laplace measurement"})),
+    ("Sequential synthesis of many variables, risk weights tuned per variable",
+     "pseudo_posterior_sequential",
+     dict(epsilon=30.0, delta_alpha=5.0, m=3,
+          facts={"alpha_source": "lipschitz_tuned", "steps": 7, "draws": 4000,
+                 "bound_draws": "final_fit"})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
 ]
 

@@ -125,8 +125,20 @@ def _synthesized(method: str, syn: dict[str, Any]) -> list[tuple[str, str]]:
     """(config key, column) of every variable the synthesizer models."""
     if method == "quantile":
         return [("synthesizer.variables", v) for v in _as_list(syn.get("variables"))]
+    if method == "sequential":
+        return [(f"variables[{i}].name", v["name"]) for i, v in enumerate(syn["variables"])] + [
+            ("synthesizer.public", v) for v in _as_list(syn.get("public"))]
     return [("synthesizer.outcome", syn["outcome"])] + [
         ("synthesizer.predictors", v) for v in _as_list(syn.get("predictors"))]
+
+
+def _missing_checked(method: str, syn: dict[str, Any],
+                     needed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The columns the [missing] policy applies to: all, except a sequential synthesis's
+    variables when it models their missing values itself (init.missing = "model")."""
+    if method == "sequential" and syn.get("init", {}).get("missing") == "model":
+        return [(k, c) for k, c in needed if not k.startswith("variables[")]
+    return needed
 
 
 def _design_columns(design: dict[str, Any], data: pd.DataFrame) -> list[tuple[str, str]]:
@@ -299,12 +311,15 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     input_path, data = _check_input(raw, base)
     design = dict(raw["design"])
     syn = dict(raw["synthesizer"])
+    if method == "sequential":  # the [[variables]] blocks are the synthesizer's variables
+        syn["variables"] = [dict(v) for v in raw["variables"]]
     modelled = _synthesized(method, syn)
     needed = modelled + _design_columns(design, data)
     _check_columns(needed, data, input_path.name)
     policy = raw.get("missing", {}).get("policy", "refuse")
-    complete, _ = apply_missing(policy, needed, data)
-    _check_types(method, syn, complete)
+    complete, _ = apply_missing(policy, _missing_checked(method, syn, needed), data)
+    if method != "sequential":  # Sequential checks each variable against its type itself
+        _check_types(method, syn, complete)
     tables = _check_tables(raw.get("tables", []), data, _released_columns(method, syn, data))
     _construct(method, syn)
     build_design(design, complete)
@@ -654,14 +669,18 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
             pass
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
-                    _as_list(cfg.synth.get("variables")))
+                    [c for k, c in _synthesized(cfg.method, cfg.synth)
+                     if k != "synthesizer.public"])
     # fidelity flags (surveysynth.fidelity): the synthesized numeric variables (a partial
     # synthesis models its outcome only) and their declared public bounds, if the synthesizer
     # has a bounds setting
     from .fidelity import release_fidelity
 
     modelled = [c for _, c in _synthesized(cfg.method, cfg.synth)]
-    if cfg.method not in ("quantile", "PBP"):
+    if cfg.method == "sequential":  # its numeric variables
+        modelled = [v["name"] for v in cfg.synth["variables"]
+                    if v["type"] not in ("binary", "categorical", "ordinal")]
+    elif cfg.method not in ("quantile", "PBP"):
         modelled = modelled[:1]
     declared = syn.get_params().get("bounds") if hasattr(syn, "get_params") else None
     fid = release_fidelity(design, release, modelled,
@@ -716,7 +735,8 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
     raw_data = read_input(cfg.input_path)
     checksum = _sha256(cfg.input_path)
     needed = _synthesized(cfg.method, cfg.synth) + _design_columns(cfg.design, raw_data)
-    data, missing = apply_missing(cfg.missing_policy, needed, raw_data)
+    data, missing = apply_missing(cfg.missing_policy,
+                                  _missing_checked(cfg.method, cfg.synth, needed), raw_data)
     design = build_design(cfg.design, data)
     notes = []
     if missing["dropped"]:

@@ -21,7 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb")
+SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb", "sequential")
+#: variable types of the sequential synthesizer (surveysynth.synth.sequential.TYPES)
+SEQUENTIAL_TYPES = ("continuous", "positive", "bounded", "count", "integer", "binary",
+                    "categorical", "ordinal")
 _PSEUDO = ("FBS", "FBP", "PBP")
 _OUTCOME_METHODS = ("FBS", "FBP", "PBP", "mixture", "nb")
 SVREP_TYPES = ("BRR", "Fay", "JK1", "JKn", "bootstrap", "ACS", "successive-difference", "JK2",
@@ -134,8 +137,15 @@ SCHEMA: tuple[Section, ...] = (
         Key("log", "boolean", "model log(outcome) (the outcome must be > 0)", default=True,
             methods=_PSEUDO),
         Key("target_epsilon", "number", "epsilon of the whole release (Delta target = epsilon "
-            "/ (2 m)); give exactly one of target_epsilon or target_lipschitz", positive=True,
-            methods=_PSEUDO),
+            "/ (2 m)); give exactly one of target_epsilon or target_lipschitz; sequential: the "
+            "total over its variables, shared by `init.budget` (default equal shares)",
+            positive=True, methods=(*_PSEUDO, "sequential")),
+        Key("public", "strings", "sequential: variables released as collected and used as "
+            "predictors of every synthesized variable (the design's strata are added)",
+            default=[], methods=("sequential",)),
+        Key("unlisted", "string", "sequential: columns neither in `[[variables]]` nor public "
+            "nor the design: \"drop\" them or release them as collected (\"public\")",
+            default="drop", allowed=("drop", "public"), methods=("sequential",)),
         Key("target_lipschitz", "number", "target Lipschitz bound Delta_alpha of the pseudo "
             "posterior", positive=True, methods=_PSEUDO),
         Key("epsilon", "number", "the total epsilon of the KNG synthesis",
@@ -157,6 +167,14 @@ SCHEMA: tuple[Section, ...] = (
         Key("fit", "table", "more settings, merged after `init` (kept for old configs)",
             default={}),
     )),
+    Section("variables", "The variables of a sequential synthesis (`method = \"sequential\"`), "
+            "one `[[variables]]` block each, in synthesis order (docs/sequential.md).", (
+        Key("name", "string", "the column", required=True),
+        Key("type", "string", "its type: the model it gets", required=True,
+            allowed=SEQUENTIAL_TYPES),
+        Key("bounds", "numbers", "public bounds [lo, hi] (required for bounded; optional for "
+            "continuous, positive, count: the model is truncated to them)"),
+    ), required=False, array=True),
     Section("missing", "What to do with records that have missing values in a modelled "
             "variable or a design column. Nothing is dropped silently: with \"drop\" the "
             "number of records dropped (per column) is stated in the confidential report and "
@@ -275,6 +293,7 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
         if key.methods is not None and key.name in syn and method not in key.methods:
             raise ConfigError(f"synthesizer.{key.name} is not read by method {method!r} (only "
                               f"by {list(key.methods)}). Fix: remove it.")
+    _check_sequential(raw, method)
     if method in _PSEUDO and ("target_epsilon" in syn) == ("target_lipschitz" in syn):
         raise ConfigError(
             f"synthesizer: {method} needs exactly one of target_epsilon or target_lipschitz. "
@@ -307,6 +326,25 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
             raise ConfigError(f"tables[{i}].name = {name!r}: use letters, digits, - and _ only.")
     if method == "quantile":
         _check_kng_bounds(syn)
+
+
+def _check_sequential(raw: dict[str, Any], method: str) -> None:
+    """[[variables]] blocks: only and always with method = "sequential"; their bounds."""
+    if (method == "sequential") != bool(raw.get("variables")):
+        raise ConfigError(
+            "[[variables]]: a sequential synthesis needs one [[variables]] block per variable "
+            "(name, type, bounds), and only it reads them. Fix: add them with method = "
+            "\"sequential\", or remove them." if method == "sequential" else
+            f"[[variables]] blocks are read by method = \"sequential\" only, not {method!r}. "
+            "Fix: remove them.")
+    for i, v in enumerate(raw.get("variables", [])):
+        b = v.get("bounds")
+        if b is not None and (not isinstance(b, list) or len(b) != 2 or not b[0] < b[1]):
+            raise ConfigError(f"variables[{i}].bounds = {b!r}: give [lower, upper] with lower < "
+                              "upper.")
+        if v.get("type") == "bounded" and b is None:
+            raise ConfigError(f"variables[{i}].bounds missing: type \"bounded\" needs public "
+                              "bounds [lo, hi]. Fix: add them, or type = \"continuous\".")
 
 
 def _check_kng_bounds(syn: dict[str, Any]) -> None:
@@ -350,7 +388,7 @@ def synth_class(method: str) -> type:
 
     return {"FBS": synth.FBS, "FBP": synth.FBP, "PBP": synth.PBP,
             "quantile": synth.QuantileSynthesizer, "mixture": synth.MixtureSynthesizer,
-            "nb": synth.NBSynthesizer}[method]
+            "nb": synth.NBSynthesizer, "sequential": synth.Sequential}[method]
 
 
 def _doc_entries(cls: type) -> tuple[dict[str, str], list[str]]:
@@ -438,6 +476,25 @@ weights = "pairwise"
 m = 3
 population_size = 100000
 init = { categorical = ["field"], chains = 4, draws = 1000, warmup = 1000 }""",
+    "sequential": """method = "sequential"
+target_epsilon = 30.0
+m = 3
+population_size = 100000
+unlisted = "drop"
+init = { weights = "smoothed", missing = "refuse", chains = 4, draws = 1000, warmup = 1000 }
+
+[[variables]]
+name = "gender"
+type = "binary"
+
+[[variables]]
+name = "salary"
+type = "positive"
+
+[[variables]]
+name = "visits"
+type = "count"
+bounds = [0, 60]""",
 }
 
 _EXAMPLE_TABLE = """[[tables]]

@@ -178,10 +178,68 @@ def no_protection(facts: dict[str, Any]) -> Guarantee:
     return Guarantee(label, False, label + ".")
 
 
+def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
+    """Sequential synthesis by risk-weighted pseudo posteriors, one per variable, composed
+    (surveysynth.synth.Sequential).
+
+    facts: ``steps`` (number of mechanisms: variables, missing indicators, the weights model),
+    ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "unweighted"), ``draws`` (S of
+    each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
+    the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger.
+    """
+    src = facts.get("alpha_source", "lipschitz_tuned")
+    k = facts.get("steps")
+    S = facts.get("draws")
+    label = ("asymptotic, database-local (epsilon, delta)-probabilistic differential privacy "
+             f"of {k} risk-weighted pseudo posteriors composed sequentially, with risk weights "
+             "computed from the confidential data (not privatized)")
+    if src == "unweighted":
+        label = label.replace("risk-weighted pseudo posteriors", "unweighted posteriors").replace(
+            ", with risk weights computed from the confidential data (not privatized)",
+            " (no risk weighting: alpha = 1)")
+    bound = (f"Each step's Delta_alpha_j is an empirical maximum of |alpha_i log p_j(y_i | "
+             f"theta_s)| over the S = {S} posterior draws of its released fit")
+    if facts.get("bound_draws") == "final_fit":
+        bound += (" (a final fit whose draws played no part in choosing the tuning constant c)")
+    bound += ("; it is not an analytic supremum over the parameter space, and a fresh set of "
+              "draws gives a somewhat different maximum")
+    text = (
+        f"{label}. The synthesized variables (each missing-value indicator, each variable's "
+        f"values, and the log weights, {k} steps in all) are each released through draws from "
+        "a pseudo posterior whose per-record likelihood is raised to alpha_i; step j models its "
+        "variable given the public variables and the confidential values of the variables "
+        "before it, and each draw of step j satisfies (2*Delta_alpha_j)-differential privacy "
+        "asymptotically (as the sample grows), for the confidential database at hand (Savitsky, "
+        "Williams & Hu); this is not a worst-case (global) epsilon-DP guarantee. The steps "
+        "compose: m = {m} synthetic data sets use m draws of every step, so epsilon = "
+        "2 * m * sum_j Delta_alpha_j = {eps} (sum_j Delta_alpha_j = {da}; the ledger lists each "
+        "step's Delta_alpha_j and epsilon). The synthetic values of a variable are drawn given "
+        "the synthetic values of the variables before it (post-processing of the released "
+        "draws). {bound}.".format(m=facts.get("m"), eps=_fmt(facts.get("epsilon")),
+                                   da=_fmt(facts.get("delta_alpha")), bound=bound)
+    )
+    if src == "unweighted":
+        text += (" The posteriors are not risk-weighted (alpha = 1): each step's bound is the "
+                 "unweighted maximum, usually large.")
+    else:
+        how = (" The risk weights alpha_i = clip(c (1 - D_i), 0, 1) of each step are computed "
+               "from the confidential data")
+        if src == "lipschitz_tuned":
+            how += (", and each step's c was tuned on the confidential data to bring its bound to "
+                    "its share of the target")
+        how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
+                "given these weights, and a neighbouring database would in general get other "
+                "weights, so the loss between neighbours with recomputed weights can exceed the "
+                "stated epsilon.")
+        text += how
+    return Guarantee(label, True, text)
+
+
 FAMILIES = {
     "pseudo_posterior": pseudo_posterior,
     "kng": kng,
     "laplace": laplace,
     "identification_risk": identification_risk,
     "none": no_protection,
+    "pseudo_posterior_sequential": pseudo_posterior_sequential,
 }

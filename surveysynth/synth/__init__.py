@@ -12,6 +12,7 @@ _EXPORTS = {
     "NBSynthesizer": ".negbin",
     "QuantileSynthesizer": ".quantile_synthesizer",
     "TargetUnreachableError": ".pseudo_posterior",
+    "Sequential": ".sequential",
     "ConvergenceWarning": "._stan",
 }
 __all__ = sorted(_EXPORTS)

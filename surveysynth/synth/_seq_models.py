@@ -1,0 +1,281 @@
+"""Per-type models of the sequential synthesizer (surveysynth.synth.sequential): Stan data, the
+per-record log density used for the Lipschitz bound (numpy, the same full normalised density,
+truncation normaliser included, that the Stan program weights and that synthesis draws from),
+and the synthetic draws. See docs/sequential.md.
+
+Each model works on the MODELLED scale of its variable:
+
+* ``normal`` (types continuous, positive, bounded, and the log-weights model): y on the original
+  scale (continuous, bounded) or log y (positive, log w); normal, truncated to the public bounds
+  (on the same scale) when given. Bounded variables use the truncated normal (not the
+  logit-normal): values at a bound are allowed and the density stays finite there.
+* ``negbin`` (count / integer): y - lo >= 0, NB2 with log link, truncated above at hi - lo.
+* ``logistic`` (binary, missing-value indicators): codes 0/1.
+* ``categorical`` (multinomial logit, first level the reference) and ``ordinal`` (ordered
+  logistic): codes 1..K in Stan, 0..K-1 here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special, stats
+
+__all__ = ["MODELS", "normal_loglik", "negbin_loglik", "logistic_loglik",
+           "categorical_loglik", "ordinal_loglik"]
+
+_LOG2PI = float(np.log(2 * np.pi))
+
+
+def _log_diff_exp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(exp(a) - exp(b)) for a >= b (b may be -inf)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return a + np.log(-np.expm1(b - a))
+
+
+# -------------------------------------------------------------------------------- log densities
+def normal_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
+                  lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """log N(y | mu, sigma), truncated to [lo, hi] (either may be None): full, normalised.
+
+    Broadcasts: ``mu`` (S, n), ``sigma`` (S, 1), ``y`` (n,)."""
+    z = (y - mu) / sigma
+    ll = -0.5 * _LOG2PI - np.log(sigma) - 0.5 * z**2
+    if lo is not None or hi is not None:
+        uh = special.log_ndtr((hi - mu) / sigma) if hi is not None else np.zeros_like(mu)
+        ul = (special.log_ndtr((lo - mu) / sigma) if lo is not None
+              else np.full_like(mu, -np.inf))
+        ll = ll - _log_diff_exp(uh, ul)
+    return ll
+
+
+def negbin_loglik(y: np.ndarray, mu: np.ndarray, phi: np.ndarray,
+                  hi: float | None = None) -> np.ndarray:
+    """log NB2(y | mu, phi) (mean mu, variance mu + mu^2 / phi), truncated above at ``hi``
+    (divided by F(hi) = I_p(phi, hi + 1), p = phi / (phi + mu)): full, normalised."""
+    lp = np.log(phi) - np.logaddexp(np.log(phi), np.log(mu))      # log p
+    l1p = np.log(mu) - np.logaddexp(np.log(phi), np.log(mu))      # log (1 - p)
+    ll = (special.gammaln(y + phi) - special.gammaln(phi) - special.gammaln(y + 1.0)
+          + phi * lp + y * l1p)
+    if hi is not None:
+        with np.errstate(divide="ignore"):
+            ll = ll - np.log(special.betainc(phi, hi + 1.0, np.exp(lp)))
+    return ll
+
+
+def logistic_loglik(y: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """log Bernoulli(y | inv_logit(eta))."""
+    return y * eta - np.logaddexp(0.0, eta)
+
+
+def categorical_loglik(y: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """log softmax(eta)[y]; ``eta`` (S, n, K), ``y`` codes 0..K-1."""
+    lse = special.logsumexp(eta, axis=-1)
+    return np.take_along_axis(eta, np.broadcast_to(y[None, :, None], (*eta.shape[:2], 1)),
+                              axis=-1)[..., 0] - lse
+
+
+def ordinal_loglik(y: np.ndarray, eta: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """log P(y | eta, cutpoints) of the ordered logistic (Stan's ordered_logistic):
+    P(y > k) = inv_logit(eta - c_k); ``eta`` (S, n), ``cut`` (S, K-1), ``y`` codes 0..K-1."""
+    S, n = eta.shape
+    K = cut.shape[1] + 1
+    # log P(y > k) for k = 0..K (0-based: P(y > -1) = 1, P(y > K-1) = 0)
+    lq = np.empty((S, n, K + 1))
+    lq[..., 0] = 0.0
+    lq[..., K] = -np.inf
+    lq[..., 1:K] = special.log_expit(eta[..., None] - cut[:, None, :])
+    upper = np.take_along_axis(lq, np.broadcast_to(y[None, :, None], (S, n, 1)), -1)[..., 0]
+    lower = np.take_along_axis(lq, np.broadcast_to(y[None, :, None] + 1, (S, n, 1)), -1)[..., 0]
+    return _log_diff_exp(upper, lower)
+
+
+# -------------------------------------------------------------------------------- models
+class _Model:
+    program = ""
+    params: tuple[str, ...] = ()
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def inits(self, y, X, spec, chains, rng) -> list[dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def loglik(self, draws, s, y, X, spec) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _base(y, X, alpha, save_log_lik):
+    return dict(n=len(y), P=X.shape[1], X=X, alpha=alpha, save_log_lik=int(save_log_lik))
+
+
+class NormalModel(_Model):
+    """y (modelled scale) ~ N(loc + scale (a + x'b), scale s), truncated to (lo, hi)."""
+
+    program = "seq_normal"
+    params = ("a", "b", "s")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):
+        lo, hi = spec["lo"], spec["hi"]
+        return dict(_base(y, X, alpha, save_log_lik), y=y, loc=spec["loc"], scale=spec["scale"],
+                    has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
+                    has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi))
+
+    def inits(self, y, X, spec, chains, rng):
+        z = (y - spec["loc"]) / spec["scale"]
+        A = np.c_[np.ones(len(z)), X]
+        coef = np.linalg.lstsq(A, z, rcond=None)[0]
+        s = max(float(np.std(z - A @ coef)), 1e-2)
+        return [dict(a=float(coef[0] + 0.05 * rng.standard_normal()),
+                     b=(coef[1:] + 0.05 * rng.standard_normal(X.shape[1])).tolist(),
+                     s=s * float(np.exp(0.05 * rng.standard_normal()))) for _ in range(chains)]
+
+    def _mu_sigma(self, draws, s, X, spec):
+        mu = spec["loc"] + spec["scale"] * (draws["a"][s][:, None] + draws["b"][s] @ X.T)
+        return mu, spec["scale"] * draws["s"][s][:, None]
+
+    def loglik(self, draws, s, y, X, spec):
+        mu, sigma = self._mu_sigma(draws, s, X, spec)
+        return normal_loglik(y, mu, sigma, spec["lo"], spec["hi"])
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        mu, sigma = self._mu_sigma(draws, slice(s, s + 1), X, spec)
+        mu, sigma = mu[0], float(sigma[0, 0])
+        if mean_only:
+            return mu
+        lo, hi = spec["lo"], spec["hi"]
+        if lo is None and hi is None:
+            return mu + sigma * rng.standard_normal(len(mu))
+        a = -np.inf if lo is None else (lo - mu) / sigma
+        b = np.inf if hi is None else (hi - mu) / sigma
+        z = stats.truncnorm.rvs(a, b, size=len(mu), random_state=rng)
+        out = mu + sigma * z
+        return np.clip(out, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+
+class NegBinModel(_Model):
+    """y - lo ~ NB2(exp(eta0 + a + x'b), phi), truncated above at hi - lo."""
+
+    program = "seq_negbin"
+    params = ("a", "b", "phi")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):
+        hi = spec["hi"]
+        return dict(_base(y, X, alpha, save_log_lik), y=y.astype(np.int64), eta0=spec["eta0"],
+                    has_hi=int(hi is not None), hi=0 if hi is None else int(hi))
+
+    def inits(self, y, X, spec, chains, rng):
+        m, v = float(np.mean(y)) + 0.5, float(np.var(y)) + 0.5
+        phi = float(np.clip(m**2 / max(v - m, 1e-3), 0.1, 100.0))
+        return [dict(a=float(np.log(m) - spec["eta0"] + 0.05 * rng.standard_normal()),
+                     b=(0.05 * rng.standard_normal(X.shape[1])).tolist(),
+                     phi=phi * float(np.exp(0.05 * rng.standard_normal())))
+                for _ in range(chains)]
+
+    def _mu_phi(self, draws, s, X, spec):
+        eta = spec["eta0"] + draws["a"][s][:, None] + draws["b"][s] @ X.T
+        return np.exp(eta), draws["phi"][s][:, None]
+
+    def loglik(self, draws, s, y, X, spec):
+        mu, phi = self._mu_phi(draws, s, X, spec)
+        return negbin_loglik(y, mu, phi, spec["hi"])
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        mu, phi = self._mu_phi(draws, slice(s, s + 1), X, spec)
+        mu, phi = mu[0], float(phi[0, 0])
+        p = phi / (phi + mu)
+        hi = spec["hi"]
+        if hi is None:
+            return rng.negative_binomial(phi, p).astype(np.int64)
+        # inverse CDF of the truncated pmf: u ~ U(0, F(hi))
+        u = rng.uniform(size=len(mu)) * special.betainc(phi, hi + 1.0, p)
+        out = stats.nbinom.ppf(u, phi, p)
+        return np.clip(np.nan_to_num(out, nan=hi), 0, hi).astype(np.int64)
+
+
+class LogisticModel(_Model):
+    program = "seq_logistic"
+    params = ("a", "b")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):
+        return dict(_base(y, X, alpha, save_log_lik), y=y.astype(np.int64))
+
+    def inits(self, y, X, spec, chains, rng):
+        p = float(np.clip(np.mean(y), 0.02, 0.98))
+        return [dict(a=float(special.logit(p) + 0.05 * rng.standard_normal()),
+                     b=(0.05 * rng.standard_normal(X.shape[1])).tolist()) for _ in range(chains)]
+
+    def _eta(self, draws, s, X):
+        return draws["a"][s][:, None] + draws["b"][s] @ X.T
+
+    def loglik(self, draws, s, y, X, spec):
+        return logistic_loglik(y, self._eta(draws, s, X))
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = self._eta(draws, slice(s, s + 1), X)[0]
+        return (rng.uniform(size=len(eta)) < special.expit(eta)).astype(np.int64)
+
+
+class CategoricalModel(_Model):
+    program = "seq_categorical"
+    params = ("a", "B")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):
+        return dict(_base(y, X, alpha, save_log_lik), K=spec["K"], y=y.astype(np.int64) + 1)
+
+    def inits(self, y, X, spec, chains, rng):
+        K = spec["K"]
+        p = (np.bincount(y, minlength=K) + 0.5) / (len(y) + 0.5 * K)
+        a = np.log(p[1:]) - np.log(p[0])
+        return [dict(a=(a + 0.05 * rng.standard_normal(K - 1)).tolist(),
+                     B=(0.05 * rng.standard_normal((X.shape[1], K - 1))).tolist())
+                for _ in range(chains)]
+
+    def _eta(self, draws, s, X):
+        a, B = draws["a"][s], draws["B"][s]          # (S, K-1), (S, P, K-1)
+        eta = a[:, None, :] + np.einsum("np,spk->snk", X, B)
+        return np.concatenate([np.zeros((*eta.shape[:2], 1)), eta], axis=-1)
+
+    def loglik(self, draws, s, y, X, spec):
+        return categorical_loglik(y, self._eta(draws, s, X))
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = self._eta(draws, slice(s, s + 1), X)[0]
+        return np.argmax(eta + rng.gumbel(size=eta.shape), axis=1).astype(np.int64)
+
+
+class OrdinalModel(_Model):
+    program = "seq_ordinal"
+    params = ("b", "c")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik):
+        return dict(_base(y, X, alpha, save_log_lik), K=spec["K"], y=y.astype(np.int64) + 1)
+
+    def inits(self, y, X, spec, chains, rng):
+        K = spec["K"]
+        cum = np.cumsum(np.bincount(y, minlength=K) + 0.5)[:-1] / (len(y) + 0.5 * K)
+        c = special.logit(cum)
+        c = np.maximum.accumulate(c + np.arange(K - 1) * 1e-3)
+        return [dict(b=(0.05 * rng.standard_normal(X.shape[1])).tolist(),
+                     c=(c + 0.02 * rng.standard_normal() ).tolist()) for _ in range(chains)]
+
+    def loglik(self, draws, s, y, X, spec):
+        return ordinal_loglik(y, draws["b"][s] @ X.T, draws["c"][s])
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = (draws["b"][s] @ X.T)
+        cut = draws["c"][s]
+        # P(y > k) = inv_logit(eta - c_k): y = number of k with u < P(y > k)
+        q = special.expit(eta[:, None] - cut[None, :])            # (n, K-1), decreasing in k
+        u = rng.uniform(size=len(eta))
+        return (u[:, None] < q).sum(axis=1).astype(np.int64)
+
+
+MODELS: dict[str, _Model] = {
+    "normal": NormalModel(), "negbin": NegBinModel(), "logistic": LogisticModel(),
+    "categorical": CategoricalModel(), "ordinal": OrdinalModel(),
+}

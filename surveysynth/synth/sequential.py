@@ -1,0 +1,865 @@
+"""Sequential risk-weighted pseudo posterior synthesis of a whole survey file (issue 22).
+
+``Sequential(variables=[{"name": "api00", "type": "bounded", "bounds": (200, 1000)}, ...],
+public=["stype"], target_epsilon=10, m=5).fit(design).release()``
+
+The listed variables are synthesized in order, as synthpop does, but each by a risk-weighted
+pseudo posterior model in Stan suited to its type (docs/sequential.md):
+
+* variable j is modelled given the public variables and the variables listed before it, one
+  Stan program per family (``surveysynth/synth/stan/seq_*.stan``): continuous (normal),
+  positive (normal on log y), bounded (normal truncated to the public bounds), count / integer
+  (negative binomial, truncated to the bounds), binary (logistic), categorical (multinomial
+  logit), ordinal (ordered logistic); each with per-record risk weights alpha_i
+  (``target += alpha_i * log p_i``);
+* per variable: an unweighted fit gives Delta_i = max_s |log p_i|, alpha =
+  :func:`~surveysynth.privacy.lipschitz.lipschitz_weights`, and c is tuned by the pseudo
+  posterior synthesizers' own tuning code (:meth:`_PseudoPosterior._tune`: tuning fits, then a
+  final fit with fresh draws whose bound is reported and never above the target) to the
+  variable's share of the budget, Delta_alpha_j <= eps_j / (2 m);
+* synthesis is sequential: the synthetic values of j are drawn given the SYNTHETIC values of the
+  variables before it (and the public variables), set l from posterior draw s_l, the m draws
+  spaced evenly over the chains;
+* epsilon composes: epsilon = sum_j 2 Delta_alpha_j m, each step in the ledger;
+* the design goes through: strata, cluster ids and fpc are public and carried into every
+  synthetic design (the strata also serve as predictors); the weights are modelled last, as a
+  normal model of log w given everything synthesized (its own budget share), and released
+  either smoothed (exp of the posterior mean at the synthetic values, ``weights="smoothed"``)
+  or synthesized (a draw, ``weights="synthesized"``), rescaled to sum to the population size;
+* missing values: ``missing="refuse"`` raises naming the column, rows and fix;
+  ``missing="model"`` synthesizes a missing indicator first (logistic) and then the value given
+  not missing (fitted on the observed records), each a step with half the variable's share.
+
+Combining rule: partial synthesis (the public variables and the design are released as
+collected and every released row corresponds to a confidential record).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..privacy.lipschitz import lipschitz_weights
+from ..privacy.randomness import child_seed
+from ._seq_models import MODELS
+from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
+from .base import Synthesizer, convergence_verdict
+from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
+
+__all__ = ["Sequential", "TYPES"]
+
+#: variable type -> model family
+TYPES: dict[str, str] = {
+    "continuous": "normal", "positive": "normal", "bounded": "normal", "count": "negbin",
+    "integer": "negbin", "binary": "logistic", "categorical": "categorical",
+    "ordinal": "ordinal",
+}
+
+
+def _first(mask: np.ndarray, index: pd.Index | None = None, k: int = 5) -> list:
+    pos = np.flatnonzero(mask)[:k]
+    return pos.tolist() if index is None else index[pos].tolist()
+
+
+class _Tuner:
+    """The settings the pseudo posterior tuning loop reads; its methods are that loop itself
+    (borrowed from :class:`_PseudoPosterior`, not copied)."""
+
+    _tune = _PseudoPosterior._tune  # noqa: SLF001 - the one tuning loop, reused
+    _check_reach = _PseudoPosterior._check_reach  # noqa: SLF001 - idem
+
+    def __init__(self, name: str, tol: float, max_refits: int) -> None:
+        self.name, self.tol, self.g, self.max_refits = name, tol, 0.0, max_refits
+
+
+@dataclass
+class _Step:
+    """One mechanism: a variable's value model, its missing indicator, or the weights model."""
+
+    name: str              # ledger name: the variable, "<var> (missing)", or the weights column
+    column: str            # the data column
+    role: str              # "value", "missing", "weights"
+    type: str              # variable type (weights: "positive")
+    family: str            # model family
+    spec: dict[str, Any]   # model constants (bounds on the modelled scale, K, loc/scale, eta0)
+    share: float = 0.0
+    levels: list = field(default_factory=list)   # categories (binary/categorical/ordinal)
+    enc: dict[str, Any] = field(default_factory=dict)   # how it enters later designs
+
+
+class Sequential(Synthesizer):
+    """Sequential risk-weighted pseudo posterior synthesis of many variables of mixed types.
+
+    Settings (stored unchanged; ``fit`` validates; docs/sequential.md):
+
+    variables : list of dicts {"name", "type", "bounds"} in synthesis order; type one of
+        continuous, positive, bounded, count (or integer), binary, categorical, ordinal;
+        bounds = (lo, hi) PUBLIC bounds (required for bounded; optional for continuous,
+        positive and count, where they truncate the model; either end may be None).
+    public : variables released as collected and used as predictors of every synthesized
+        variable (the design's strata are added to them).
+    unlisted : "drop" (default) or "public": other columns released as collected (not used
+        as predictors).
+    weights : "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
+        values) or "synthesized" (a draw from it); rescaled to sum to the population size.
+    missing : "refuse" (a ValueError naming column, rows and fix) or "model" (a missing
+        indicator synthesized first, then the value given observed).
+    target_epsilon : total epsilon of a release of m sets, shared over the steps by budget;
+        None: no tuning, alpha at c = 1 for every step.
+    budget : dict variable (or the weights column) -> share of target_epsilon, shares
+        summing to 1; default equal shares.
+    risk_weights : "lipschitz" (default) or "none" (alpha = 1: the unweighted posterior;
+        its bound is still measured and composed).
+    m : number of synthetic data sets (one posterior draw of every step each).
+    chains : MCMC chains per fit.
+    draws : post-warm-up draws per chain of every fit.
+    warmup : warm-up iterations of each step's unweighted fit.
+    refit_warmup : warm-up of the weighted (tuning and final) fits, warm-started (default
+        max(100, warmup / 2)).
+    tol : the released bound of a step lies in [(1 - tol) target, target] when tuning lands.
+    max_refits : weighted fits per step at most (tuning and final).
+    population_size : public population size N the released weights sum to (default: the
+        sum of the confidential weights, then listed as published without budget).
+    convergence : overrides of the release gates (rhat, ess_bulk, divergent_share).
+    allow_unconverged : release although a step failed the gates (the record says so).
+    random_state : None (secret OS entropy) or a seed (a secret key).
+    progress : print each weighted fit's bound.
+    stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    """
+
+    name = "Sequential"
+    kind = "partial"
+    release_spends = False
+
+    def __init__(
+        self,
+        variables: list[dict] | None = None,
+        public: list[str] | None = None,
+        unlisted: str = "drop",
+        weights: str = "smoothed",
+        missing: str = "refuse",
+        target_epsilon: float | None = None,
+        budget: dict[str, float] | None = None,
+        risk_weights: str = "lipschitz",
+        m: int = 5,
+        chains: int = 4,
+        draws: int = 1000,
+        warmup: int = 1000,
+        refit_warmup: int | None = None,
+        tol: float = 0.10,
+        max_refits: int = 12,
+        population_size: float | None = None,
+        convergence: dict | None = None,
+        allow_unconverged: bool = False,
+        random_state: Any = None,
+        progress: bool = True,
+        stan_kwargs: dict | None = None,
+    ) -> None:
+        self.variables = variables
+        self.public = public
+        self.unlisted = unlisted
+        self.weights = weights
+        self.missing = missing
+        self.target_epsilon = target_epsilon
+        self.budget = budget
+        self.risk_weights = risk_weights
+        self.m = m
+        self.chains = chains
+        self.draws = draws
+        self.warmup = warmup
+        self.refit_warmup = refit_warmup
+        self.tol = tol
+        self.max_refits = max_refits
+        self.population_size = population_size
+        self.convergence = convergence
+        self.allow_unconverged = allow_unconverged
+        self.random_state = random_state
+        self.progress = progress
+        self.stan_kwargs = stan_kwargs
+
+    # ================================================================== validation
+    def _validate(self) -> dict[str, Any]:
+        """Data-free checks of the settings (also run by the release config before any MCMC)."""
+        if not isinstance(self.variables, (list, tuple)) or not self.variables:
+            raise ValueError("variables must be a non-empty list of dicts {'name': ..., 'type': "
+                             "..., 'bounds': (lo, hi)} in synthesis order.")
+        choices = {"unlisted": (self.unlisted, ("drop", "public")),
+                   "weights": (self.weights, ("smoothed", "synthesized")),
+                   "missing": (self.missing, ("refuse", "model")),
+                   "risk_weights": (self.risk_weights, ("lipschitz", "none"))}
+        for key, (v, allowed) in choices.items():
+            if v not in allowed:
+                raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
+        for nm in ("chains", "draws", "warmup", "max_refits"):
+            v = getattr(self, nm)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+                raise ValueError(f"{nm} must be a positive integer, got {v!r}.")
+        if not 0 < float(self.tol) < 1:
+            raise ValueError(f"tol must be in (0, 1), got {self.tol!r}.")
+        m = self._m(None)
+        if self.target_epsilon is not None and not float(self.target_epsilon) > 0:
+            raise ValueError(f"target_epsilon must be > 0, got {self.target_epsilon!r}.")
+        if self.risk_weights == "none" and self.target_epsilon is not None:
+            raise ValueError("risk_weights='none' (alpha = 1) cannot be tuned to target_epsilon; "
+                             "drop target_epsilon or use risk_weights='lipschitz'.")
+        gates = dict(self.convergence or {})
+        bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
+        if bad:
+            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use rhat, ess_bulk, "
+                             "divergent_share.")
+        specs = []
+        for i, v in enumerate(self.variables):
+            if not isinstance(v, dict) or "name" not in v or "type" not in v:
+                raise ValueError(f"variables[{i}] = {v!r}: each entry is a dict with 'name' and "
+                                 "'type' (and optional 'bounds').")
+            extra = set(v) - {"name", "type", "bounds"}
+            if extra:
+                raise ValueError(f"variables[{i}] ({v['name']!r}): unknown key(s) "
+                                 f"{sorted(extra)}; keys are name, type, bounds.")
+            if v["type"] not in TYPES:
+                raise ValueError(f"variables[{i}] ({v['name']!r}): type {v['type']!r} is not "
+                                 f"one of {sorted(TYPES)}.")
+            specs.append((v["name"], v["type"], _bounds(v.get("bounds"), v["name"], v["type"])))
+        names = [s[0] for s in specs]
+        dup = sorted({x for x in names if names.count(x) > 1})
+        if dup:
+            raise ValueError(f"variables: {dup} listed more than once; list each variable once.")
+        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
+            else list(self.public)
+        return {"specs": specs, "public": public, "m": m, "gates": gates}
+
+    def _validate_design(self, design: Any) -> dict[str, Any]:
+        cfg = self._validate()
+        data = design.data
+        cols = list(data.columns)
+        specs, public = cfg["specs"], cfg["public"]
+        wname = design.weights_var if isinstance(design.weights_var, str) else "weight"
+        design_cols = [c for c in (_cols(design.strata_vars) + _cols(design.ids_vars)
+                                   + _cols(design.fpc_vars)) if c in cols]
+        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
+            else list(self.public)
+        for i, (name, _, _) in enumerate(specs):
+            if name not in cols:
+                raise ValueError(f"variables[{i}]: column {name!r} is not in the design's data "
+                                 f"(columns: {cols[:12]}...). Fix the name.")
+            if name in public or name in design_cols or name == wname:
+                raise ValueError(
+                    f"variables[{i}] ({name!r}) is also public, a design column (strata, ids, "
+                    f"fpc: {design_cols}) or the weights ({wname!r}); the design and the public "
+                    "variables are released as collected. Remove it from one list.")
+        badp = [p for p in public if p not in cols]
+        if badp:
+            raise ValueError(f"public: columns {badp} are not in the design's data. Fix the names.")
+        if wname in public:
+            raise ValueError(f"public: {wname!r} is the weights column; weights are always "
+                             "modelled (weights='smoothed' or 'synthesized'). Remove it.")
+        predictors = list(dict.fromkeys(_cols(design.strata_vars) + public))
+        return {**cfg, "predictors": predictors, "weights_name": wname,
+                "design_cols": design_cols}
+
+    # ================================================================== steps
+    def _build_steps(self, data: pd.DataFrame, w: np.ndarray, cfg: dict) -> list[_Step]:
+        steps: list[_Step] = []
+        for name, typ, (lo, hi) in cfg["specs"]:
+            col = data[name]
+            na = col.isna().to_numpy()
+            if na.any() and self.missing == "refuse":
+                raise ValueError(
+                    f"variable {name!r} has missing values at rows {_first(na, data.index)} "
+                    f"({int(na.sum())} in all); nothing is dropped silently. Fix: "
+                    "missing='model' (a missing indicator is synthesized first), impute them, or "
+                    "drop those records explicitly.")
+            obs = col[~na]
+            if na.any():
+                steps.append(_Step(f"{name} (missing)", name, "missing", "binary", "logistic",
+                                   {}, levels=[False, True], enc={"kind": "binary"}))
+            steps.append(self._value_step(name, typ, lo, hi, obs, data.index[~na]))
+        lw = np.log(w)
+        steps.append(_Step(cfg["weights_name"], cfg["weights_name"], "weights", "positive",
+                           "normal", {"lo": None, "hi": None, "loc": float(np.mean(lw)),
+                                      "scale": float(max(np.std(lw), 0.1))}))
+        self._assign_shares(steps, cfg)
+        return steps
+
+    def _value_step(self, name, typ, lo, hi, obs: pd.Series, index) -> _Step:
+        fam = TYPES[typ]
+        if fam in ("normal", "negbin"):
+            v = pd.to_numeric(obs, errors="coerce").to_numpy(dtype=float)
+            bad = ~np.isfinite(v)
+            if bad.any():
+                raise ValueError(f"variable {name!r} ({typ}) has non-numeric values at rows "
+                                 f"{_first(bad, index)}; give it type 'categorical' or fix them.")
+            out = ((lo is not None) & (v < (lo if lo is not None else 0))) | (
+                (hi is not None) & (v > (hi if hi is not None else 0)))
+            if out.any():
+                raise ValueError(
+                    f"variable {name!r}: rows {_first(out, index)} (values "
+                    f"{v[out][:3].tolist()}) lie outside the declared public bounds ({lo}, {hi}). "
+                    "Fix: wider public bounds (they must hold for every record), or recode.")
+            if typ == "positive":
+                if (v <= 0).any():
+                    raise ValueError(f"variable {name!r} (positive) must be > 0; rows "
+                                     f"{_first(v <= 0, index)} are not. Fix: type 'continuous' "
+                                     "or 'bounded', or 'count' for integers.")
+                y = np.log(v)
+                slo = None if lo is None or lo <= 0 else float(np.log(lo))
+                shi = None if hi is None else float(np.log(hi))
+            else:
+                y, slo, shi = v, lo, hi
+            if fam == "negbin":
+                if (v != np.round(v)).any():
+                    raise ValueError(f"variable {name!r} ({typ}) must hold integers; rows "
+                                     f"{_first(v != np.round(v), index)} do not. Fix: type "
+                                     "'continuous' or 'bounded'.")
+                shift = 0.0 if lo is None else float(lo)
+                if lo is None and (v < 0).any():
+                    raise ValueError(f"variable {name!r} ({typ}) has negative values at rows "
+                                     f"{_first(v < 0, index)}; give public bounds (lo, hi) with "
+                                     "lo <= the smallest possible value.")
+                yy = v - shift
+                spec = {"shift": shift, "hi": None if hi is None else float(hi - shift),
+                        "eta0": float(np.log(np.mean(yy) + 0.5))}
+                enc = {"kind": "numeric", "f": "log1p", "shift": shift}
+                z = np.log1p(yy)
+            else:
+                if slo is not None and shi is not None:
+                    loc, scale = (slo + shi) / 2, (shi - slo) / 4
+                else:
+                    loc, scale = float(np.mean(y)), float(max(np.std(y), 1e-6))
+                spec = {"lo": slo, "hi": shi, "loc": loc, "scale": scale}
+                enc = {"kind": "numeric", "f": "log" if typ == "positive" else "id", "shift": 0.0}
+                z = y
+            enc.update(mean=float(np.mean(z)), sd=float(max(np.std(z), 1e-9)))
+            spec["integer"] = bool(fam == "negbin")
+            return _Step(name, name, "value", typ, fam, spec, enc=enc)
+        levels = _levels(obs, typ, name)
+        if fam == "logistic" and len(levels) != 2:
+            raise ValueError(f"variable {name!r} (binary) has {len(levels)} distinct value(s) "
+                             f"{levels[:5]}; a binary variable has exactly 2. Fix: type "
+                             "'categorical', or release it as public.")
+        if fam != "logistic" and len(levels) < 2:
+            raise ValueError(f"variable {name!r} ({typ}) has a single value {levels}; nothing to "
+                             "model. Release it as public or drop it.")
+        enc = {"kind": "binary"} if fam == "logistic" else {"kind": "onehot", "K": len(levels)}
+        return _Step(name, name, "value", typ, fam, {"K": len(levels)}, levels=levels, enc=enc)
+
+    def _assign_shares(self, steps: list[_Step], cfg: dict) -> None:
+        units = list(dict.fromkeys(s.column if s.role != "weights" else s.name for s in steps))
+        if self.budget is None:
+            shares = {u: 1.0 / len(units) for u in units}
+        else:
+            b = dict(self.budget)
+            missing = [u for u in units if u not in b]
+            extra = [k for k in b if k not in units]
+            if missing or extra:
+                raise ValueError(
+                    f"budget: shares are needed for exactly the synthesized variables and the "
+                    f"weights ({units}); missing {missing}, unknown {extra}.")
+            vals = np.array([b[u] for u in units], dtype=float)
+            if (vals <= 0).any() or not np.isfinite(vals).all() or abs(vals.sum() - 1) > 1e-9:
+                raise ValueError(f"budget: shares must be positive and sum to 1 (got sum "
+                                 f"{vals.sum():.6g}: {b}).")
+            shares = dict(zip(units, vals.tolist(), strict=True))
+        for u in units:
+            own = [s for s in steps if (s.name if s.role == "weights" else s.column) == u]
+            for s in own:
+                s.share = shares[u] / len(own)
+
+    # ================================================================== encoding
+    def _encode_public(self, data: pd.DataFrame, preds: list[str]) -> tuple[list, np.ndarray]:
+        encs, mats = [], []
+        for p in preds:
+            col = data[p]
+            if pd.api.types.is_numeric_dtype(col) and not isinstance(col.dtype, pd.CategoricalDtype) \
+                    and not pd.api.types.is_bool_dtype(col):
+                v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+                na = np.isnan(v)
+                e = {"col": p, "kind": "numeric", "mean": float(np.nanmean(v)) if (~na).any() else 0.0,
+                     "sd": float(max(np.nanstd(v), 1e-9)) if (~na).any() else 1.0,
+                     "na": bool(na.any()), "f": "id", "shift": 0.0}
+            else:
+                lv = pd.unique(col.astype(object).where(col.notna(), "<NA>"))
+                e = {"col": p, "kind": "onehot_levels", "levels": list(lv)}
+            encs.append(e)
+            mats.append(_apply_public(e, col))
+        X = np.column_stack(mats) if mats else np.zeros((len(data), 0))
+        return encs, X
+
+    # ================================================================== fit
+    def _fit(self, design: Any, rng: np.random.Generator) -> None:
+        cfg = self._validate_design(design)
+        self._cfg_ = cfg
+        data = design.data
+        w = np.asarray(design.weights, dtype=float)
+        badw = ~np.isfinite(w) | (w <= 0)
+        if badw.any():
+            raise ValueError(f"design weights must be positive and finite; rows "
+                             f"{_first(badw, data.index)} are not.")
+        steps = self._build_steps(data, w, cfg)
+        self._design_ = {"strata": _cols(design.strata_vars), "ids": _cols(design.ids_vars),
+                         "fpc": _cols(design.fpc_vars)}
+        self._dtypes_ = {name: data[name].dtype for name, _, _ in cfg["specs"]}
+        self._bounds_ = {name: b for name, _, b in cfg["specs"]}
+        N = self._population(design)
+        m = cfg["m"]
+        pub_enc, X_pub = self._encode_public(data, cfg["predictors"])
+        n = len(data)
+        eps = None if self.target_epsilon is None else float(self.target_epsilon)
+        progress = bool(self.progress)
+        t_all = time.perf_counter()
+        conf_enc: list[np.ndarray] = []     # encoded confidential columns of earlier steps
+        results = []
+        for step in steps:
+            X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
+            rows, y = self._response(step, data, w)
+            target = None if eps is None else eps * step.share / (2.0 * m)
+            t0 = time.perf_counter()
+            res = self._fit_step(step, y, X[rows], target, rng, progress)
+            res["seconds"] = time.perf_counter() - t0
+            res["rows"] = rows
+            res["target"] = target
+            results.append(res)
+            conf_enc.append(self._encode_step(step, data, w))
+        self.steps_ = steps
+        self.step_fits_ = results
+        self._prep_ = {"data_public": data, "X_pub": X_pub, "pub_enc": pub_enc, "N": N, "n": n,
+                       "weights_name": cfg["weights_name"]}
+        self.n_ = n
+        self.delta_alpha_steps_ = {s.name: r["delta_alpha"] for s, r in zip(steps, results,
+                                                                              strict=True)}
+        self.delta_alpha_ = float(sum(self.delta_alpha_steps_.values()))
+        self.convergence_ = _combine_verdicts(
+            [(s.name, r["convergence"]) for s, r in zip(steps, results, strict=True)],
+            cfg["gates"])
+        self.timings_ = {"total": time.perf_counter() - t_all,
+                         **{s.name: r["seconds"] for s, r in zip(steps, results, strict=True)}}
+
+    def _response(self, step: _Step, data: pd.DataFrame, w: np.ndarray):
+        """Rows fitted (observed records for a value step) and the response on the modelled
+        scale (codes for discrete families)."""
+        if step.role == "weights":
+            return np.ones(len(w), bool), np.log(w)
+        col = data[step.column]
+        na = col.isna().to_numpy()
+        if step.role == "missing":
+            return np.ones(len(col), bool), na.astype(np.int64)
+        rows = ~na
+        obs = col[rows]
+        if step.family == "normal":
+            v = pd.to_numeric(obs).to_numpy(dtype=float)
+            return rows, (np.log(v) if step.type == "positive" else v)
+        if step.family == "negbin":
+            v = pd.to_numeric(obs).to_numpy(dtype=float)
+            return rows, np.round(v - step.spec["shift"]).astype(np.int64)
+        return rows, _codes(obs, step.levels)
+
+    def _encode_step(self, step: _Step, data_or_values: Any, w: np.ndarray | None = None,
+                     synthetic: bool = False) -> np.ndarray:
+        """Columns step j contributes to the design matrices of later steps."""
+        if step.role == "weights":
+            return np.zeros((len(w) if w is not None else len(data_or_values), 0))
+        if synthetic:
+            vals = data_or_values
+        else:
+            col = data_or_values[step.column]
+            if step.role == "missing":
+                vals = col.isna().to_numpy().astype(np.int64)
+            elif step.family in ("normal", "negbin"):
+                vals = pd.to_numeric(col).to_numpy(dtype=float)
+            else:
+                na = col.isna().to_numpy()
+                vals = np.full(len(col), -1, dtype=np.int64)
+                vals[~na] = _codes(col[~na], step.levels)
+        e = step.enc
+        if step.role == "missing":
+            return np.asarray(vals, dtype=float)[:, None]
+        if e["kind"] == "numeric":
+            v = np.asarray(vals, dtype=float)
+            na = np.isnan(v)
+            z = np.zeros_like(v)
+            vv = v[~na]
+            f = np.log(vv) if e["f"] == "log" else np.log1p(vv - e["shift"]) if e["f"] == "log1p" \
+                else vv
+            z[~na] = (f - e["mean"]) / e["sd"]
+            return z[:, None]
+        codes = np.asarray(vals, dtype=np.int64)
+        if e["kind"] == "binary":
+            return (codes == 1).astype(float)[:, None]
+        K = e["K"]
+        out = np.zeros((len(codes), K - 1))
+        ok = codes >= 1
+        out[np.flatnonzero(ok), codes[ok] - 1] = 1.0
+        return out
+
+    def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
+                  rng: np.random.Generator, progress: bool) -> dict[str, Any]:
+        """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
+        model = MODELS[step.family]
+        program = load_program(model.program)
+        spec = step.spec
+        n = len(y)
+        chains = int(self.chains)
+        stan_kwargs = dict(self.stan_kwargs or {})
+
+        def run(alpha, warmup, init, label):
+            data = model.stan_data(y, X, alpha, spec, save_log_lik=False)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                res = run_stan(program, data, chains=chains, draws=int(self.draws),
+                               warmup=warmup, seed=child_seed(rng), progress=progress,
+                               init=init, **stan_kwargs)
+            for wm in caught:
+                if issubclass(wm.category, ConvergenceWarning):
+                    warnings.warn(f"Sequential {step.name} {label} fit: {wm.message}",
+                                  ConvergenceWarning, stacklevel=4)
+            return res
+
+        def bounds_of(res: StanDraws) -> np.ndarray:
+            S = res.chains * res.draws_per_chain
+            chunk = max(1, int(4e6 // max(1, n * spec.get("K", 1))))
+            out = np.zeros(n)
+            for a in range(0, S, chunk):
+                ll = model.loglik(res.draws, slice(a, min(S, a + chunk)), y, X, spec)
+                out = np.maximum(out, np.abs(ll).max(axis=0))
+            return out
+
+        def chain_maxima(res: StanDraws, alpha: np.ndarray) -> np.ndarray:
+            out = []
+            for ch in range(res.chains):
+                sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
+                sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
+                                res.diagnostics, res.summary, res.param_names, {})
+                out.append(float(np.max(np.where(alpha > 0, alpha * bounds_of(sub), 0.0))))
+            return np.asarray(out)
+
+        init0 = model.inits(y, X, spec, chains, np.random.default_rng(child_seed(rng)))
+        unw = run(np.ones(n), int(self.warmup), init0, "unweighted")
+        delta = bounds_of(unw)
+        refit_warmup = (int(self.refit_warmup) if self.refit_warmup is not None
+                        else max(100, int(self.warmup) // 2))
+        rows: list[dict] = []
+        warm = {"init": unw.last_inits()}
+
+        def evaluate(c: float, final: bool):
+            alpha = lipschitz_weights(None, c=c, g=0.0, bounds=delta)
+            res = run(alpha, refit_warmup, warm["init"], f"weighted (c={c:.4g})")
+            warm["init"] = res.last_inits()
+            R = bounds_of(res)
+            per = np.where(alpha > 0, alpha * R, 0.0)
+            da = float(per.max())
+            rows.append({"step": step.name, "c": c, "delta_alpha": da,
+                         "role": "final" if final else "tuning"})
+            if progress:
+                print(f"Sequential {step.name}: {'final' if final else 'tuning'} fit, c = "
+                      f"{c:.4g}, Delta_alpha = {da:.4f}"
+                      + (f" (target {target:.4g})" if target else ""), flush=True)
+            return da, alpha, per, res, R
+
+        if self.risk_weights == "none":
+            alpha = np.ones(n)
+            res, c = unw, None
+            R = delta
+            da = float(R.max())
+            rows.append({"step": step.name, "c": None, "delta_alpha": da, "role": "unweighted"})
+        elif target is None:
+            c = 1.0
+            da, alpha, _, res, R = evaluate(c, True)
+        else:
+            tuner = _Tuner(f"Sequential {step.name}", float(self.tol), int(self.max_refits))
+            try:
+                c, (da, alpha, _, res, R) = tuner._tune(  # noqa: SLF001
+                    evaluate, target, delta, chain_maxima)
+            except TargetUnreachableError as exc:
+                raise TargetUnreachableError(f"variable step {step.name!r}: {exc}") from exc
+        verdict = convergence_verdict(res.summary, res.diagnostics, self._cfg_["gates"])
+        return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
+                "delta_unweighted": float(delta[np.isfinite(delta)].max()), "c": c,
+                "tuning": rows, "convergence": verdict,
+                "S": res.chains * res.draws_per_chain, "X_columns": X.shape[1]}
+
+    # ================================================================== synthesis
+    def _draw_indices(self, m: int) -> np.ndarray:
+        S = min(r["S"] for r in self.step_fits_)
+        if m > S:
+            raise ValueError(f"m={m} synthetic sets need m distinct posterior draws per variable; "
+                             f"the fits have {S}. Raise draws or chains.")
+        return _even_draws(S, m)
+
+    def synthesize(self, m: int | None = None) -> list[pd.DataFrame]:
+        """m synthetic frames in the confidential row order (for the curator's diagnostics and
+        tests; publishing them costs like a release: use :meth:`release`)."""
+        self._check_fitted()
+        m = self._m(m)
+        rng = np.random.default_rng(self._rng_.integers(0, 2**63 - 1))
+        return [self._synthesize_one(int(s), rng) for s in self._draw_indices(m)]
+
+    def _synthesize(self, m: int, rng: np.random.Generator):
+        idx = self._draw_indices(m)
+        used = vars(self).setdefault("draws_released_", {})
+        for step, r in zip(self.steps_, self.step_fits_, strict=True):
+            seen = used.setdefault(step.name, set())
+            new = sorted(set(int(i) for i in idx) - seen)
+            seen.update(new)
+            self._spend({"step": "release", "variable": step.name, "new_draws": len(new),
+                         "epsilon": 2.0 * r["delta_alpha"] * len(new)})
+        rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
+        frames = [self._synthesize_one(int(s), rng) for s in idx]
+        return frames, self._spec()
+
+    def _spec(self) -> dict[str, Any]:
+        design_spec: dict[str, Any] = {"weights": self._prep_["weights_name"]}
+        d = self._design_
+        if d["strata"]:
+            design_spec["strata"] = d["strata"]
+        if d["ids"]:
+            design_spec["ids"] = d["ids"]
+        if d["fpc"]:
+            design_spec["fpc"] = d["fpc"]
+        return design_spec
+
+    def _synthesize_one(self, s: int, rng: np.random.Generator) -> pd.DataFrame:
+        """One synthetic frame from draw s of every step, each variable given the SYNTHETIC
+        values of the ones before it."""
+        prep = self._prep_
+        data = prep["data_public"]
+        n = prep["n"]
+        out = data[self._released_columns(data)].reset_index(drop=True).copy()
+        syn_enc: list[np.ndarray] = []
+        values: dict[str, np.ndarray] = {}
+        missing_mask: dict[str, np.ndarray] = {}
+        for step, r in zip(self.steps_, self.step_fits_, strict=True):
+            X = np.column_stack([prep["X_pub"], *syn_enc]) if syn_enc else prep["X_pub"]
+            model = MODELS[step.family]
+            if step.role == "weights":
+                lw = model.draw(r["fit"].draws, s, X, step.spec, rng,
+                                mean_only=self.weights == "smoothed")
+                wv = np.exp(lw - lw.max())
+                out[prep["weights_name"]] = wv * prep["N"] / wv.sum()
+                continue
+            if step.role == "missing":
+                code = model.draw(r["fit"].draws, s, X, step.spec, rng)
+                missing_mask[step.column] = code == 1
+                syn_enc.append(self._encode_step(step, code, synthetic=True))
+                continue
+            rows = ~missing_mask.get(step.column, np.zeros(n, bool))
+            y = model.draw(r["fit"].draws, s, X[rows], step.spec, rng)
+            if step.family in ("normal", "negbin"):
+                v = np.full(n, np.nan)
+                if step.family == "negbin":
+                    v[rows] = y + step.spec["shift"]
+                else:
+                    v[rows] = np.exp(y) if step.type == "positive" else y
+                values[step.column] = v
+                syn_enc.append(self._encode_step(step, v, synthetic=True))
+            else:
+                codes = np.full(n, -1, dtype=np.int64)
+                codes[rows] = y
+                values[step.column] = codes
+                syn_enc.append(self._encode_step(step, codes, synthetic=True))
+            out[step.column] = self._as_column(step, values[step.column])
+        return out
+
+    def _released_columns(self, data: pd.DataFrame) -> list[str]:
+        cfg = self._cfg_
+        keep = list(dict.fromkeys(cfg["design_cols"] + cfg["public"]))
+        if self.unlisted == "public":
+            synth = {name for name, _, _ in cfg["specs"]} | {cfg["weights_name"]}
+            keep += [c for c in data.columns if c not in synth and c not in keep]
+        return keep
+
+    def _as_column(self, step: _Step, v: np.ndarray) -> pd.Series:
+        """Synthetic values in the input column's dtype: integers stay integers, categories
+        the input's categories (missing values where the indicator says so)."""
+        src = self._dtypes_[step.column]
+        if step.family in ("normal", "negbin"):
+            na = np.isnan(v)
+            if not (step.family == "negbin" or pd.api.types.is_integer_dtype(src)):
+                return pd.Series(v)
+            if step.family == "normal":  # an integer column modelled as continuous: rounded
+                lo, hi = self._bounds_[step.column]
+                v = np.clip(np.round(v), -np.inf if lo is None else np.ceil(lo),
+                            np.inf if hi is None else np.floor(hi))
+            iv = np.where(na, 0, v).astype(np.int64)
+            if na.any() or isinstance(src, pd.api.extensions.ExtensionDtype):
+                arr = pd.array(iv, dtype="Int64")
+                arr[na] = pd.NA
+                return pd.Series(arr)
+            return pd.Series(iv)
+        levels = np.asarray(step.levels, dtype=object)
+        na = v < 0
+        vals = np.where(na, None, levels[np.clip(v, 0, len(levels) - 1)])
+        if isinstance(src, pd.CategoricalDtype):
+            return pd.Series(pd.Categorical(vals, categories=src.categories, ordered=src.ordered))
+        ser = pd.Series(vals, dtype=object)
+        if not na.any():
+            try:
+                return ser.astype(src)
+            except (TypeError, ValueError):
+                return ser
+        return ser
+
+    # ================================================================== privacy
+    def _privacy_facts(self, m: int) -> dict[str, Any]:
+        ledger = []
+        for step, r in zip(self.steps_, self.step_fits_, strict=True):
+            ledger.append({"step": "synthesis", "variable": step.name, "type": step.type,
+                           "model": step.family, "delta_alpha": r["delta_alpha"],
+                           "target_lipschitz": r["target"], "share": step.share, "m": m,
+                           "epsilon": 2.0 * r["delta_alpha"] * m})
+        total = float(sum(e["epsilon"] for e in ledger))
+        da = float(sum(r["delta_alpha"] for r in self.step_fits_))
+        src = ("unweighted" if self.risk_weights == "none" else
+               "lipschitz_tuned" if self.target_epsilon is not None else "lipschitz_fixed_c")
+        cfg = self._cfg_
+        notes = [
+            "Sequential: each listed variable (and the log weights, last) is modelled by a "
+            "risk-weighted pseudo posterior given the public variables and the variables "
+            "before it; synthetic values are drawn given the synthetic earlier values.",
+            f"public variables (released as collected, predictors): {cfg['predictors']}; "
+            f"design columns carried: {cfg['design_cols']}.",
+            "full normalised log densities on each variable's modelled scale (log y for "
+            "positive variables and the weights; truncation normalisers included).",
+            "centring and scaling constants of the models (and of the predictors) are computed "
+            "from the confidential data where no public bounds are given; they shape the "
+            "weakly informative priors and are not privatized.",
+        ]
+        pwb = []
+        miss = [s.column for s in self.steps_ if s.role == "missing"]
+        if miss:
+            pwb.append({"item": f"which variables have missing values ({miss})",
+                        "reason": "missing='model' adds a missing-indicator step for each "
+                                  "variable with missing values in the confidential data."})
+        cats = [s.name for s in self.steps_ if s.family in ("logistic", "categorical", "ordinal")
+                and s.role == "value"]
+        if cats:
+            pwb.append({"item": f"the categories observed in {cats}",
+                        "reason": "the released categories are those present in the "
+                                  "confidential data."})
+        return {
+            "family": "pseudo_posterior_sequential",
+            "mechanism": "pseudo_posterior_sequential",
+            "epsilon": total,
+            "delta_alpha": da,
+            "facts": {"alpha_source": src, "steps": len(self.steps_),
+                      "draws": int(min(r["S"] for r in self.step_fits_)),
+                      "bound_draws": "final_fit" if self.risk_weights != "none" else "same_fit",
+                      "max_step_delta_alpha": float(max(r["delta_alpha"]
+                                                        for r in self.step_fits_)),
+                      "weights": self.weights,
+                      "convergence_gates": ", ".join(
+                          f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
+                          for k, v in self.convergence_["gates"].items())},
+            "ledger": ledger,
+            "notes": notes,
+            "published_without_budget": pwb,
+        }
+
+    def summary(self) -> pd.DataFrame:
+        """Per step: type, share, target, Delta unweighted, Delta_alpha, c, mean alpha,
+        convergence (confidential: for the curator)."""
+        self._check_fitted()
+        rows = []
+        for step, r in zip(self.steps_, self.step_fits_, strict=True):
+            rows.append({"step": step.name, "type": step.type, "model": step.family,
+                         "share": step.share, "target_lipschitz": r["target"],
+                         "delta_unweighted": r["delta_unweighted"],
+                         "delta_alpha": r["delta_alpha"], "epsilon_per_set": 2 * r["delta_alpha"],
+                         "c": r["c"], "mean_alpha": float(np.mean(r["alpha"])),
+                         "max_rhat": r["convergence"]["max_rhat"],
+                         "min_ess_bulk": r["convergence"]["min_ess_bulk"],
+                         "divergent": r["convergence"]["divergent"], "seconds": r["seconds"]})
+        return pd.DataFrame(rows).set_index("step")
+
+    def confidential_summary(self) -> dict[str, Any]:
+        """Disclosure-review material (never public)."""
+        self._check_fitted()
+        return {
+            "fit_summary": self.summary(),
+            "tuning_path": pd.DataFrame([row for r in self.step_fits_ for row in r["tuning"]]),
+            "convergence": {k: v for k, v in self.convergence_.items() if k != "gates"},
+            "gates": self.convergence_["gates"],
+            "seeded": bool(self.seeded_),
+        }
+
+
+# ====================================================================== helpers
+def _cols(x: Any) -> list[str]:
+    if x is None:
+        return []
+    cols = [x] if isinstance(x, str) else list(x)
+    return [c for c in cols if isinstance(c, str) and c not in ("1", "~1")]
+
+
+def _bounds(b: Any, name: str, typ: str) -> tuple[float | None, float | None]:
+    if b is None:
+        if typ == "bounded":
+            raise ValueError(f"variable {name!r} (bounded) needs public bounds (lo, hi); give "
+                             "'bounds': (lo, hi) or use type 'continuous'.")
+        return None, None
+    if typ in ("binary", "categorical", "ordinal"):
+        raise ValueError(f"variable {name!r} ({typ}): bounds apply to numeric types only; "
+                         "remove 'bounds'.")
+    try:
+        lo, hi = b
+        lo = None if lo is None else float(lo)
+        hi = None if hi is None else float(hi)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"variable {name!r}: bounds={b!r} must be a pair (lo, hi) of numbers "
+                         "(either may be None).") from exc
+    if typ == "bounded" and (lo is None or hi is None):
+        raise ValueError(f"variable {name!r} (bounded) needs both bounds; got {b!r}.")
+    if lo is not None and hi is not None and not lo < hi:
+        raise ValueError(f"variable {name!r}: bounds {b!r} need lo < hi.")
+    if typ == "positive" and hi is not None and hi <= 0:
+        raise ValueError(f"variable {name!r} (positive): the upper bound must be > 0.")
+    return lo, hi
+
+
+def _levels(obs: pd.Series, typ: str, name: str) -> list:
+    """The categories present, in the dtype's order (categorical) or sorted."""
+    if isinstance(obs.dtype, pd.CategoricalDtype):
+        present = set(obs.unique())
+        return [c for c in obs.dtype.categories if c in present]
+    vals = pd.unique(obs)
+    try:
+        return sorted(vals.tolist())
+    except TypeError as exc:
+        raise ValueError(f"variable {name!r} ({typ}): values of mixed types cannot be ordered; "
+                         "convert the column to one type.") from exc
+
+
+def _codes(values: pd.Series, levels: list) -> np.ndarray:
+    idx = pd.Index(levels, dtype=object).get_indexer(values.astype(object))
+    if (idx < 0).any():
+        raise ValueError(f"values {values[idx < 0].unique()[:5].tolist()} are not among the "
+                         f"levels {levels}.")
+    return idx.astype(np.int64)
+
+
+def _apply_public(e: dict, col: pd.Series) -> np.ndarray:
+    if e["kind"] == "numeric":
+        v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        na = np.isnan(v)
+        z = np.where(na, 0.0, (v - e["mean"]) / e["sd"])
+        return np.c_[z, na.astype(float)] if e["na"] else z[:, None]
+    lv = e["levels"]
+    codes = pd.Index(lv, dtype=object).get_indexer(col.astype(object).where(col.notna(), "<NA>"))
+    out = np.zeros((len(col), max(len(lv) - 1, 0)))
+    ok = codes >= 1
+    out[np.flatnonzero(ok), codes[ok] - 1] = 1.0
+    return out
+
+
+def _combine_verdicts(items: list[tuple[str, dict]], gates: dict) -> dict[str, Any]:
+    problems = [f"{name}: {p}" for name, v in items for p in v["problems"]]
+    g = items[0][1]["gates"] if items else dict(gates)
+    return {"passed": not problems, "problems": problems,
+            "max_rhat": float(max(v["max_rhat"] for _, v in items)),
+            "min_ess_bulk": float(min(v["min_ess_bulk"] for _, v in items)),
+            "divergent": int(sum(v["divergent"] for _, v in items)),
+            "transitions": int(sum(v["transitions"] for _, v in items)), "gates": g}

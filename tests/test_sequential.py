@@ -1,0 +1,314 @@
+"""Sequential risk-weighted pseudo posterior synthesis (issue 22, surveysynth.synth.Sequential).
+
+Log densities against scipy.stats (and Stan's own generated quantities), composition of epsilon
+over variables, each step's bound under its target, sequential draws given the SYNTHETIC earlier
+values, types and ranges of every released value, the design carried, missing values.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+from surveysynth.design import SurveyDesign
+from surveysynth.synth import _seq_models as sm  # noqa: PLC2701 - the densities under test
+from surveysynth.synth._stan import load_program, run_stan  # noqa: PLC2701
+from surveysynth.synth.sequential import Sequential
+
+FAST = dict(chains=2, draws=150, warmup=150, allow_unconverged=True, progress=False)
+
+
+def _quiet(fn, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*a, **k)
+
+
+# ------------------------------------------------------------------ log densities vs scipy
+RNG = np.random.default_rng(20261124)
+S, N = 4, 30
+
+
+def test_normal_loglik_vs_scipy_with_truncation():
+    y = RNG.uniform(-1, 2, N)
+    mu = RNG.normal(0.5, 1, (S, N))
+    sig = RNG.uniform(0.3, 2, (S, 1))
+    np.testing.assert_allclose(sm.normal_loglik(y, mu, sig), stats.norm.logpdf(y, mu, sig),
+                               rtol=1e-12)
+    lo, hi = -1.0, 2.0
+    ref = stats.truncnorm.logpdf(y, (lo - mu) / sig, (hi - mu) / sig, loc=mu, scale=sig)
+    np.testing.assert_allclose(sm.normal_loglik(y, mu, sig, lo, hi), ref, rtol=1e-10)
+    # one-sided truncation (positive variables with only an upper bound, on the log scale)
+    ref1 = stats.truncnorm.logpdf(y, -np.inf, (hi - mu) / sig, loc=mu, scale=sig)
+    np.testing.assert_allclose(sm.normal_loglik(y, mu, sig, None, hi), ref1, rtol=1e-10)
+    ref2 = stats.truncnorm.logpdf(y, (lo - mu) / sig, np.inf, loc=mu, scale=sig)
+    np.testing.assert_allclose(sm.normal_loglik(y, mu, sig, lo, None), ref2, rtol=1e-10)
+
+
+def test_negbin_loglik_vs_scipy_truncated_pmf_has_its_normaliser():
+    y = RNG.integers(0, 40, N).astype(float)
+    mu = np.exp(RNG.normal(2.5, 0.7, (S, N)))
+    phi = RNG.uniform(0.5, 8, (S, 1))
+    p = phi / (phi + mu)
+    np.testing.assert_allclose(sm.negbin_loglik(y, mu, phi), stats.nbinom.logpmf(y, phi, p),
+                               rtol=1e-10)
+    hi = 40.0
+    ref = stats.nbinom.logpmf(y, phi, p) - stats.nbinom.logcdf(hi, phi, p)
+    got = sm.negbin_loglik(y, mu, phi, hi)
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+    # the normaliser matters here (a pmf without it would pass the untruncated check only)
+    assert np.max(np.abs(ref - stats.nbinom.logpmf(y, phi, p))) > 1e-3
+    # the truncated pmf sums to one over the support
+    k = np.arange(0, 41, dtype=float)
+    tot = np.exp(sm.negbin_loglik(k, np.full((1, 41), 30.0), np.array([[1.5]]), hi)).sum()
+    assert abs(tot - 1) < 1e-10
+
+
+def test_discrete_logliks_vs_scipy():
+    eta = RNG.normal(0, 2, (S, N))
+    y = RNG.integers(0, 2, N)
+    np.testing.assert_allclose(sm.logistic_loglik(y, eta),
+                               stats.bernoulli.logpmf(y, special.expit(eta)), rtol=1e-10)
+    K = 4
+    e3 = RNG.normal(0, 1.5, (S, N, K))
+    e3[..., 0] = 0.0
+    yc = RNG.integers(0, K, N)
+    pr = special.softmax(e3, axis=-1)
+    ref = np.array([[stats.multinomial.logpmf(np.eye(K)[yc[i]], 1, pr[s, i]) for i in range(N)]
+                    for s in range(S)])
+    np.testing.assert_allclose(sm.categorical_loglik(yc, e3), ref, rtol=1e-10)
+    cut = np.sort(RNG.normal(0, 2, (S, K - 1)), axis=1)
+    # ordered logistic: P(y <= k) = F(c_k - eta), F the standard logistic cdf
+    F = stats.logistic.cdf(cut[:, None, :] - eta[..., None])           # (S, N, K-1)
+    cdf = np.concatenate([np.zeros((S, N, 1)), F, np.ones((S, N, 1))], axis=-1)
+    refo = np.log(np.take_along_axis(cdf, yc[None, :, None] + 1, -1)[..., 0]
+                  - np.take_along_axis(cdf, yc[None, :, None], -1)[..., 0])
+    np.testing.assert_allclose(sm.ordinal_loglik(yc, eta, cut), refo, rtol=1e-9)
+
+
+STAN_CASES = {
+    "normal": dict(y=RNG.uniform(-1, 3, N), spec={"lo": -1.0, "hi": 3.0, "loc": 1.0,
+                                                   "scale": 1.0}),
+    "negbin": dict(y=RNG.integers(0, 50, N), spec={"hi": 50.0, "eta0": 2.5}),
+    "logistic": dict(y=RNG.integers(0, 2, N), spec={}),
+    "categorical": dict(y=RNG.integers(0, 3, N), spec={"K": 3}),
+    "ordinal": dict(y=RNG.integers(0, 4, N), spec={"K": 4}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(STAN_CASES))
+def test_stan_log_lik_is_the_numpy_density(family):
+    """The density the Stan program weights (its generated log_lik, same function as the model
+    block) equals the numpy density used for the bound and for synthesis, draw by draw."""
+    case = STAN_CASES[family]
+    model = sm.MODELS[family]
+    X = RNG.normal(size=(N, 2))
+    y = np.asarray(case["y"])
+    data = model.stan_data(y, X, np.ones(N), case["spec"], save_log_lik=True)
+    res = _quiet(run_stan, load_program(model.program), data, chains=1, draws=20, warmup=30,
+                 seed=3, progress=False, warn=False)
+    ll = model.loglik(res.draws, slice(None), y, X, case["spec"])
+    np.testing.assert_allclose(ll, res["log_lik"], rtol=1e-7, atol=1e-8)
+
+
+# ------------------------------------------------------------------ a mixed-type design
+def _mixed(n=300, seed=5):
+    rng = np.random.default_rng(seed)
+    st = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    x = rng.normal(size=n)
+    inc = np.exp(10 + 0.5 * x + 0.3 * rng.normal(size=n))
+    score = np.clip(500 + 80 * x + 40 * rng.normal(size=n), 200, 1000).round().astype(int)
+    kids = np.minimum(rng.poisson(np.exp(0.5 + 0.3 * x)), 8)
+    own = rng.uniform(size=n) < special.expit(0.8 * x)
+    reg = pd.Categorical(rng.choice(["N", "S", "E", "W"], n))
+    Nh = {"a": 5000, "b": 3000, "c": 1000}
+    cnt = pd.Series(st).value_counts()
+    df = pd.DataFrame({"stratum": st, "x_cont": x, "income": inc, "score": score,
+                       "kids": kids, "owner": own, "region": reg,
+                       "fpc": [Nh[s] for s in st],
+                       "w": [Nh[s] / cnt[s] for s in st]})
+    return df, SurveyDesign(df, strata="stratum", weights="w", fpc="fpc")
+
+
+VARS = [{"name": "x_cont", "type": "continuous"},
+        {"name": "income", "type": "positive"},
+        {"name": "score", "type": "bounded", "bounds": (200, 1000)},
+        {"name": "kids", "type": "count", "bounds": (0, 8)},
+        {"name": "owner", "type": "binary"},
+        {"name": "region", "type": "categorical"}]
+
+
+@pytest.fixture(scope="module")
+def tuned():
+    df, des = _mixed()
+    syn = Sequential(variables=VARS, target_epsilon=40.0, m=3, random_state=11,
+                     population_size=9000, **FAST)
+    _quiet(syn.fit, des)
+    rel = _quiet(syn.release)
+    return df, des, syn, rel
+
+
+def test_epsilon_composes_over_variables_and_each_bound_under_its_target(tuned):
+    df, des, syn, rel = tuned
+    m, eps = 3, 40.0
+    steps = syn.steps_
+    assert [s.name for s in steps] == [v["name"] for v in VARS] + ["w"]
+    shares = np.array([s.share for s in steps])
+    np.testing.assert_allclose(shares, 1 / 7)
+    # each step's bound, recomputed here from its released fit's draws with scipy densities
+    indep = []
+    for step, r in zip(steps, syn.step_fits_, strict=True):
+        assert r["delta_alpha"] <= eps * step.share / (2 * m) + 1e-12, step.name
+        assert r["delta_alpha"] >= (1 - 0.5) * eps * step.share / (2 * m), step.name
+        indep.append(_independent_bound(syn, step, r, df))
+    np.testing.assert_allclose([r["delta_alpha"] for r in syn.step_fits_], indep, rtol=1e-8)
+    total = 2 * m * sum(indep)
+    rec = rel.privacy
+    assert rec.epsilon == pytest.approx(total, rel=1e-10)
+    led = [e for e in rec.ledger if e.get("step") == "synthesis"]
+    assert [e["variable"] for e in led] == [s.name for s in steps]
+    np.testing.assert_allclose([e["epsilon"] for e in led], 2 * m * np.array(indep), rtol=1e-10)
+    assert rec.epsilon <= eps + 1e-9
+    # the budget account: the release charged every variable's draws
+    spent = [e for e in syn.ledger_ if e.get("step") == "release"]
+    assert {e["variable"] for e in spent} == {s.name for s in steps}
+    assert syn.epsilon_spent_ == pytest.approx(total, rel=1e-10)
+    assert rec.family == "pseudo_posterior_sequential" and rec.differentially_private
+    assert f"{rec.epsilon:.4g}" in rec.guarantee_text
+
+
+def _independent_bound(syn, step, r, df):
+    """max_i max_s |alpha_i log p_i| from the step's final draws, with scipy.stats densities
+    and the design matrix rebuilt from the confidential data."""
+    res, alpha = r["fit"], r["alpha"]
+    X = _design_matrix(syn, step, df)[r["rows"]]
+    sp = step.spec
+    if step.role == "weights":
+        y = np.log(df["w"].to_numpy())
+    else:
+        y = df[step.column].to_numpy()[r["rows"]]
+    if step.family == "normal":
+        yy = np.log(y.astype(float)) if step.type in ("positive",) or step.role == "weights" \
+            else y.astype(float)
+        mu = sp["loc"] + sp["scale"] * (res["a"][:, None] + res["b"] @ X.T)
+        sig = sp["scale"] * res["s"][:, None]
+        a = -np.inf if sp["lo"] is None else (sp["lo"] - mu) / sig
+        b = np.inf if sp["hi"] is None else (sp["hi"] - mu) / sig
+        ll = stats.truncnorm.logpdf(yy, a, b, loc=mu, scale=sig)
+    elif step.family == "negbin":
+        mu = np.exp(sp["eta0"] + res["a"][:, None] + res["b"] @ X.T)
+        phi = res["phi"][:, None]
+        k = y.astype(float) - sp["shift"]
+        ll = stats.nbinom.logpmf(k, phi, phi / (phi + mu))
+        if sp["hi"] is not None:
+            ll = ll - stats.nbinom.logcdf(sp["hi"], phi, phi / (phi + mu))
+    elif step.family == "logistic":
+        codes = pd.Index(step.levels, dtype=object).get_indexer(pd.Series(y).astype(object))
+        p = special.expit(res["a"][:, None] + res["b"] @ X.T)
+        ll = stats.bernoulli.logpmf(codes, p)
+    else:
+        codes = pd.Index(step.levels, dtype=object).get_indexer(pd.Series(y).astype(object))
+        eta = res["a"][:, None, :] + np.einsum("np,spk->snk", X, res["B"])
+        eta = np.concatenate([np.zeros((*eta.shape[:2], 1)), eta], axis=-1)
+        ll = np.log(np.take_along_axis(special.softmax(eta, -1),
+                                       codes[None, :, None].repeat(eta.shape[0], 0), -1)[..., 0])
+    return float(np.max(alpha * np.abs(ll).max(axis=0)))
+
+
+def _design_matrix(syn, step, df):
+    """Public columns (strata one-hot) then the confidential earlier variables, encoded."""
+    cols = [syn._prep_["X_pub"]]
+    for s in syn.steps_:
+        if s is step:
+            break
+        cols.append(syn._encode_step(s, df))  # noqa: SLF001
+    return np.column_stack(cols)
+
+
+def test_types_ranges_and_design_in_every_synthetic_set(tuned):
+    df, des, syn, rel = tuned
+    assert rel.kind == "partial" and len(rel.designs) == 3
+    for d in rel.designs:
+        f = d.data
+        assert len(f) == len(df)
+        assert d.strata_vars == ["stratum"] and d.fpc_vars == ["fpc"]
+        np.testing.assert_allclose(f["w"].sum(), 9000)
+        # the fpc is the stratum's population size, carried
+        assert (f.groupby("stratum")["fpc"].nunique() == 1).all()
+        assert dict(zip(f["stratum"], f["fpc"], strict=True)) == dict(
+            zip(df["stratum"], df["fpc"], strict=True))
+        assert f["income"].gt(0).all() and f["income"].dtype == float
+        assert f["score"].between(200, 1000).all()
+        assert pd.api.types.is_integer_dtype(f["score"])
+        assert pd.api.types.is_integer_dtype(f["kids"]) and f["kids"].between(0, 8).all()
+        assert f["owner"].dtype == bool
+        assert isinstance(f["region"].dtype, pd.CategoricalDtype)
+        assert list(f["region"].cat.categories) == list(df["region"].cat.categories)
+        assert f.notna().all().all()
+    # stratum sizes kept (partial synthesis: released as collected)
+    assert rel.designs[0].data["stratum"].value_counts().equals(df["stratum"].value_counts())
+
+
+def test_draws_given_synthetic_not_confidential_predecessors():
+    """B ~ A + noise, no public predictors: B* must follow the synthetic A*, and be unrelated
+    to the confidential A of the same record (a synthesizer drawing B given confidential A
+    fails here)."""
+    rng = np.random.default_rng(3)
+    n = 300
+    a = rng.normal(size=n)
+    df = pd.DataFrame({"A": a, "B": a + 0.2 * rng.normal(size=n), "w": np.full(n, 10.0)})
+    des = SurveyDesign(df, weights="w")
+    syn = Sequential(variables=[{"name": "A", "type": "continuous"},
+                                {"name": "B", "type": "continuous"}],
+                     risk_weights="none", m=2, random_state=4, **FAST)
+    _quiet(syn.fit, des)
+    for f in syn.synthesize(2):   # confidential row order
+        assert np.corrcoef(f["A"], f["B"])[0, 1] > 0.9
+        assert abs(np.corrcoef(f["B"], df["A"])[0, 1]) < 0.25
+
+
+def test_missing_refused_or_modelled():
+    rng = np.random.default_rng(8)
+    n = 300
+    x = rng.normal(size=n)
+    y = np.round(np.clip(50 + 10 * x + 5 * rng.normal(size=n), 0, 100))
+    ys = pd.Series(y).astype("Int64")
+    miss = rng.uniform(size=n) < 0.25
+    ys[miss] = pd.NA
+    df = pd.DataFrame({"x": x, "y": ys, "w": np.full(n, 5.0)})
+    des = SurveyDesign(df, weights="w")
+    vars_ = [{"name": "x", "type": "continuous"},
+             {"name": "y", "type": "count", "bounds": (0, 100)}]
+    with pytest.raises(ValueError, match=r"'y' has missing values at rows \[") as e:
+        Sequential(variables=vars_, **FAST).fit(des)
+    assert "missing='model'" in str(e.value)
+    syn = Sequential(variables=vars_, missing="model", m=2, random_state=2, **FAST)
+    _quiet(syn.fit, des)
+    assert [s.name for s in syn.steps_] == ["x", "y (missing)", "y", "w"]
+    np.testing.assert_allclose([s.share for s in syn.steps_], [1 / 3, 1 / 6, 1 / 6, 1 / 3])
+    for f in syn.synthesize(2):
+        assert f["y"].dtype == "Int64"
+        share = f["y"].isna().mean()
+        assert 0.12 < share < 0.38        # 25% +- 4 SE of a proportion at n = 300
+        assert f["y"].dropna().between(0, 100).all()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([{"name": "nope", "type": "continuous"}], "not in the design's data"),
+    ([{"name": "x", "type": "gaussian"}], "type 'gaussian' is not one of"),
+    ([{"name": "x", "type": "bounded"}], "needs public bounds"),
+    ([{"name": "x", "type": "bounded", "bounds": (-0.5, 0.5)}], r"rows \[.*outside the declared"),
+    ([{"name": "x", "type": "positive"}], "must be > 0"),
+    ([{"name": "x", "type": "count"}], "must hold integers"),
+])
+def test_bad_input_names_column_rows_and_fix(bad, match):
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"x": rng.normal(size=50), "w": np.ones(50)})
+    before = df.copy()
+    with pytest.raises(ValueError, match=match):
+        Sequential(variables=bad, **FAST).fit(SurveyDesign(df, weights="w"))
+    pd.testing.assert_frame_equal(df, before)
