@@ -93,7 +93,7 @@ def test_discrete_logliks_vs_scipy():
 STAN_CASES = {
     "normal": dict(y=RNG.uniform(-1, 3, N), spec={"lo": -1.0, "hi": 3.0, "loc": 1.0,
                                                    "scale": 1.0}),
-    "negbin": dict(y=RNG.integers(0, 50, N), spec={"hi": 50.0, "eta0": 2.5}),
+    "negbin": dict(y=RNG.integers(0, 16, N), spec={"hi": 15.0, "eta0": 2.5}),
     "logistic": dict(y=RNG.integers(0, 2, N), spec={}),
     "categorical": dict(y=RNG.integers(0, 3, N), spec={"K": 3}),
     "ordinal": dict(y=RNG.integers(0, 4, N), spec={"K": 4}),
@@ -312,3 +312,55 @@ def test_bad_input_names_column_rows_and_fix(bad, match):
     with pytest.raises(ValueError, match=match):
         Sequential(variables=bad, **FAST).fit(SurveyDesign(df, weights="w"))
     pd.testing.assert_frame_equal(df, before)
+
+
+APISTRAT_VARS = [
+    {"name": "api99", "type": "bounded", "bounds": (200, 1000)},
+    {"name": "api00", "type": "bounded", "bounds": (200, 1000)},
+    {"name": "growth", "type": "continuous"},
+    {"name": "meals", "type": "count", "bounds": (0, 100)},
+    {"name": "ell", "type": "count", "bounds": (0, 100)},
+    {"name": "mobility", "type": "count", "bounds": (0, 100)},
+    {"name": "emer", "type": "integer", "bounds": (0, 100)},
+    {"name": "enroll", "type": "positive"},
+    {"name": "avg.ed", "type": "bounded", "bounds": (1, 5)},
+    {"name": "sch.wide", "type": "binary"},
+    {"name": "comp.imp", "type": "binary"},
+    {"name": "awards", "type": "binary"},
+]
+
+
+def test_apistrat_twelve_variables_in_type_range_and_design(api):
+    """R's apistrat: 12 variables of 5 types in one release; every value in its type and
+    range; the strata and fpc in every synthetic design; epsilon per variable in the ledger."""
+    df = api["apistrat"]
+    des = SurveyDesign(df, strata="stype", weights="pw", fpc="fpc")
+    syn = Sequential(variables=APISTRAT_VARS, public=["cname"], m=2, random_state=7,
+                     population_size=6194, **FAST)
+    rel = _quiet(lambda: syn.fit(des).release())
+    assert len({v["type"] for v in APISTRAT_VARS}) >= 4
+    led = [e for e in rel.privacy.ledger if e.get("step") == "synthesis"]
+    assert [e["variable"] for e in led] == [v["name"] for v in APISTRAT_VARS] + ["pw"]
+    assert rel.privacy.epsilon == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
+    for d in rel.designs:
+        f = d.data
+        assert d.strata_vars == ["stype"] and d.fpc_vars == ["fpc"]
+        assert set(f.columns) == {v["name"] for v in APISTRAT_VARS} | {"stype", "fpc", "pw",
+                                                                       "cname"}
+        np.testing.assert_allclose(f["pw"].sum(), 6194)
+        for v in APISTRAT_VARS:
+            x, src = f[v["name"]], df[v["name"]]
+            assert x.notna().all(), v["name"]
+            if v["type"] == "binary":
+                assert x.dtype == src.dtype and set(x) <= set(src), v["name"]
+                continue
+            assert pd.api.types.is_integer_dtype(x) == pd.api.types.is_integer_dtype(src), \
+                v["name"]
+            lo, hi = v.get("bounds", (None, None))
+            if lo is not None:
+                assert x.min() >= lo and x.max() <= hi, v["name"]
+            if v["type"] == "positive":
+                assert x.min() > 0
+        # the design is usable: a stratified mean with fpc has a finite SE
+        est = d.mean("api00")
+        assert np.isfinite(est["se"].iloc[0]) and est["se"].iloc[0] > 0

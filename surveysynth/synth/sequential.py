@@ -499,88 +499,7 @@ class Sequential(Synthesizer):
     def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
                   rng: np.random.Generator, progress: bool) -> dict[str, Any]:
         """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
-        model = MODELS[step.family]
-        program = load_program(model.program)
-        spec = step.spec
-        n = len(y)
-        chains = int(self.chains)
-        stan_kwargs = dict(self.stan_kwargs or {})
-
-        def run(alpha, warmup, init, label):
-            data = model.stan_data(y, X, alpha, spec, save_log_lik=False)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                res = run_stan(program, data, chains=chains, draws=int(self.draws),
-                               warmup=warmup, seed=child_seed(rng), progress=progress,
-                               init=init, **stan_kwargs)
-            for wm in caught:
-                if issubclass(wm.category, ConvergenceWarning):
-                    warnings.warn(f"Sequential {step.name} {label} fit: {wm.message}",
-                                  ConvergenceWarning, stacklevel=4)
-            return res
-
-        def bounds_of(res: StanDraws) -> np.ndarray:
-            S = res.chains * res.draws_per_chain
-            chunk = max(1, int(4e6 // max(1, n * spec.get("K", 1))))
-            out = np.zeros(n)
-            for a in range(0, S, chunk):
-                ll = model.loglik(res.draws, slice(a, min(S, a + chunk)), y, X, spec)
-                out = np.maximum(out, np.abs(ll).max(axis=0))
-            return out
-
-        def chain_maxima(res: StanDraws, alpha: np.ndarray) -> np.ndarray:
-            out = []
-            for ch in range(res.chains):
-                sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
-                sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
-                                res.diagnostics, res.summary, res.param_names, {})
-                out.append(float(np.max(np.where(alpha > 0, alpha * bounds_of(sub), 0.0))))
-            return np.asarray(out)
-
-        init0 = model.inits(y, X, spec, chains, np.random.default_rng(child_seed(rng)))
-        unw = run(np.ones(n), int(self.warmup), init0, "unweighted")
-        delta = bounds_of(unw)
-        refit_warmup = (int(self.refit_warmup) if self.refit_warmup is not None
-                        else max(100, int(self.warmup) // 2))
-        rows: list[dict] = []
-        warm = {"init": unw.last_inits()}
-
-        def evaluate(c: float, final: bool):
-            alpha = lipschitz_weights(None, c=c, g=0.0, bounds=delta)
-            res = run(alpha, refit_warmup, warm["init"], f"weighted (c={c:.4g})")
-            warm["init"] = res.last_inits()
-            R = bounds_of(res)
-            per = np.where(alpha > 0, alpha * R, 0.0)
-            da = float(per.max())
-            rows.append({"step": step.name, "c": c, "delta_alpha": da,
-                         "role": "final" if final else "tuning"})
-            if progress:
-                print(f"Sequential {step.name}: {'final' if final else 'tuning'} fit, c = "
-                      f"{c:.4g}, Delta_alpha = {da:.4f}"
-                      + (f" (target {target:.4g})" if target else ""), flush=True)
-            return da, alpha, per, res, R
-
-        if self.risk_weights == "none":
-            alpha = np.ones(n)
-            res, c = unw, None
-            R = delta
-            da = float(R.max())
-            rows.append({"step": step.name, "c": None, "delta_alpha": da, "role": "unweighted"})
-        elif target is None:
-            c = 1.0
-            da, alpha, _, res, R = evaluate(c, True)
-        else:
-            tuner = _Tuner(f"Sequential {step.name}", float(self.tol), int(self.max_refits))
-            try:
-                c, (da, alpha, _, res, R) = tuner._tune(  # noqa: SLF001
-                    evaluate, target, delta, chain_maxima)
-            except TargetUnreachableError as exc:
-                raise TargetUnreachableError(f"variable step {step.name!r}: {exc}") from exc
-        verdict = convergence_verdict(res.summary, res.diagnostics, self._cfg_["gates"])
-        return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
-                "delta_unweighted": float(delta[np.isfinite(delta)].max()), "c": c,
-                "tuning": rows, "convergence": verdict,
-                "S": res.chains * res.draws_per_chain, "X_columns": X.shape[1]}
+        return _StepFit(self, step, y, X, target, rng, progress).run_all()
 
     # ================================================================== synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
@@ -785,6 +704,113 @@ class Sequential(Synthesizer):
             "gates": self.convergence_["gates"],
             "seeded": bool(self.seeded_),
         }
+
+
+class _StepFit:
+    """The fits of one step: unweighted, then tuned weighted fits and a final fit (the
+    pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model)."""
+
+    def __init__(self, owner: Sequential, step: _Step, y: np.ndarray, X: np.ndarray,
+                 target: float | None, rng: np.random.Generator, progress: bool) -> None:
+        self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
+        self.rng, self.progress = rng, progress
+        self.model = MODELS[step.family]
+        self.program = load_program(self.model.program)
+        self.n = len(y)
+        self.rows: list[dict] = []
+        self.warm: list[dict] | None = None
+        self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
+                             else max(100, int(owner.warmup) // 2))
+
+    def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
+        data = self.model.stan_data(self.y, self.X, alpha, self.step.spec, save_log_lik=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = run_stan(self.program, data, chains=int(self.o.chains),
+                           draws=int(self.o.draws), warmup=warmup, seed=child_seed(self.rng),
+                           progress=self.progress, init=init, **dict(self.o.stan_kwargs or {}))
+        for wm in caught:
+            if issubclass(wm.category, ConvergenceWarning):
+                warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
+                              ConvergenceWarning, stacklevel=4)
+        return res
+
+    def bounds_of(self, res: StanDraws) -> np.ndarray:
+        """max_s |log p_i(theta_s)| per record over the fit's draws (numpy, in chunks)."""
+        S = res.chains * res.draws_per_chain
+        chunk = max(1, int(4e6 // max(1, self.n * self.step.spec.get("K", 1))))
+        out = np.zeros(self.n)
+        for a in range(0, S, chunk):
+            ll = self.model.loglik(res.draws, slice(a, min(S, a + chunk)), self.y, self.X,
+                                   self.step.spec)
+            out = np.maximum(out, np.abs(ll).max(axis=0))
+        return out
+
+    def chain_maxima(self, res: StanDraws, alpha: np.ndarray) -> np.ndarray:
+        out = []
+        for ch in range(res.chains):
+            sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
+            sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
+                            res.diagnostics, res.summary, res.param_names, {})
+            out.append(float(np.max(np.where(alpha > 0, alpha * self.bounds_of(sub), 0.0))))
+        return np.asarray(out)
+
+    def _weighted(self, alpha: np.ndarray, label: str, role: str, c: float | None):
+        res = self.run(alpha, self.refit_warmup, self.warm, label)
+        self.warm = res.last_inits()
+        R = self.bounds_of(res)
+        per = np.where(alpha > 0, alpha * R, 0.0)
+        da = float(per.max())
+        self.rows.append({"step": self.step.name, "c": c, "delta_alpha": da, "role": role})
+        if self.progress:
+            print(f"Sequential {self.step.name}: {role} fit, c = {c}, Delta_alpha = {da:.4f}"
+                  + (f" (target {self.target:.4g})" if self.target else ""), flush=True)
+        return da, alpha, per, res, R
+
+    def evaluate(self, c: float, final: bool):
+        """One alpha-weighted refit at c (the tuning loop's callback)."""
+        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=self.delta)
+        return self._weighted(alpha, f"weighted (c={c:.4g})", "final" if final else "tuning", c)
+
+    def tune(self):
+        tuner = _Tuner(f"Sequential {self.step.name}", float(self.o.tol), int(self.o.max_refits))
+        try:
+            return tuner._tune(self.evaluate, self.target, self.delta,  # noqa: SLF001
+                               self.chain_maxima)
+        except TargetUnreachableError as exc:
+            raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
+
+    def run_all(self) -> dict[str, Any]:
+        n, target = self.n, self.target
+        init0 = self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
+                                 np.random.default_rng(child_seed(self.rng)))
+        unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
+        self.delta = delta = self.bounds_of(unw)
+        self.warm = unw.last_inits()
+        finite = np.isfinite(delta)
+        if self.o.risk_weights == "none":
+            alpha, res, c, R = np.ones(n), unw, None, delta
+            da = float(R.max())
+            self.rows.append({"step": self.step.name, "c": None, "delta_alpha": da,
+                              "role": "unweighted"})
+        elif target is None:
+            c = 1.0
+            da, alpha, _, res, R = self.evaluate(c, True)
+        elif finite.all() and float(delta.max()) < target * np.exp(-float(self.o.tol)):
+            # the step's share exceeds what the unweighted model needs: no risk weighting; the
+            # bound reported is still that of a final fit with fresh draws (tuned if above)
+            c = None
+            da, alpha, _, res, R = self._weighted(np.ones(n), "final (alpha = 1)",
+                                                  "final (alpha = 1)", None)
+            if da > target:
+                c, (da, alpha, _, res, R) = self.tune()
+        else:
+            c, (da, alpha, _, res, R) = self.tune()
+        verdict = convergence_verdict(res.summary, res.diagnostics, self.o._cfg_["gates"])
+        return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
+                "delta_unweighted": float(delta[finite].max()), "c": c,
+                "tuning": self.rows, "convergence": verdict,
+                "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1]}
 
 
 # ====================================================================== helpers
