@@ -35,8 +35,8 @@ import numpy as np
 
 H, PER, DOMAINS = 600, 10, 200
 Y = ["y1", "y2", "y3", "y4", "y5"]
-ROWS_PER_FILE = 5_000_000
-ROW_GROUP = 1_000_000
+ROWS_PER_FILE = 1_000_000
+ROW_GROUP = 500_000
 
 
 # ------------------------------------------------------------------------ data

@@ -75,6 +75,30 @@ def _problems(pdf: pd.DataFrame, spec: dict, w: np.ndarray) -> dict:
     return out
 
 
+def _group_codes(pdf: pd.DataFrame, keys: list[str], na: np.ndarray) -> tuple[np.ndarray, int]:
+    """Group number of every row by (keys, NA flag), in order of first appearance (missing
+    key values are a group of their own): one hash factorization of a mixed-radix code of
+    the per-column codes, or pandas' multi-key groupby when that code would overflow."""
+    n = pdf.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    combined = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for c in keys:
+        code, uniq = pd.factorize(pdf[c], use_na_sentinel=False)
+        size = max(len(uniq), 1)
+        if radix * size * 2 >= 2**62:
+            frame = pdf[keys].reset_index(drop=True).assign(**{_NA: na})
+            group = frame.groupby(keys + [_NA], observed=True, dropna=False,
+                                  sort=False).ngroup().to_numpy()
+            return group, int(group.max()) + 1
+        combined += code.astype(np.int64) * radix
+        radix *= size
+    combined += na.astype(np.int64) * radix
+    group, uniq = pd.factorize(combined)
+    return group.astype(np.int64), len(uniq)
+
+
 def _partial(pdf: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, dict, dict]:
     """One partition's weighted sums per group (runs on a worker)."""
     w = pdf[spec["weights"]].to_numpy(dtype=float, na_value=np.nan)
@@ -94,11 +118,22 @@ def _partial(pdf: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, dict, dict]:
             problems[f"value:{c}"] = (int(miss.sum()), _first_labels(pdf.index, miss))
     ok = ~na
     wz = np.where(ok, w, 0.0)
-    cols: dict[str, Any] = {c: pdf[c].reset_index(drop=True) for c in spec["keys"]}
-    cols[_NA] = na
-    sums: dict[str, np.ndarray] = {"_n": ok.astype(np.int64), "_w": wz}
+    keys = spec["keys"]
+    group, G = _group_codes(pdf, keys, na)
+    first = np.full(G, -1, dtype=np.int64)
+    first[group[::-1]] = np.arange(n - 1, -1, -1)
+    keyframe = pdf[keys].iloc[first].reset_index(drop=True)
+    keyframe[_NA] = na[first]
+    index = pd.MultiIndex.from_frame(keyframe)
+
+    def add(vec: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=vec, minlength=G)
+
+    # one weighted bincount per sum column, each computed and reduced in turn (the
+    # partition's memory is the data plus a few columns)
+    sums: dict[str, np.ndarray] = {"_n": add(ok.astype(float)), "_w": add(wz)}
     for c, v in values.items():
-        sums[f"y:{c}"] = np.where(ok, w * np.where(ok, v, 0.0), 0.0)
+        sums[f"y:{c}"] = add(wz * np.where(ok, v, 0.0))
     rep = spec["rep"]
     A = None
     if rep:
@@ -106,38 +141,35 @@ def _partial(pdf: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, dict, dict]:
         if not spec["combined"]:
             A = A * w[:, None]
         Az = np.where(ok[:, None], A, 0.0)
+        # replicate columns at once: a (groups x rows) 0/1 matrix times the (rows x R) values
+        onehot = sparse.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(G, n))
+        T = {"": np.asarray(onehot @ Az)}
+        for c, v in values.items():
+            T[c] = np.asarray(onehot @ (Az * np.where(ok, v, 0.0)[:, None]))
         for r in range(A.shape[1]):
-            sums[f"_w@{r}"] = Az[:, r]
-            for c, v in values.items():
-                sums[f"y:{c}@{r}"] = Az[:, r] * np.where(ok, v, 0.0)
-    keys = spec["keys"] + [_NA]
-    keyframe = pd.DataFrame(cols, index=pd.RangeIndex(n))
-    grouped = keyframe.groupby(keys, observed=True, dropna=False, sort=False)
-    group = grouped.ngroup().to_numpy()
-    G = int(group.max()) + 1 if n else 0
-    # every sum column at once: a (groups x rows) 0/1 matrix times the (rows x columns) values
-    onehot = sparse.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(G, n))
-    M = np.column_stack(list(sums.values())).astype(float)
-    first = np.full(G, -1, dtype=np.int64)
-    first[group[::-1]] = np.arange(n - 1, -1, -1)
-    index = pd.MultiIndex.from_frame(keyframe.iloc[first])
-    agg = pd.DataFrame(np.asarray(onehot @ M), index=index, columns=list(sums))
-    gram: dict = {}
-    if rep and spec["gram_by"] is not None:
-        # per domain (by values, rows without NA), the Gram matrix A'A of the analysis
-        # replicate weights: its rank is R's degf of the domain
-        gkeys = spec["gram_by"]
-        if gkeys:
-            codes, uniq = pd.MultiIndex.from_frame(pdf[gkeys].reset_index(drop=True)).factorize()
-            labels = list(uniq)
-        else:
-            codes, labels = np.zeros(n, dtype=np.int64), [()]
-        for g, lab in enumerate(labels):
-            rows = (codes == g) & ok
-            if rows.any():
-                B = A[rows]
-                gram[lab if isinstance(lab, tuple) else (lab,)] = B.T @ B
+            sums[f"_w@{r}"] = T[""][:, r]
+            for c in values:
+                sums[f"y:{c}@{r}"] = T[c][:, r]
+    agg = pd.DataFrame(sums, index=index)
+    gram = _grams(pdf, A, ok, spec["gram_by"]) if rep and spec["gram_by"] is not None else {}
     return agg, problems, gram
+
+
+def _grams(pdf: pd.DataFrame, A: np.ndarray, ok: np.ndarray, gkeys: list[str]) -> dict:
+    """Per domain (``gkeys`` values, rows without NA), the Gram matrix A'A of the analysis
+    replicate weights: its rank is R's degf of the domain."""
+    if gkeys:
+        codes, uniq = pd.MultiIndex.from_frame(pdf[gkeys].reset_index(drop=True)).factorize()
+        labels = list(uniq)
+    else:
+        codes, labels = np.zeros(pdf.shape[0], dtype=np.int64), [()]
+    gram: dict = {}
+    for g, lab in enumerate(labels):
+        rows = (codes == g) & ok
+        if rows.any():
+            B = A[rows]
+            gram[lab if isinstance(lab, tuple) else (lab,)] = B.T @ B
+    return gram
 
 
 def _merge(parts: list[tuple[pd.DataFrame, dict, dict]]) -> tuple[pd.DataFrame, dict, dict]:
