@@ -374,6 +374,16 @@ class Estimators:
 
     postStratify = post_stratify  # R's spelling
 
+    def trim_weights(self, upper: float | None = None, lower: float | None = None,
+                     strict: bool = False, **options: Any):
+        """Design with trimmed weights (R ``trimWeights``); see
+        :func:`surveysynth.calibration.trim_weights`."""
+        from .calibration import trim_weights
+
+        return trim_weights(self, upper=upper, lower=lower, strict=strict, **options)
+
+    trimWeights = trim_weights  # R's spelling
+
     # ---------------------------------------------------------------- domain-estimation API
     def domains(self, by: str | Sequence[str] | None = None,
                 na_rows: np.ndarray | None = None) -> Domains:

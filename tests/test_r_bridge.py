@@ -212,8 +212,6 @@ def test_python_design_to_r_call_and_subset():
     [
         ("subset(svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, "
          "data = apistrat), sch.wide == 'Yes')", "subset whose dropped rows"),
-        ("postStratify(svydesign(id = ~1, weights = ~pw, data = apisrs), ~stype, "
-         "data.frame(stype = c('E', 'H', 'M'), Freq = c(4421, 755, 1018)))", "calibrated"),
         ("svydesign(id = apisrs$dnum, weights = ~pw, data = apisrs)", "formulas of column"),
     ],
 )
