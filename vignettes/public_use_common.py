@@ -143,15 +143,28 @@ def bin_codes(frame: pd.DataFrame, edges: Mapping[str, np.ndarray],
 
 
 def unbin(codes: pd.DataFrame, edges: Mapping[str, np.ndarray], integer: Sequence[str],
-          rng: np.random.Generator) -> pd.DataFrame:
+          rng: np.random.Generator,
+          reference: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Values from bin codes: a uniform draw inside each record's bin ``[lo, hi)`` (integer
-    columns: a uniform integer in ``lo .. hi - 1``, the last bin including ``hi``)."""
+    columns: a uniform integer in ``lo .. hi - 1``, the last bin including ``hi``); or, for the
+    columns in ``reference`` (public values, e.g. a population frame), a draw from the
+    reference values that fall in the record's bin (uniform where a bin holds none)."""
     out = codes.copy()
     for c, e in edges.items():
         e = np.asarray(e, dtype=float)
         k = codes[c].to_numpy(dtype=np.int64)
         lo, hi = e[k], e[k + 1]
-        if c in integer:
+        if reference is not None and c in reference:
+            ref = np.sort(np.asarray(reference[c], dtype=float))
+            rk = np.clip(np.searchsorted(e[1:-1], ref, side="right"), 0, len(e) - 2)
+            start = np.searchsorted(rk, np.arange(len(e) - 1), side="left")
+            count = np.bincount(rk, minlength=len(e) - 1)
+            pick = start[k] + np.floor(rng.random(len(k)) * count[k]).astype(np.int64)
+            has = count[k] > 0
+            vals = lo + rng.random(len(k)) * (hi - lo)
+            vals[has] = ref[pick[has]]
+            out[c] = np.round(vals).astype(np.int64) if c in integer else vals
+        elif c in integer:
             top = hi + (k == len(e) - 2)  # the last bin is closed: its upper edge is a value
             out[c] = (lo + np.floor(rng.random(len(k)) * (top - lo))).astype(np.int64)
         else:
