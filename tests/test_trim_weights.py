@@ -241,3 +241,15 @@ def test_warning_free(clus2):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trim_weights(clus2, upper=60, lower=20, strict=True)
+
+
+def test_design_methods_are_the_function(clus2):
+    """design.trim_weights / trimWeights (R's spelling) give the function's design."""
+    w = clus2.weights
+    upper = float(np.quantile(w, 0.95))
+    assert upper >= w.mean()
+    ref = trim_weights(clus2, upper=upper, strict=True)
+    for meth in (clus2.trim_weights, clus2.trimWeights):
+        got = meth(upper=upper, strict=True)
+        np.testing.assert_array_equal(got.weights, ref.weights)
+        assert got.weights.max() <= upper + 1e-9 < w.max()
