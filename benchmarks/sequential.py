@@ -54,8 +54,12 @@ def survey(n: int, seed: int = 1) -> pd.DataFrame:
     savings = np.exp(np.log(income) - 1.5 + 0.02 * (age - 45) + 0.8 * rng.standard_normal(n))
     score = 50 + 5 * educ - 0.1 * (age - 45) + 8 * rng.standard_normal(n)
     visits = rng.poisson(np.exp(0.5 + 0.015 * (age - 45) - 0.2 * employed))
+    # base weights N_h / n_h times a nonresponse-style adjustment (weights constant within
+    # strata leave a model of log w no residual variance: its sampler fails)
+    w = (Nh / nh)[stratum] * (1.0 + np.exp(-(1.0 + 0.5 * rng.standard_normal(n))))
+    w *= (Nh / np.bincount(stratum, weights=w, minlength=H))[stratum]
     return pd.DataFrame({
-        "stratum": stratum.astype(str), "w": (Nh / nh)[stratum], "fpc": Nh[stratum].astype(float),
+        "stratum": stratum.astype(str), "w": w, "fpc": Nh[stratum].astype(float),
         "female": female, "region": region, "age": age,
         "educ": pd.Categorical(np.array(["low", "mid", "high"])[educ],
                                categories=["low", "mid", "high"], ordered=True),

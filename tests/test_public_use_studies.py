@@ -205,14 +205,16 @@ def test_population_has_the_stated_joint_distribution():
 
 
 def test_stratified_sample_is_an_srs_per_region_with_weights_and_fpc():
-    """n_per distinct records per region, weights N_h / n_h summing to N_h, fpc N_h. Kills:
-    sampling with replacement, weights from the sample's shares, a wrong fpc."""
+    """n_per distinct records per region, weights summing to N_h in each region and varying
+    within it (the adjustment), fpc N_h. Kills: sampling with replacement, weights that do not
+    add up to the stratum sizes, weights constant within strata, a wrong fpc."""
     pop = sim.population()
     s = sim.stratified_sample(pop, 40, np.random.default_rng(1))
     Nh = pop["region"].value_counts()
     assert (s["region"].value_counts() == 40).all()
     assert np.allclose(s.groupby("region", observed=True)["w"].sum(), Nh.reindex(sim.REGIONS))
     assert np.allclose(s["fpc"], Nh.reindex(s["region"]).to_numpy())
+    assert (s.groupby("region", observed=True)["w"].std() > 0.05 * Nh.reindex(sim.REGIONS) / 40).all()
     assert not s.duplicated(["region", "urban", "income", "kids"]).any()
 
 

@@ -10,8 +10,8 @@ types (:func:`population`):
 * ``income`` positive: log income ~ Normal(10.3 + b_region + 0.35 urban, 0.6);
 * ``kids`` count: Poisson with log mean 0.3 - 0.5 (log income - 10.3).
 
-Each replicate draws a stratified simple random sample of n = 2,000 (500 per region: unequal
-weights N_h / n_h, fpc N_h) and releases it with ``surveysynth.synth.Sequential`` (urban,
+Each replicate draws a stratified simple random sample of n = 2,000 (500 per region, fpc N_h;
+weights N_h / n_h times a nonresponse-style adjustment, :func:`stratified_sample`) and releases it with ``surveysynth.synth.Sequential`` (urban,
 income, kids synthesized in that order given region; weights smoothed; m sets; partial
 synthesis). Two estimands, both by design-based estimation on the confidential sample and on
 the release (the release's combining rule):
@@ -90,13 +90,23 @@ def population(N: int = 100_000, seed: int = 20261124) -> pd.DataFrame:
 
 
 def stratified_sample(pop: pd.DataFrame, n_per: int, rng: np.random.Generator) -> pd.DataFrame:
-    """Stratified SRS without replacement, ``n_per`` records per region; weights N_h / n_h and
-    fpc N_h (vectorized: a random key per record, the n_per smallest keys of each region)."""
+    """Stratified SRS without replacement, ``n_per`` records per region, fpc N_h
+    (vectorized: a random key per record, the n_per smallest keys of each region).
+
+    Weights: the base weight N_h / n_h times a nonresponse-style adjustment 1 / p_i,
+    p_i = logistic(1 + 0.5 z_i) with z_i an unreleased standard normal covariate, scaled so the
+    weights of each region sum to N_h. Why: base weights alone are constant within the strata,
+    and a model of log w given the strata then has no residual variance (its sampler fails;
+    the same happens with apistrat's pw, see public_use_agency.md); survey weights after
+    adjustments vary within strata, as here."""
     key = rng.random(len(pop))
     rank = pd.Series(key).groupby(pop["region"].to_numpy(), observed=True).rank(method="first")
     s = pop.loc[rank.to_numpy() <= n_per].reset_index(drop=True)
     Nh = pop["region"].value_counts().reindex(s["region"]).to_numpy(float)
-    return s.assign(fpc=Nh, w=Nh / n_per)
+    adj = 1.0 + np.exp(-(1.0 + 0.5 * rng.standard_normal(len(s))))
+    w = Nh / n_per * adj
+    w *= Nh / pd.Series(w).groupby(s["region"].to_numpy(), observed=True).transform("sum").to_numpy()
+    return s.assign(fpc=Nh, w=w)
 
 
 def derived(frame: pd.DataFrame) -> pd.DataFrame:
@@ -349,8 +359,10 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           f"logit P(urban) = a_region, a = {A_URBAN}; log income ~ Normal({LOG_INCOME_MEAN} + "
           f"b_region + {URBAN_EFFECT} urban, {LOG_INCOME_SD}), b = {B_INCOME}; kids ~ "
           f"Poisson(exp({KIDS_A} {KIDS_B:+} (log income - {LOG_INCOME_MEAN}))).", "",
-          f"Samples: stratified SRS by region, {n_per} per region (n = {4 * n_per}), weights "
-          "N_h / n_h, fpc N_h. Release: `Sequential(variables=" + repr(VARIABLES)
+          f"Samples: stratified SRS by region, {n_per} per region (n = {4 * n_per}), fpc N_h, "
+          "weights N_h / n_h times a nonresponse-style adjustment 1 / p_i from an unreleased "
+          "covariate, scaled to N_h per region (base weights alone are constant within strata: "
+          "a model of log w then has no residual variance and its sampler fails). Release: `Sequential(variables=" + repr(VARIABLES)
           + f", m={a.m}, population_size=N)`, region public (the strata), weights smoothed, "
           + ("" if a.fast else f"{a.chains} chains x {a.draws} draws after {a.warmup} warm-up, "
                                "the default convergence gates, ")
