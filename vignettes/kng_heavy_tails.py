@@ -160,11 +160,14 @@ def synthesizer(method: str, slopes: str, config: str, n_iter: int, seed: int) -
 
 
 def one_replicate(rep: int, n: int, n_iter: int, n_perm: int, config: str,
-                  pmse_cache: dict | None = None) -> tuple[list[dict], dict, dict]:
+                  pmse_cache: dict | None = None, only: set | None = None
+                  ) -> tuple[list[dict], dict, dict]:
     train = kng_simulation(n, seed=10_000 + rep)
     test = kng_simulation(n, seed=20_000 + rep)
     rows, syn_x1, labels = [], {}, {}
     for label, method, slopes in METHODS:
+        if only is not None and label not in only:
+            continue
         t0 = time.perf_counter()
         s = synthesizer(method, slopes, config, n_iter, seed=rep).fit(train)
         syn = s.synthesize(1)[0][VARS]  # drop the weight column
@@ -241,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="vignettes/output")
     ap.add_argument("--config", choices=["sound", "paper", "both"], default="both")
     ap.add_argument("--no-pmse", action="store_true", help="skip the pMSE-mechanism row")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated row labels to run (default: all), e.g. 'pMSE mechanism'")
     args = ap.parse_args(argv)
     reps = args.reps or (2 if args.fast else 20)
     n, n_iter, n_perm = (600, 100, 50) if args.fast else (5000, 1000, 1000)
@@ -257,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         "# KNG synthesis of heavy-tailed data: seed 004 Table 1 and Table 2",
         "",
         f"Code: commit {commit} (`python vignettes/kng_heavy_tails.py"
-        + (" --fast" if args.fast else "") + f" --reps {reps} --config {args.config}`).",
+        + (" --fast" if args.fast else "") + f" --reps {reps} --config {args.config}"
+        + (f" --methods '{args.methods}'" if args.methods else "") + "`).",
         "",
         f"{reps} replicates, n = {n}, {n_iter} iterations per quantile, {n_perm} permutations "
         "for WRT; mean (standard error) over replicates; paper: 100 replicates. WRT here is the "
@@ -267,11 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     digits = {"pMSE WOI": 4, "pMSE WI": 4, "WRT": 2, "KM": 1, "Int Diff": 2, "Slope Diff": 2,
               "NRMSE X2": 3, "NRMSE X3": 3}
     first_x1 = None
-    pmse_cache = None if args.no_pmse else {}
+    only = None if args.methods is None else {m.strip() for m in args.methods.split(",")}
+    pmse_cache = None if args.no_pmse or (only is not None and "pMSE mechanism" not in only) else {}
     for config in configs:
         rows, labels = [], {}
         for rep in range(reps):
-            r, x1, labels = one_replicate(rep, n, n_iter, n_perm, config, pmse_cache)
+            r, x1, labels = one_replicate(rep, n, n_iter, n_perm, config, pmse_cache, only)
             rows += r
             pd.DataFrame(rows).to_csv(out / f"kng_heavy_tails_{config}.csv", index=False)
             if first_x1 is None:
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         config, x1 = first_x1
         fig, axes = plt.subplots(1, len(x1), figsize=(2.4 * len(x1), 2.4), sharey=True)
         bins = np.linspace(0, 80, 41)
-        for ax, (name, vals) in zip(axes, x1.items(), strict=True):
+        for ax, (name, vals) in zip(np.atleast_1d(axes), x1.items(), strict=True):
             ax.hist(np.clip(vals, 0, 80), bins=bins, density=True, color="0.4")
             ax.set_title(name, fontsize=8)
         fig.suptitle(f"synthetic X1, replicate 1, configuration {config} (clipped at 80)", fontsize=9)
