@@ -651,3 +651,35 @@ def test_fbp_count_standard_errors_are_calibrated(fbp_study):
     z = fbp_study["z"]
     sd = float(np.std(z, ddof=1))
     assert z.size == 48 and 0.6 < sd < 1.6, sd
+
+
+# ------------------------------------------------------------------------------ tuning floor
+def _path_with(points, target=3.4):
+    from surveysynth.synth.tuning import TuningPath
+
+    path = TuningPath(np.linspace(1.0, 11.0, 50), 0.0, target)
+    for c, f in points:
+        path.add(c, f)
+    return path
+
+
+def test_tuning_refuses_a_target_below_the_floor_of_a_flat_map():
+    """The measured SDR collapse (bounds 5.6 / 4.8 / 4.6 at c 1.09 / 0.63 / 0.31, then 5.3 at
+    0.16): the tuner must stop with the floor named, not chase c to 0 and release near-prior
+    synthetic values."""
+    syn = FBP("salary", ["field", "gender"])
+    path = _path_with([(1.094, 5.61), (0.630, 4.79), (0.315, 4.65)])
+    with pytest.raises(TargetUnreachableError, match=r"floor .*smallest 4.65"):
+        syn._check_floor(path, 0.157, 5.35, 3.4)
+
+
+@pytest.mark.parametrize("points, c, f", [
+    # a monotone map (slope ~0.7) spanning a factor of 8 in c: keep tuning
+    ([(1.0, 10.0), (0.5, 6.2)], 0.125, 3.7),
+    # a flat stretch over a narrow range of c (fit-to-fit noise at n = 1,000): keep tuning
+    ([(0.90, 3.9), (0.85, 4.1)], 0.80, 4.0),
+    # already at or below the target: nothing to refuse
+    ([(1.0, 5.0), (0.5, 5.1)], 0.2, 3.3),
+])
+def test_tuning_floor_check_leaves_ordinary_paths_alone(points, c, f):
+    FBP("salary", ["field", "gender"])._check_floor(_path_with(points), c, f, 3.4)

@@ -54,6 +54,7 @@ from surveysynth.combine import combine_sets  # noqa: E402
 from surveysynth.datasets import sdr_population, sdr_sample  # noqa: E402
 from surveysynth.simulate import monte_carlo  # noqa: E402
 from surveysynth.synth import FBP, FBS  # noqa: E402
+from surveysynth.synth.pseudo_posterior import TargetUnreachableError  # noqa: E402
 
 DELTAS = (1.8, 3.4)
 MS = (1, 3, 5, 10)
@@ -93,7 +94,15 @@ def make_analyze(cfg: dict, store: Path | None):
                           m=max(MS), random_state=int(rng.integers(1, 2**31 - 1)),
                           convergence=cfg.get("gates"), allow_unconverged=True)
                 t0 = time.perf_counter()
-                fit = syn.fit(design)
+                try:
+                    fit = syn.fit(design)
+                except TargetUnreachableError as err:
+                    # the package refuses this sample at this target (no release): scored as
+                    # missing for the method, counted in the report
+                    facts.append({"method": syn.name, "delta_target": delta,
+                                  "unreachable": str(err),
+                                  "seconds": time.perf_counter() - t0})
+                    continue
                 rel = fit.release()
                 secs = time.perf_counter() - t0
                 per = [_both(d) for d in rel.designs]
@@ -258,6 +267,18 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
              f"the Monte Carlo SE of a coverage of 0.95 is {np.sqrt(0.95 * 0.05 / R):.3f} "
              f"here and {np.sqrt(0.95 * 0.05 / 100):.3f} in the papers. Rendered in "
              f"{seconds:.0f} s from the store.\n")
+    unreach = (facts[facts["unreachable"].notna()] if "unreachable" in facts
+               else facts.iloc[:0])
+    if len(unreach):
+        w.append("## Samples the package refused\n\nOn these samples the target is below "
+                 "the floor of the map c -> Delta_alpha (down-weighting widens the posterior "
+                 "as fast as it shrinks the weights), so the synthesizer raises "
+                 "TargetUnreachableError instead of releasing near-prior values; the method "
+                 "has no estimate for that sample (the `reps` of its cells say how many "
+                 "samples scored it).\n\n"
+                 + _md(unreach.groupby(["method", "delta_target"]).size().to_frame("samples"))
+                 + "\n\nFirst message: " + unreach["unreachable"].iloc[0] + "\n")
+        facts = facts[facts["unreachable"].isna()]
     if not facts.empty:
         fs = facts.groupby(["method", "delta_target"]).agg(
             fits=("delta_alpha", "size"),

@@ -611,6 +611,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             out = evaluate(c, False)
             fits += 1
             self._check_reach(path, c, out[0], target, tol)
+            self._check_floor(path, c, out[0], target)
             last = (c, out)
             if abs(out[0] - aim) <= tol * aim:
                 break
@@ -644,6 +645,35 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             f"{self.name}: after {self.max_refits} fits no final fit had Delta_alpha <= target "
             f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
             "max_refits or draws, or a larger tol (a lower aim).")
+
+    def _check_floor(self, path: TuningPath, c: float, f: float, target: float) -> None:
+        """Refuse a target below the floor of a non-monotone map c -> Delta_alpha.
+
+        The bound should fall as c falls; but when every alpha is small the weighted posterior
+        widens towards the prior (a small cell's mean is then barely identified), the records'
+        |log p| grow about as fast as their alpha shrink, and the bound stops falling (measured
+        on an SDR sample at n = 1,000: c 1.09 / 0.63 / 0.31 / 0.16 gave 5.6 / 4.8 / 4.6 / 5.3
+        for a target of 3.4; the search then ran to c = 0.012, mean alpha 0.01, and released
+        near-prior synthetic salaries with means of 1e16). Once the tuning fits span a factor
+        of 4 in c with the bound still above the target and the least-squares slope of log
+        Delta_alpha on log c at most 0.1, the target is below what weighting can reach on
+        this sample: TargetUnreachableError, saying the smallest bound seen."""
+        xs = np.array([*path.logc, np.log(c)]) if c > 0 else np.array(path.logc)
+        ys = np.array([*path.logf, np.log(f)]) if c > 0 else np.array(path.logf)
+        if f <= target or xs.size < 3 or xs.max() - xs.min() < np.log(4.0):
+            return
+        slope = float(np.polyfit(xs, ys, 1)[0])
+        if slope <= 0.1:
+            k = int(np.argmin(ys))
+            raise TargetUnreachableError(
+                f"{self.name}: target Delta_alpha {target:.4g} is below the floor of the bound "
+                f"on this sample: as c fell from {np.exp(xs.max()):.3g} to "
+                f"{np.exp(xs.min()):.3g} the bound stayed at {np.exp(ys.min()):.4g}-"
+                f"{np.exp(ys.max()):.4g} (smallest {np.exp(ys[k]):.4g} at c = "
+                f"{np.exp(xs[k]):.3g}; log-log slope {slope:.2f}): down-weighting every "
+                "record widens the posterior as fast as it shrinks the weights. Fix: a target "
+                f"of at least ~{1.1 * np.exp(ys.min()):.3g}, fewer cells (effects='main'), or "
+                "more records per cell.")
 
     def _check_reach(self, path: TuningPath, c: float, f: float, target: float,
                      tol: float) -> None:
