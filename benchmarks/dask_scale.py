@@ -56,20 +56,36 @@ def chunk(n: int, start: int, stop: int, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def generate(path: Path, n: int, seed: int = 1, rows_per_file: int = ROWS_PER_FILE) -> dict:
-    """Write the dataset; returns per-domain sums of w and w*y1 (the big run's check)."""
+def _write_file(args: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Write one file of the dataset; its per-domain sums of w and w*y1."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    path, i, n, start, stop, seed = args
+    cols = chunk(n, start, stop, seed)
+    sw = np.bincount(cols["domain"], weights=cols["w"], minlength=DOMAINS)
+    swy = np.bincount(cols["domain"], weights=cols["w"] * cols["y1"], minlength=DOMAINS)
+    pq.write_table(pa.table(cols), Path(path) / f"part.{i:05d}.parquet",
+                   row_group_size=ROW_GROUP, use_dictionary=["stratum", "psu", "domain"])
+    return sw, swy
+
+
+def generate(path: Path, n: int, seed: int = 1, rows_per_file: int = ROWS_PER_FILE,
+             processes: int = 1) -> dict:
+    """Write the dataset one file per chunk (``processes`` files at a time, each process
+    holding one chunk); returns per-domain sums of w and w*y1 (the big run's check)."""
     path.mkdir(parents=True, exist_ok=True)
-    sw = np.zeros(DOMAINS)
-    swy = np.zeros(DOMAINS)
-    for i, start in enumerate(range(0, n, rows_per_file)):
-        stop = min(n, start + rows_per_file)
-        cols = chunk(n, start, stop, seed)
-        sw += np.bincount(cols["domain"], weights=cols["w"], minlength=DOMAINS)
-        swy += np.bincount(cols["domain"], weights=cols["w"] * cols["y1"], minlength=DOMAINS)
-        pq.write_table(pa.table(cols), path / f"part.{i:05d}.parquet", row_group_size=ROW_GROUP)
+    jobs = [(str(path), i, n, start, min(n, start + rows_per_file), seed)
+            for i, start in enumerate(range(0, n, rows_per_file))]
+    if processes > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(processes) as pool:
+            parts = pool.map(_write_file, jobs, chunksize=1)
+    else:
+        parts = [_write_file(j) for j in jobs]
+    sw = np.sum([p[0] for p in parts], axis=0)
+    swy = np.sum([p[1] for p in parts], axis=0)
     return {"sw": sw.tolist(), "swy": swy.tolist()}
 
 
@@ -205,7 +221,7 @@ def big_run(n: int, root: Path, memory_limit: str) -> dict:
     path = root / f"big_{n}"
     print(f"generating {n:,} rows under {path} ...", flush=True)
     t = time.perf_counter()
-    sums = generate(path, n)
+    sums = generate(path, n, processes=2)
     gen = time.perf_counter() - t
     disk = sum(f.stat().st_size for f in path.iterdir())
     print(f"generated in {gen:.0f} s ({gib(disk)} on disk); tabulating ...", flush=True)
@@ -233,7 +249,7 @@ def report(scale: list[dict], big: dict | None, memory_limit: str, command: str,
     lines = [
         "### Census scale: native vs Dask, and a table larger than memory",
         "",
-        f"Command: `{command}`. Load at the start (`uptime`): {load}. The machine is shared "
+        f"Runs: {command}. The machine is shared "
         "(the lead's niced Monte Carlo job and other helpers ran at the same time), so the "
         "times are upper bounds.",
         "",
@@ -306,18 +322,29 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="dask_scale_"))
     root.mkdir(parents=True, exist_ok=True)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    command = "python benchmarks/dask_scale.py " + " ".join(argv if argv is not None
+                                                            else sys.argv[1:])
+    # results of earlier runs with the same --dir are kept (the sizes and the big run can be
+    # run separately; the report shows every run's command and load)
+    store = root / "results.json"
+    saved = json.loads(store.read_text()) if (a.dir and store.exists()) else {
+        "scale": {}, "big": None, "runs": []}
+    saved["runs"].append(f"`{command}` (load: {load})")
     try:
         sizes = [200_000] if a.fast else [int(float(s)) for s in a.sizes.split(",") if s]
-        scale = [scale_run(n, root, a.memory_limit) for n in sizes]
-        big = big_run(int(a.big), root, a.memory_limit) if a.big else None
+        for n in sizes:
+            saved["scale"][str(n)] = scale_run(n, root, a.memory_limit)
+            store.write_text(json.dumps(saved))
+        if a.big:
+            saved["big"] = big_run(int(a.big), root, a.memory_limit)
         if a.fast:  # the tabulate path too, small
-            big = big_run(300_000, root, a.memory_limit)
+            saved["big"] = big_run(300_000, root, a.memory_limit)
+        store.write_text(json.dumps(saved))
     finally:
         if not a.dir:
             shutil.rmtree(root, ignore_errors=True)
-    command = "python benchmarks/dask_scale.py " + " ".join(argv if argv is not None
-                                                            else sys.argv[1:])
-    text = report(scale, big, a.memory_limit, command, load)
+    scale = [saved["scale"][k] for k in sorted(saved["scale"], key=int)]
+    text = report(scale, saved["big"], a.memory_limit, "; ".join(saved["runs"]), "")
     print(text)
     if not (a.fast or a.no_write):
         sys.path.insert(0, str(Path(__file__).resolve().parent))
