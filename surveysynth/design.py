@@ -42,6 +42,7 @@ from ._validate import (
 from .estimate import Estimators
 from .variance.taylor import (
     LONELY_OPTIONS,
+    DomainPairs,
     Stage,
     design_df,
     taylor_covariance,
@@ -455,6 +456,13 @@ class SurveyDesign(Estimators):
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):
         """Point estimates and Taylor variances of domain ratios of totals (X None: totals)."""
+        est, var, z, _, _ = self._linearize(Y, X, dom, D, want_z=True)
+        return est, var, z
+
+    def _ratio_core_general(self, Y, X, dom, D):
+        """The row-level path of :meth:`_ratio_core`: influence values of every row, then
+        their (cluster, domain) totals. Used for calibrated designs (whose influence values
+        are residualized row by row) and as the reference the fast path is tested against."""
         w = self._w
         sel = dom >= 0
         ds = dom[sel]
@@ -484,6 +492,77 @@ class SurveyDesign(Estimators):
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
         )
         return est, var, z
+
+    def _weights_positive(self) -> bool:
+        """True when every full-sample weight is > 0 (cached per weight vector)."""
+        cached = self.__dict__.get("_positive_cache")
+        if cached is None or cached[0] is not self._w:
+            cached = (self._w, bool((self._w > 0).all()))
+            self.__dict__["_positive_cache"] = cached
+        return cached[1]
+
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False):
+        """Domain ratios of totals, their Taylor variances, and on request the row-level
+        influence values, each domain's df (R ``degf``) and row count, in one pass.
+
+        The linearized value of row i in domain d is ``w_i (y_i - R_d x_i) / X_d``, so its
+        (cluster, domain) total is ``(ty - R_d tx) / X_d`` with ``ty``, ``tx`` the pair totals
+        of ``w y`` and ``w x``: the rows are read once per stage by a bincount over (cluster,
+        domain), and everything after works on pairs, not rows. (The difference cancels no
+        worse than the row-level ``w (y - R x)``: both carry the rounding of ``R x``.)
+        ``x_is_one``: X is all ones (means, proportions); its columns are not read.
+        Returns ``(est, var, z or None, df or None, n or None)``.
+        """
+        if self._calibration:
+            est, var, z = self._ratio_core_general(Y, X, dom, D)
+            return est, var, z, (self._df_core(dom, D) if want_df else None), None
+        sel = dom >= 0
+        rows = None if bool(sel.all()) else np.flatnonzero(sel)
+
+        def take(a):
+            return a if rows is None else a[rows]
+
+        ds, ws = take(dom), take(self._w)
+        wy = [ws * take(Y[:, v]) for v in range(Y.shape[1])]
+        # pair totals of w x: one column (x = 1, broadcast over Y's columns) or one per column
+        wx = None if X is None else (
+            [ws] if x_is_one else [ws * take(X[:, v]) for v in range(X.shape[1])])
+        V = len(wy)
+        var = np.zeros((D, V))
+        est = Tx = dfs = n_dom = None
+        for number, stage in enumerate(self._variance_stages, start=1):
+            pairs = DomainPairs(stage, take(stage.cluster), ds, D)
+            ty = [pairs.totals(a) for a in wy]
+            tx = None if wx is None else [pairs.totals(a) for a in wx]
+            if number == 1:
+                est = np.empty((D, V))
+                for v in range(V):
+                    est[:, v] = pairs.domain_totals(ty[v])
+                if tx is not None:
+                    Tx = np.column_stack([pairs.domain_totals(t) for t in tx])
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        est = est / Tx
+                if want_df and self._weights_positive():
+                    dfs = pairs.df()
+                n_dom = pairs.row_counts()
+            if tx is None:
+                T = ty
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    T = [(ty[v] - pairs.spread(est[:, v]) * tx[0 if len(tx) == 1 else v])
+                         / pairs.spread(Tx[:, 0 if len(tx) == 1 else v]) for v in range(V)]
+            var += pairs.variance(T, self.lonely_psu, self.adjust_domain_lonely, number)
+        if want_df and dfs is None:
+            dfs = self._df_core(dom, D)
+        z = None
+        if want_z:  # row-level influence values, zero outside every domain
+            z = np.zeros((dom.shape[0], len(wy)))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                for v in range(len(wy)):
+                    c = 0 if wx is None or len(wx) == 1 else v
+                    zv = wy[v] if wx is None else (wy[v] - est[ds, v] * wx[c]) / Tx[ds, c]
+                    z[slice(None) if rows is None else rows, v] = zv
+        return est, var, z, dfs, n_dom
 
     def _ratio_cov(self, Y, X, dom, D):
         """Point estimates, their (D*V, D*V) Taylor covariance and the influence values.

@@ -45,6 +45,12 @@ class Domains(NamedTuple):
     labels: pd.DataFrame | None
 
 
+def _zero_nan(a: np.ndarray) -> np.ndarray:
+    """``a`` with NaN replaced by 0 (``a`` itself when it has none: no copy)."""
+    nan = np.isnan(a)
+    return np.where(nan, 0.0, a) if nan.any() else a
+
+
 def category_levels(series: pd.Series) -> list:
     """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
@@ -54,6 +60,33 @@ def category_levels(series: pd.Series) -> list:
         return sorted(values.tolist())
     except TypeError:
         return sorted(values.tolist(), key=str)
+
+
+def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
+    """Levels of ``s`` among the rows ``inside`` (:func:`category_levels`) and the level code
+    of every row (-1 for a value that is not a level; any code for rows outside).
+
+    Integer columns with a small value range are coded with a bincount (no hashing);
+    categoricals by their own codes; anything else through a pandas Index."""
+    every = bool(inside.all())
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        return list(s.cat.categories), np.asarray(s.cat.codes, dtype=np.int64)
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and s.shape[0]:
+        vals = s.to_numpy()
+        seen = vals if every else vals[inside]
+        if seen.shape[0]:
+            lo, hi = int(seen.min()), int(seen.max())
+            if hi - lo <= 4 * vals.shape[0] + 1_000_000:
+                counts = np.bincount((seen - lo).astype(np.int64, copy=False),
+                                     minlength=hi - lo + 1)
+                present = np.flatnonzero(counts)
+                lookup = np.cumsum(counts > 0) - 1
+                shifted = vals.astype(np.int64) - lo if vals.dtype != np.uint64 else (
+                    np.clip(vals, lo, hi).astype(np.int64) - lo)
+                code = lookup[np.clip(shifted, 0, hi - lo)]
+                return (present + lo).tolist(), code
+    levels = category_levels(s if every else s[inside])
+    return levels, pd.Index(levels).get_indexer(s)
 
 
 def is_categorical(series: pd.Series) -> bool:
@@ -398,9 +431,7 @@ class Estimators:
                     f"by: column {c!r} has missing values in {first_rows(self._frame.index, na)}. "
                     "Fix: recode them as a level of their own, or subset() the design first."
                 )
-            levels = category_levels(s[inside])
-            lookup = pd.Index(levels)
-            code = lookup.get_indexer(s)
+            levels, code = _level_codes(s, inside)
             codes.append(code)
             level_lists.append(levels)
         # R: interaction(by) with the first factor varying fastest; svyby sorts by that code
@@ -409,7 +440,12 @@ class Estimators:
         for code, levels in zip(codes, level_lists, strict=True):
             key = key + np.where(code < 0, 0, code) * mult
             mult *= max(len(levels), 1)
-        if mult <= 4 * key.shape[0] + 1_000_000:  # small key space: dense lookup, no sort
+        if len(by_cols) == 1 and not isinstance(self._frame[by_cols[0]].dtype,
+                                                pd.CategoricalDtype):
+            # one by-variable: its levels are those seen in scope, all present, in order
+            present = np.arange(len(level_lists[0]))
+            dom = np.where(inside, key, -1)
+        elif mult <= 4 * key.shape[0] + 1_000_000:  # small key space: dense lookup, no sort
             seen = np.bincount(key[inside], minlength=mult) > 0
             present = np.flatnonzero(seen)
             lookup = np.cumsum(seen) - 1
@@ -484,6 +520,12 @@ class Estimators:
         """
         return self._ratio_core(Y, X, codes, count)
 
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False):
+        """Hook: :meth:`_ratio_core` plus, when a design computes them in the same pass,
+        each domain's df and row count (None here: the caller computes them)."""
+        est, var, z = self._ratio_core(Y, X, dom, D)
+        return est, var, z, None, None
+
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
         """Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
         return self._df_core(codes, count)
@@ -506,7 +548,7 @@ class Estimators:
             else:
                 mats.append(self.numeric_values(c)[:, None])
                 labels.append((c, None))
-        return np.column_stack(mats), labels, cols
+        return (mats[0] if len(mats) == 1 else np.column_stack(mats)), labels, cols
 
     # ---------------------------------------------------------------- output
 
@@ -606,6 +648,7 @@ class Estimators:
         na_rows = self.missing_rows(cols, na_rm, kind)
         dom, D, by_df = self.domains(by, na_rows)
         eng = self._engine(engine)
+        own_df = n_dom = None
         if eng is not None:
             if covmat:
                 raise ValueError(
@@ -614,15 +657,19 @@ class Estimators:
             var = se**2
             z = None
         else:
-            Yc = np.where(np.isnan(Y), 0.0, Y)
-            Xc = None if X is None else np.where(np.isnan(X), 0.0, X)
+            # means and proportions divide by the total weight: X is all ones, never NaN
+            x_is_one = kind in ("mean", "proportion")
+            Yc = _zero_nan(Y)
+            Xc = None if X is None else (X if x_is_one else _zero_nan(X))
             if covmat:
                 est, cov, z = self._ratio_cov(Yc, Xc, dom, D)
                 var = np.diag(cov).reshape(est.shape).copy()
             else:
-                est, var, z = self._ratio_core(Yc, Xc, dom, D)
+                est, var, z, own_df, n_dom = self._linearize(
+                    Yc, Xc, dom, D, want_z=bool(deff) and kind == "ratio",
+                    want_df=df is None, x_is_one=x_is_one)
             se = np.sqrt(var)
-        dfs = self.resolve_df(df, dom, D)
+        dfs = own_df if own_df is not None and df is None else self.resolve_df(df, dom, D)
         deffs = None
         if deff:
             if kind == "ratio":
@@ -632,7 +679,7 @@ class Estimators:
                 Yc = np.where(np.isnan(Y), 0.0, Y)
                 deffs = self._deff(Yc, dom, D, var, "mean" if kind != "total" else "total", deff)
         out = self._frame_out(by_df, D, labels, est, se, dfs, level, ci, deffs,
-                              n=self._domain_n(dom, D))
+                              n=self._domain_n(dom, D) if n_dom is None else n_dom)
         if covmat:
             attach_vcov(out, estimate_names(by_df, D, labels), cov)
         return out
