@@ -101,6 +101,51 @@ def _first_of(codes: np.ndarray, values: np.ndarray, n_codes: int) -> np.ndarray
     return values[first]
 
 
+class _WeightedColumns:
+    """The weighted columns ``w y`` (and ``w x``) of the rows in some domain, as
+    :meth:`SurveyDesign._linearize` reads them: ``V`` columns of Y; X absent (totals), all
+    ones (one column ``w``) or V columns; or Y the indicators of ``levels = (codes, L)``."""
+
+    def __init__(self, Y, X, x_is_one, levels, ws, take) -> None:
+        self.levels = levels
+        self.ws = ws
+        if levels is None:
+            self.wy = [ws * take(Y[:, v]) for v in range(Y.shape[1])]
+            self.V = len(self.wy)
+            self.wx = None if X is None else (
+                [ws] if x_is_one else [ws * take(X[:, v]) for v in range(X.shape[1])])
+        else:
+            self.codes, self.V = take(levels[0]), levels[1]
+            self.wy, self.wx = None, [ws]
+
+    def pair_totals(self, pairs: DomainPairs):
+        """(ty, tx): lists of pair totals of the columns (tx None for totals)."""
+        if self.levels is not None:
+            ty, tw = pairs.level_totals(self.codes, self.V, self.ws)
+            return ty, [tw]
+        ty = [pairs.totals(a) for a in self.wy]
+        return ty, (None if self.wx is None else [pairs.totals(a) for a in self.wx])
+
+    def rows_y(self) -> list[np.ndarray]:
+        """The row-level ``w y`` columns (level indicators times w when coded)."""
+        if self.wy is None:
+            self.wy = [self.ws * (self.codes == v) for v in range(self.V)]
+        return self.wy
+
+
+def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
+    """Domain totals of the pair totals ``ty`` (and ``tx``) and their ratio (the totals when
+    tx is None): ``(estimate (D, V), Tx (D, V or 1) or None)``."""
+    est = np.empty((D, len(ty)))
+    for v, t in enumerate(ty):
+        est[:, v] = pairs.domain_totals(t)
+    if tx is None:
+        return est, None
+    Tx = np.column_stack([pairs.domain_totals(t) for t in tx])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return est / Tx, Tx
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -501,7 +546,8 @@ class SurveyDesign(Estimators):
             self.__dict__["_positive_cache"] = cached
         return cached[1]
 
-    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False):
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
+                   levels=None):
         """Domain ratios of totals, their Taylor variances, and on request the row-level
         influence values, each domain's df (R ``degf``) and row count, in one pass.
 
@@ -511,9 +557,14 @@ class SurveyDesign(Estimators):
         domain), and everything after works on pairs, not rows. (The difference cancels no
         worse than the row-level ``w (y - R x)``: both carry the rounding of ``R x``.)
         ``x_is_one``: X is all ones (means, proportions); its columns are not read.
+        ``levels``: ``(codes, L)``, Y and X None: proportions of the L levels (Y the level
+        indicators, X = 1), all levels' pair totals from one bincount over (pair, level).
         Returns ``(est, var, z or None, df or None, n or None)``.
         """
         if self._calibration:
+            if Y is None:
+                Y = (levels[0][:, None] == np.arange(levels[1])[None, :]).astype(float)
+                X = np.ones_like(Y)
             est, var, z = self._ratio_core_general(Y, X, dom, D)
             return est, var, z, (self._df_core(dom, D) if want_df else None), None
         sel = dom >= 0
@@ -523,25 +574,15 @@ class SurveyDesign(Estimators):
             return a if rows is None else a[rows]
 
         ds, ws = take(dom), take(self._w)
-        wy = [ws * take(Y[:, v]) for v in range(Y.shape[1])]
-        # pair totals of w x: one column (x = 1, broadcast over Y's columns) or one per column
-        wx = None if X is None else (
-            [ws] if x_is_one else [ws * take(X[:, v]) for v in range(X.shape[1])])
-        V = len(wy)
+        cols = _WeightedColumns(Y, X, x_is_one, levels, ws, take)
+        V = cols.V
         var = np.zeros((D, V))
         est = Tx = dfs = n_dom = None
         for number, stage in enumerate(self._variance_stages, start=1):
             pairs = DomainPairs(stage, take(stage.cluster), ds, D)
-            ty = [pairs.totals(a) for a in wy]
-            tx = None if wx is None else [pairs.totals(a) for a in wx]
+            ty, tx = cols.pair_totals(pairs)
             if number == 1:
-                est = np.empty((D, V))
-                for v in range(V):
-                    est[:, v] = pairs.domain_totals(ty[v])
-                if tx is not None:
-                    Tx = np.column_stack([pairs.domain_totals(t) for t in tx])
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        est = est / Tx
+                est, Tx = _domain_ratio(pairs, ty, tx, D)
                 if want_df and self._weights_positive():
                     dfs = pairs.df()
                 n_dom = pairs.row_counts()
@@ -556,9 +597,10 @@ class SurveyDesign(Estimators):
             dfs = self._df_core(dom, D)
         z = None
         if want_z:  # row-level influence values, zero outside every domain
-            z = np.zeros((dom.shape[0], len(wy)))
+            z = np.zeros((dom.shape[0], V))
+            wy, wx = cols.rows_y(), cols.wx
             with np.errstate(invalid="ignore", divide="ignore"):
-                for v in range(len(wy)):
+                for v in range(V):
                     c = 0 if wx is None or len(wx) == 1 else v
                     zv = wy[v] if wx is None else (wy[v] - est[ds, v] * wx[c]) / Tx[ds, c]
                     z[slice(None) if rows is None else rows, v] = zv

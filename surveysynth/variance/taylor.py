@@ -64,9 +64,10 @@ class Stage:
         return int(self.n_psu.shape[0])
 
     @cached_property
-    def stratum_layout(self) -> tuple[np.ndarray | None, np.ndarray, np.ndarray] | None:
-        """``(order, starts, sizes)``: the clusters in stratum order (None when their codes
-        already are), where each stratum's run starts, and its size. None when the strata's
+    def stratum_layout(self) -> tuple | None:
+        """``(order, starts, sizes, stratum)``: the clusters in stratum order (None when their
+        codes already are), where each stratum's run starts, its size, and the stratum of each
+        cluster in that order. None when the strata's
         cluster counts differ from ``n_psu`` (a hand-built stage): the dense path is not used.
         """
         soc = np.asarray(self.stratum_of_cluster, dtype=np.int64)
@@ -76,7 +77,7 @@ class Stage:
             return None
         order = None if bool((np.diff(soc) >= 0).all()) else np.argsort(soc, kind="stable")
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        return order, starts, sizes
+        return order, starts, sizes, np.repeat(np.arange(self.n_strata), sizes)
 
 
 def _compact_pairs(a: np.ndarray, b: np.ndarray, nb: int, na: int):
@@ -170,6 +171,21 @@ class DomainPairs:
             return t.reshape(self.count.shape)
         return np.bincount(self._inverse, weights=values, minlength=self.count.shape[0])
 
+    def level_totals(self, codes: np.ndarray, n_levels: int,
+                     values: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Pair totals of ``values`` at each level of ``codes`` (0..L-1, every row has one),
+        by one bincount over (pair, level), and their sum over levels (the pair totals of
+        ``values``)."""
+        L = n_levels
+        if self.dense:
+            t = np.bincount(self._key * L + codes, weights=values,
+                            minlength=self._space * L).reshape(*self.count.shape, L)
+            return [np.ascontiguousarray(t[..., j]) for j in range(L)], t.sum(axis=-1)
+        P = self.count.shape[0]
+        t = np.bincount(self._inverse * L + codes, weights=values, minlength=P * L)
+        t = t.reshape(P, L)
+        return [np.ascontiguousarray(t[:, j]) for j in range(L)], t.sum(axis=1)
+
     def domain_totals(self, t: np.ndarray) -> np.ndarray:
         """(D,) domain sums of pair totals ``t``."""
         if self.dense:
@@ -187,7 +203,7 @@ class DomainPairs:
 
     def _cells_dense(self):
         if self._dense_cells is None:
-            order, starts, sizes = self.layout
+            order, starts = self.layout[:2]
             present = self.count > 0
             nsub = np.add.reduceat(present if order is None else present[order], starts,
                                    axis=0, dtype=np.int64)  # (H, D) clusters with rows
@@ -200,8 +216,8 @@ class DomainPairs:
         """R's ``degf`` of each domain (stage 1): clusters reached minus strata reached."""
         if not self.dense:
             return self.cells.df(self.D)
-        present, nsub, _, _, _ = self._cells_dense()
-        return (present.sum(axis=0) - (nsub > 0).sum(axis=0)).astype(float)
+        nsub = self._cells_dense()[1]
+        return (nsub.sum(axis=0) - (nsub > 0).sum(axis=0)).astype(float)
 
     def variance(self, T: list[np.ndarray], lonely_psu: str, adjust_domain_lonely: bool,
                  stage_number: int) -> np.ndarray:
@@ -212,7 +228,7 @@ class DomainPairs:
             return pair_variance(self.stage, self.cells, np.column_stack(T) if V else
                                  np.empty((self.count.shape[0], 0)), D, lonely_psu,
                                  adjust_domain_lonely, stage_number)
-        order, starts, sizes = self.layout
+        order, starts, sizes, stratum = self.layout
         _, nsub, cell, c_str, c_dom = self._cells_dense()
         n_h = self.stage.n_psu[c_str].astype(float)
         f = self.stage.fpc_factor[c_str]
@@ -224,7 +240,8 @@ class DomainPairs:
             ts = t if order is None else t[order]
             mean = np.add.reduceat(ts, starts, axis=0) / sizes[:, None]
             # centred on the mean over ALL the stratum's clusters (zero totals included)
-            dev = ts - np.repeat(mean, sizes, axis=0)
+            dev = np.take(mean, stratum, axis=0)
+            np.subtract(ts, dev, out=dev)
             dev *= dev
             SS[:, v] = np.add.reduceat(dev, starts, axis=0).ravel()[cell]
             if rules[1].any():  # "adjust": uncentred sums of squares where R skips sweep
