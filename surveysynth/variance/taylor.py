@@ -133,6 +133,11 @@ def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
     return scale, uncentred, is_na
 
 
+#: the dense (cluster x domain) layout is used while the pair space is at most this many
+#: pairs per row (plus a million); beyond, present pairs are found by a sort
+DENSE_PAIRS_PER_ROW = 4
+
+
 class DomainPairs:
     """One stage's (cluster, domain) totals of row values, and the variance, df and row
     counts of the domains from such totals.
@@ -147,13 +152,15 @@ class DomainPairs:
     """
 
     def __init__(self, stage: Stage, cluster: np.ndarray, dom: np.ndarray,
-                 n_domains: int) -> None:
+                 n_domains: int, dense: bool | None = None) -> None:
         self.stage, self.D = stage, n_domains
         K = stage.n_clusters
         key = cluster.astype(np.int64, copy=False) * n_domains + dom
         space = K * n_domains
         self.layout = stage.stratum_layout
-        self.dense = self.layout is not None and space <= 4 * key.shape[0] + 1_000_000
+        if dense is None:  # automatic: dense when the pair space is small
+            dense = space <= DENSE_PAIRS_PER_ROW * key.shape[0] + 1_000_000
+        self.dense = bool(dense) and self.layout is not None
         if self.dense:
             self._key, self._space = key, space
             self.count = np.bincount(key, minlength=space).reshape(K, n_domains)
