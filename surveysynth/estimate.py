@@ -710,8 +710,10 @@ class Estimators:
             x_is_one = kind in ("mean", "proportion")
             if Y is None and covmat:
                 Y, X = materialize()
-            Yc = None if Y is None else _zero_nan(Y)
-            Xc = None if X is None else (X if x_is_one else _zero_nan(X))
+            # every row in scope and none missing: no NaN anywhere, nothing to zero-fill
+            clean = na_rows is None and not self.is_subset
+            Yc = Y if Y is None or clean else _zero_nan(Y)
+            Xc = X if X is None or x_is_one or clean else _zero_nan(X)
             if covmat:
                 est, cov, z = self._ratio_cov(Yc, Xc, dom, D)
                 var = np.diag(cov).reshape(est.shape).copy()
@@ -833,8 +835,10 @@ class Estimators:
         nums, dens = as_list(numerator), as_list(denominator)
         require_columns(self._frame, nums + dens, "ratio")
         pairs = [(a, b) for b in dens for a in nums]
-        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs])
-        X = np.column_stack([self.numeric_values(b) for _, b in pairs])
+        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs]) if len(pairs) > 1 else (
+            self.numeric_values(pairs[0][0])[:, None])
+        X = np.column_stack([self.numeric_values(b) for _, b in pairs]) if len(pairs) > 1 else (
+            self.numeric_values(pairs[0][1])[:, None])
         labels = [(f"{a}/{b}", None) for a, b in pairs]
         call = {"stat": "ratio", "numerator": nums, "denominator": dens}
         return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,

@@ -155,7 +155,8 @@ class DomainPairs:
                  n_domains: int, dense: bool | None = None) -> None:
         self.stage, self.D = stage, n_domains
         K = stage.n_clusters
-        key = cluster.astype(np.int64, copy=False) * n_domains + dom
+        key = np.multiply(cluster, n_domains, dtype=np.int64)
+        key += dom
         space = K * n_domains
         self.layout = stage.stratum_layout
         if dense is None:  # automatic: dense when the pair space is small
@@ -210,14 +211,24 @@ class DomainPairs:
 
     def _cells_dense(self):
         if self._dense_cells is None:
-            order, starts = self.layout[:2]
+            order = self.layout[0]
             present = self.count > 0
-            nsub = np.add.reduceat(present if order is None else present[order], starts,
-                                   axis=0, dtype=np.int64)  # (H, D) clusters with rows
+            # (H, D) clusters of the stratum with domain rows
+            nsub = self._by_stratum((present if order is None else present[order]).view(
+                np.int8), dtype=np.int64)
             cell = np.flatnonzero(nsub.ravel())
             c_str = cell // self.D
             self._dense_cells = (present, nsub, cell, c_str, cell - c_str * self.D)
         return self._dense_cells
+
+    def _by_stratum(self, a: np.ndarray, dtype=None) -> np.ndarray:
+        """(H, D) sums over each stratum's clusters of a (K, D) array in stratum order
+        (a reshape when every stratum has as many clusters, else ``reduceat``)."""
+        starts, sizes = self.layout[1], self.layout[2]
+        if self.stage.n_strata and sizes[0] * sizes.shape[0] == a.shape[0] and (
+                sizes == sizes[0]).all():
+            return a.reshape(sizes.shape[0], int(sizes[0]), a.shape[1]).sum(axis=1, dtype=dtype)
+        return np.add.reduceat(a, starts, axis=0, dtype=dtype)
 
     def df(self) -> np.ndarray:
         """R's ``degf`` of each domain (stage 1): clusters reached minus strata reached."""
@@ -235,7 +246,7 @@ class DomainPairs:
             return pair_variance(self.stage, self.cells, np.column_stack(T) if V else
                                  np.empty((self.count.shape[0], 0)), D, lonely_psu,
                                  adjust_domain_lonely, stage_number)
-        order, starts, sizes, stratum = self.layout
+        order, _, sizes, stratum = self.layout
         _, nsub, cell, c_str, c_dom = self._cells_dense()
         n_h = self.stage.n_psu[c_str].astype(float)
         f = self.stage.fpc_factor[c_str]
@@ -245,14 +256,14 @@ class DomainPairs:
         SS = np.empty((cell.shape[0], V))
         for v, t in enumerate(T):
             ts = t if order is None else t[order]
-            mean = np.add.reduceat(ts, starts, axis=0) / sizes[:, None]
+            mean = self._by_stratum(ts) / sizes[:, None]
             # centred on the mean over ALL the stratum's clusters (zero totals included)
             dev = np.take(mean, stratum, axis=0)
             np.subtract(ts, dev, out=dev)
             dev *= dev
-            SS[:, v] = np.add.reduceat(dev, starts, axis=0).ravel()[cell]
+            SS[:, v] = self._by_stratum(dev).ravel()[cell]
             if rules[1].any():  # "adjust": uncentred sums of squares where R skips sweep
-                U = np.add.reduceat(ts * ts, starts, axis=0).ravel()[cell]
+                U = self._by_stratum(ts * ts).ravel()[cell]
                 SS[:, v] = np.where(rules[1], U, SS[:, v])
         return _cells_to_domains(self.stage, c_str, c_dom, SS, rules, D)
 
