@@ -134,8 +134,10 @@ def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
 
 
 #: the dense (cluster x domain) layout is used while the pair space is at most this many
-#: pairs per row (plus a million); beyond, present pairs are found by a sort
-DENSE_PAIRS_PER_ROW = 4
+#: pairs per row (plus a million); beyond, present pairs are found by a sort. The dense path
+#: holds about six (cluster x domain) float arrays per column, so 1 keeps its transient
+#: memory near that of a few data columns
+DENSE_PAIRS_PER_ROW = 1
 
 
 class DomainPairs:
