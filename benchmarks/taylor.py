@@ -298,6 +298,14 @@ def run(n: int, H: int, P: int, D: int, samplics_domains: int, write: bool) -> s
         "lonely-PSU rules) and native are the best of 5; svy and Dask the best of 3 (Dask: 8 "
         "partitions on 2 in-process workers, one pass each call); R's is `system.time` of one "
         f"`svyby` call inside R; {samplics_note}",
+        "",
+        "Native does what the floor does plus the engine's work: by-variable coding, missing-"
+        "value checks, lonely-PSU rules, per-domain df and row counts, the output table. It "
+        "reads the rows once per stage with one bincount per column of `w y` and `w x` over "
+        "(PSU, domain) -- one over (PSU, domain, level) for all the levels of a proportion -- "
+        "and works on the PSU x domain grid from there (domain ratio `(ty - R tx) / X` per "
+        "cell, per-stratum sums with the PSUs without domain rows as zeros); row-level "
+        "influence values are only formed when asked for (`domain_ratios`, `deff`, `covmat`).",
     ]
     md = "\n".join(lines)
     print(md)
