@@ -198,7 +198,12 @@ def r_engine(df: pd.DataFrame, res: dict) -> dict:
     return t_r
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def run(n: int, H: int, P: int, D: int, samplics_domains: int, write: bool) -> str:
+    load_start = _load()
     df = make_data(n, H, P, D)
     design = ss.SurveyDesign(df, ids="psu", strata="stratum", weights="w", fpc="fpc")
     t_build = best_of(lambda: ss.SurveyDesign(df, ids="psu", strata="stratum", weights="w", fpc="fpc"), 1)
@@ -259,13 +264,16 @@ def run(n: int, H: int, P: int, D: int, samplics_domains: int, write: bool) -> s
             assert err < 1e-9, f"samplics and native disagree ({s}): {err}"
     scale = D / k
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = _load()
+    shared = (" The machine was shared during the run (load above its cores): every absolute "
+              "time is inflated; the ratios, measured side by side in one process, are the "
+              "figures to compare." if max(load, load_start) > (os.cpu_count() or 1) else "")
     svy_head = "svy (Rust core)" if t_svy else "svy"
     lines = [
         f"Design: {n:,} rows, {H} strata, {H * P:,} PSUs, fpc at stage 1, {D} domains; "
         f"proportions of a {len(LEVELS)}-level categorical (`benchmarks/taylor.py`). Design "
-        f"construction (native, once): {t_build:.2f} s. Load average (1 min) at the end of the "
-        f"run: {load:.1f} on {os.cpu_count()} cores.",
+        f"construction (native, once): {t_build:.2f} s. Load average (1 min) at the start and "
+        f"end of the run: {load_start:.1f} and {load:.1f} on {os.cpu_count()} cores.{shared}",
         "",
         f"| statistic by domain | numpy floor | native | native / floor | {svy_head} | "
         "Dask (LocalCluster) | R survey `svyby` | samplics "
