@@ -43,6 +43,7 @@ from .estimate import Estimators
 from .variance.pps import build_pps, parse_pps, pps_popsize
 from .variance.taylor import (
     LONELY_OPTIONS,
+    DomainPairs,
     Stage,
     design_df,
     taylor_covariance,
@@ -99,6 +100,51 @@ def _first_of(codes: np.ndarray, values: np.ndarray, n_codes: int) -> np.ndarray
     order = np.arange(codes.shape[0] - 1, -1, -1)
     first[codes[order]] = order
     return values[first]
+
+
+class _WeightedColumns:
+    """The weighted columns ``w y`` (and ``w x``) of the rows in some domain, as
+    :meth:`SurveyDesign._linearize` reads them: ``V`` columns of Y; X absent (totals), all
+    ones (one column ``w``) or V columns; or Y the indicators of ``levels = (codes, L)``."""
+
+    def __init__(self, Y, X, x_is_one, levels, ws, take) -> None:
+        self.levels = levels
+        self.ws = ws
+        if levels is None:
+            self.wy = [ws * take(Y[:, v]) for v in range(Y.shape[1])]
+            self.V = len(self.wy)
+            self.wx = None if X is None else (
+                [ws] if x_is_one else [ws * take(X[:, v]) for v in range(X.shape[1])])
+        else:
+            self.codes, self.V = take(levels[0]), levels[1]
+            self.wy, self.wx = None, [ws]
+
+    def pair_totals(self, pairs: DomainPairs):
+        """(ty, tx): lists of pair totals of the columns (tx None for totals)."""
+        if self.levels is not None:
+            ty, tw = pairs.level_totals(self.codes, self.V, self.ws)
+            return ty, [tw]
+        ty = [pairs.totals(a) for a in self.wy]
+        return ty, (None if self.wx is None else [pairs.totals(a) for a in self.wx])
+
+    def rows_y(self) -> list[np.ndarray]:
+        """The row-level ``w y`` columns (level indicators times w when coded)."""
+        if self.wy is None:
+            self.wy = [self.ws * (self.codes == v) for v in range(self.V)]
+        return self.wy
+
+
+def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
+    """Domain totals of the pair totals ``ty`` (and ``tx``) and their ratio (the totals when
+    tx is None): ``(estimate (D, V), Tx (D, V or 1) or None)``."""
+    est = np.empty((D, len(ty)))
+    for v, t in enumerate(ty):
+        est[:, v] = pairs.domain_totals(t)
+    if tx is None:
+        return est, None
+    Tx = np.column_stack([pairs.domain_totals(t) for t in tx])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return est / Tx, Tx
 
 
 class SurveyDesign(Estimators):
@@ -484,6 +530,13 @@ class SurveyDesign(Estimators):
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):
         """Point estimates and Taylor variances of domain ratios of totals (X None: totals)."""
+        est, var, z, _, _ = self._linearize(Y, X, dom, D, want_z=True)
+        return est, var, z
+
+    def _ratio_core_general(self, Y, X, dom, D):
+        """The row-level path of :meth:`_ratio_core`: influence values of every row, then
+        their (cluster, domain) totals. Used for calibrated designs (whose influence values
+        are residualized row by row) and as the reference the fast path is tested against."""
         w = self._w
         sel = dom >= 0
         ds = dom[sel]
@@ -518,6 +571,76 @@ class SurveyDesign(Estimators):
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
         )
         return est, var, z
+
+    def _weights_positive(self) -> bool:
+        """True when every full-sample weight is > 0 (cached per weight vector)."""
+        cached = self.__dict__.get("_positive_cache")
+        if cached is None or cached[0] is not self._w:
+            cached = (self._w, bool((self._w > 0).all()))
+            self.__dict__["_positive_cache"] = cached
+        return cached[1]
+
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
+                   levels=None):
+        """Domain ratios of totals, their Taylor variances, and on request the row-level
+        influence values, each domain's df (R ``degf``) and row count, in one pass.
+
+        The linearized value of row i in domain d is ``w_i (y_i - R_d x_i) / X_d``, so its
+        (cluster, domain) total is ``(ty - R_d tx) / X_d`` with ``ty``, ``tx`` the pair totals
+        of ``w y`` and ``w x``: the rows are read once per stage by a bincount over (cluster,
+        domain), and everything after works on pairs, not rows. (The difference cancels no
+        worse than the row-level ``w (y - R x)``: both carry the rounding of ``R x``.)
+        ``x_is_one``: X is all ones (means, proportions); its columns are not read.
+        ``levels``: ``(codes, L)``, Y and X None: proportions of the L levels (Y the level
+        indicators, X = 1), all levels' pair totals from one bincount over (pair, level).
+        Returns ``(est, var, z or None, df or None, n or None)``.
+        """
+        if self._calibration or self._pps is not None:
+            # calibrated designs residualize row by row; PPS-without-replacement designs
+            # have their own variance (surveysynth.variance.pps): both take the row path
+            if Y is None:
+                Y = (levels[0][:, None] == np.arange(levels[1])[None, :]).astype(float)
+                X = np.ones_like(Y)
+            est, var, z = self._ratio_core_general(Y, X, dom, D)
+            return est, var, z, (self._df_core(dom, D) if want_df else None), None
+        sel = dom >= 0
+        rows = None if bool(sel.all()) else np.flatnonzero(sel)
+
+        def take(a):
+            return a if rows is None else a[rows]
+
+        ds, ws = take(dom), take(self._w)
+        cols = _WeightedColumns(Y, X, x_is_one, levels, ws, take)
+        V = cols.V
+        var = np.zeros((D, V))
+        est = Tx = dfs = n_dom = None
+        for number, stage in enumerate(self._variance_stages, start=1):
+            pairs = DomainPairs(stage, take(stage.cluster), ds, D)
+            ty, tx = cols.pair_totals(pairs)
+            if number == 1:
+                est, Tx = _domain_ratio(pairs, ty, tx, D)
+                if want_df and self._weights_positive():
+                    dfs = pairs.df()
+                n_dom = pairs.row_counts()
+            if tx is None:
+                T = ty
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    T = [(ty[v] - pairs.spread(est[:, v]) * tx[0 if len(tx) == 1 else v])
+                         / pairs.spread(Tx[:, 0 if len(tx) == 1 else v]) for v in range(V)]
+            var += pairs.variance(T, self.lonely_psu, self.adjust_domain_lonely, number)
+        if want_df and dfs is None:
+            dfs = self._df_core(dom, D)
+        z = None
+        if want_z:  # row-level influence values, zero outside every domain
+            z = np.zeros((dom.shape[0], V))
+            wy, wx = cols.rows_y(), cols.wx
+            with np.errstate(invalid="ignore", divide="ignore"):
+                for v in range(V):
+                    c = 0 if wx is None or len(wx) == 1 else v
+                    zv = wy[v] if wx is None else (wy[v] - est[ds, v] * wx[c]) / Tx[ds, c]
+                    z[slice(None) if rows is None else rows, v] = zv
+        return est, var, z, dfs, n_dom
 
     def _ratio_cov(self, Y, X, dom, D):
         """Point estimates, their (D*V, D*V) Taylor covariance and the influence values.

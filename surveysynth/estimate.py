@@ -45,6 +45,17 @@ class Domains(NamedTuple):
     labels: pd.DataFrame | None
 
 
+def _indicators(codes: np.ndarray, L: int) -> np.ndarray:
+    """(n, L) float 0/1 indicators of level codes (a row of zeros for code -1)."""
+    return (codes[:, None] == np.arange(L)[None, :]).astype(float)
+
+
+def _zero_nan(a: np.ndarray) -> np.ndarray:
+    """``a`` with NaN replaced by 0 (``a`` itself when it has none: no copy)."""
+    nan = np.isnan(a)
+    return np.where(nan, 0.0, a) if nan.any() else a
+
+
 def category_levels(series: pd.Series) -> list:
     """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
     if isinstance(series.dtype, pd.CategoricalDtype):
@@ -54,6 +65,54 @@ def category_levels(series: pd.Series) -> list:
         return sorted(values.tolist())
     except TypeError:
         return sorted(values.tolist(), key=str)
+
+
+def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
+    """Levels of ``s`` among the rows ``inside`` (:func:`category_levels`) and the level code
+    of every row (-1 for a missing value or one that is not a level).
+
+    Integer columns with a small value range are coded with a bincount (no hashing);
+    categoricals by their own codes; anything else through a pandas Index."""
+    every = bool(inside.all())
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        return list(s.cat.categories), np.asarray(s.cat.codes, dtype=np.int64)
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and s.dtype != np.uint64 and (
+            s.shape[0]):
+        vals = s.to_numpy()
+        seen = vals if every else vals[inside]
+        if seen.shape[0]:
+            lo, hi = int(seen.min()), int(seen.max())
+            if hi - lo <= 4 * vals.shape[0] + 1_000_000:
+                shifted = vals.astype(np.int64)
+                if lo != 0:
+                    shifted -= lo
+                counts = np.bincount(shifted if every else shifted[inside],
+                                     minlength=hi - lo + 1)
+                present = np.flatnonzero(counts)
+                if present.shape[0] == hi - lo + 1 and every:  # codes 0..L-1 as they are
+                    return (present + lo).tolist(), shifted
+                lookup = np.where(counts > 0, np.cumsum(counts > 0) - 1, -1)
+                code = lookup[np.clip(shifted, 0, hi - lo)]
+                if not every:  # values of rows outside the scope may be out of range
+                    code[(shifted < 0) | (shifted > hi - lo)] = -1
+                return (present + lo).tolist(), code
+    if s.dtype.kind in "Obf" or isinstance(s.dtype, pd.StringDtype):
+        # hash once (pd.factorize), then order the levels seen in scope as R does
+        fcodes, uniques = pd.factorize(s, sort=False)
+        fcodes = np.asarray(fcodes, dtype=np.int64)
+        counted = fcodes if every else fcodes[inside]
+        seen = np.bincount(counted[counted >= 0], minlength=len(uniques)) > 0
+        keep = np.flatnonzero(seen)
+        values = np.asarray(uniques, dtype=object)[keep].tolist()
+        try:
+            rank = sorted(range(len(values)), key=values.__getitem__)
+        except TypeError:
+            rank = sorted(range(len(values)), key=lambda i: str(values[i]))
+        mapping = np.full(len(uniques) + 1, -1, dtype=np.int64)  # last entry: NaN (-1)
+        mapping[keep[rank]] = np.arange(len(rank))
+        return [values[i] for i in rank], mapping[fcodes]
+    levels = category_levels(s if every else s[inside])
+    return levels, pd.Index(levels).get_indexer(s)
 
 
 def is_categorical(series: pd.Series) -> bool:
@@ -396,6 +455,7 @@ class Estimators:
         if na_rows is not None:
             inside &= ~na_rows
         by_cols = as_list(by)
+        every = bool(inside.all())
         if not by_cols:
             return Domains(np.where(inside, 0, -1), 1, None)
         require_columns(self._frame, by_cols, "by")
@@ -408,11 +468,15 @@ class Estimators:
                     f"by: column {c!r} has missing values in {first_rows(self._frame.index, na)}. "
                     "Fix: recode them as a level of their own, or subset() the design first."
                 )
-            levels = category_levels(s[inside])
-            lookup = pd.Index(levels)
-            code = lookup.get_indexer(s)
+            levels, code = _level_codes(s, inside)
             codes.append(code)
             level_lists.append(levels)
+        if len(by_cols) == 1 and not isinstance(self._frame[by_cols[0]].dtype,
+                                                pd.CategoricalDtype):
+            # one by-variable: its levels are those seen in scope, all present, in order
+            present = np.arange(len(level_lists[0]))
+            dom = codes[0] if every else np.where(inside, codes[0], -1)
+            return Domains(dom, len(level_lists[0]), self._by_frame(by_cols, level_lists, present))
         # R: interaction(by) with the first factor varying fastest; svyby sorts by that code
         key = np.zeros(self._frame.shape[0], dtype=np.int64)
         mult = 1
@@ -427,6 +491,11 @@ class Estimators:
         else:
             present = np.unique(key[inside])
             dom = np.where(inside, np.searchsorted(present, key), -1)
+        return Domains(dom, int(present.shape[0]), self._by_frame(by_cols, level_lists, present))
+
+    def _by_frame(self, by_cols: list[str], level_lists: list[list],
+                  present: np.ndarray) -> pd.DataFrame:
+        """The ``by`` values of the domains whose interaction codes are ``present``."""
         by_frame = {}
         rem = present.copy()
         for c, levels in zip(by_cols, level_lists, strict=True):
@@ -436,7 +505,7 @@ class Estimators:
         for c in by_cols:
             if isinstance(self._frame[c].dtype, pd.CategoricalDtype):
                 by_df[c] = pd.Categorical(by_df[c], categories=self._frame[c].cat.categories)
-        return Domains(dom, int(present.shape[0]), by_df)
+        return by_df
 
     def missing_rows(self, columns: list[str], na_rm: bool, what: str) -> np.ndarray | None:
         """Rows of :attr:`full_data` in scope with a missing value in ``columns`` (None: none).
@@ -475,12 +544,16 @@ class Estimators:
 
         Rows of :attr:`full_data` in a (n_full, L) float matrix, NaN where ``col`` is missing.
         """
-        s = self._frame[col]
-        levels = category_levels(s[self._in])
-        codes = pd.Index(levels).get_indexer(s)
-        Y = (codes[:, None] == np.arange(len(levels))[None, :]).astype(float)
-        Y[s.isna().to_numpy()] = np.nan
+        codes, levels = self._level_codes(col)
+        Y = _indicators(codes, len(levels))
+        Y[self._frame[col].isna().to_numpy()] = np.nan
         return Y, levels
+
+    def _level_codes(self, col: str) -> tuple[np.ndarray, list]:
+        """Level code (0..L-1, R order, levels seen in the subset) of every row of
+        :attr:`full_data` for ``col``; -1 where missing."""
+        levels, codes = _level_codes(self._frame[col], self._in)
+        return codes, levels
 
     def domain_ratios(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
                       count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -493,6 +566,17 @@ class Estimators:
         estimator of the package is built on this one call; so can any table or mechanism.
         """
         return self._ratio_core(Y, X, codes, count)
+
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
+                   levels=None):
+        """Hook: :meth:`_ratio_core` plus, when a design computes them in the same pass,
+        each domain's df and row count (None here: the caller computes them). ``levels``:
+        ``(codes, L)`` standing for Y = the L level indicators and X = 1 (Y, X None)."""
+        if Y is None:
+            Y = _indicators(*levels)
+            X = np.ones_like(Y)
+        est, var, z = self._ratio_core(Y, X, dom, D)
+        return est, var, z, None, None
 
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
         """Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
@@ -516,7 +600,7 @@ class Estimators:
             else:
                 mats.append(self.numeric_values(c)[:, None])
                 labels.append((c, None))
-        return np.column_stack(mats), labels, cols
+        return (mats[0] if len(mats) == 1 else np.column_stack(mats)), labels, cols
 
     # ---------------------------------------------------------------- output
 
@@ -612,10 +696,18 @@ class Estimators:
         return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
-                      R_call, df=None, covmat=False) -> pd.DataFrame:
+                      R_call, df=None, covmat=False, levels=None) -> pd.DataFrame:
+        """The estimators' common body. ``levels``: ``(codes, L)`` of one categorical
+        variable (proportions); Y and X are then None and the (n, L) indicator matrix is
+        built only where a path needs it."""
+        if Y is None:
+            def materialize():
+                Y = _indicators(*levels)
+                return Y, np.ones_like(Y)
         na_rows = self.missing_rows(cols, na_rm, kind)
         dom, D, by_df = self.domains(by, na_rows)
         eng = self._engine(engine)
+        own_df = n_dom = None
         if eng is not None:
             if covmat:
                 raise ValueError(
@@ -624,25 +716,39 @@ class Estimators:
             var = se**2
             z = None
         else:
-            Yc = np.where(np.isnan(Y), 0.0, Y)
-            Xc = None if X is None else np.where(np.isnan(X), 0.0, X)
+            # means and proportions divide by the total weight: X is all ones, never NaN
+            x_is_one = kind in ("mean", "proportion")
+            if Y is None and covmat:
+                Y, X = materialize()
+            # every row in scope and none missing: no NaN anywhere, nothing to zero-fill
+            clean = na_rows is None and not self.is_subset
+            Yc = Y if Y is None or clean else _zero_nan(Y)
+            Xc = X if X is None or x_is_one or clean else _zero_nan(X)
             if covmat:
                 est, cov, z = self._ratio_cov(Yc, Xc, dom, D)
                 var = np.diag(cov).reshape(est.shape).copy()
+            elif Y is None:
+                est, var, z, own_df, n_dom = self._linearize(
+                    None, None, dom, D, want_z=False, want_df=df is None, x_is_one=True,
+                    levels=levels)
             else:
-                est, var, z = self._ratio_core(Yc, Xc, dom, D)
+                est, var, z, own_df, n_dom = self._linearize(
+                    Yc, Xc, dom, D, want_z=bool(deff) and kind == "ratio",
+                    want_df=df is None, x_is_one=x_is_one)
             se = np.sqrt(var)
-        dfs = self.resolve_df(df, dom, D)
+        dfs = own_df if own_df is not None and df is None else self.resolve_df(df, dom, D)
         deffs = None
         if deff:
             if kind == "ratio":
                 U = np.where(np.isnan(z), 0.0, z / self._w[:, None])
                 deffs = self._deff(U, dom, D, var, "total", deff)
             else:
+                if Y is None:
+                    Y = materialize()[0]
                 Yc = np.where(np.isnan(Y), 0.0, Y)
                 deffs = self._deff(Yc, dom, D, var, "mean" if kind != "total" else "total", deff)
         out = self._frame_out(by_df, D, labels, est, se, dfs, level, ci, deffs,
-                              n=self._domain_n(dom, D))
+                              n=self._domain_n(dom, D) if n_dom is None else n_dom)
         if covmat:
             attach_vcov(out, estimate_names(by_df, D, labels), cov)
         return out
@@ -701,13 +807,19 @@ class Estimators:
         """
         cols = as_list(variables)
         require_columns(self._frame, cols, "variables")
+        call = {"stat": "proportion", "variables": cols}
+        if len(cols) == 1 and ci_method == "wald":  # level codes; indicators only if needed
+            codes, levels = self._level_codes(cols[0])
+            labels = [(cols[0], lev) for lev in levels]
+            return self._ratio_family("proportion", None, None, labels, cols, by, na_rm,
+                                      deff, engine, level, ci, call, df, covmat,
+                                      levels=(codes, len(levels)))
         mats, labels = [], []
         for c in cols:
             Y, levels = self.level_indicators(c)
             mats.append(Y)
             labels += [(c, lev) for lev in levels]
-        Y = np.column_stack(mats)
-        call = {"stat": "proportion", "variables": cols}
+        Y = mats[0] if len(mats) == 1 else np.column_stack(mats)
         if ci_method != "wald":
             from .ciprop import CI_METHODS, proportion_ci
 
@@ -733,8 +845,10 @@ class Estimators:
         nums, dens = as_list(numerator), as_list(denominator)
         require_columns(self._frame, nums + dens, "ratio")
         pairs = [(a, b) for b in dens for a in nums]
-        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs])
-        X = np.column_stack([self.numeric_values(b) for _, b in pairs])
+        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs]) if len(pairs) > 1 else (
+            self.numeric_values(pairs[0][0])[:, None])
+        X = np.column_stack([self.numeric_values(b) for _, b in pairs]) if len(pairs) > 1 else (
+            self.numeric_values(pairs[0][1])[:, None])
         labels = [(f"{a}/{b}", None) for a, b in pairs]
         call = {"stat": "ratio", "numerator": nums, "denominator": dens}
         return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,15 @@ def test_taylor_benchmark_fast_mode_runs_and_checks_agreement():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "taylor.py"), "--fast"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "| mean |" in out.stdout and "| total |" in out.stdout
+    rows = {r.split("|")[1].strip(): r.split("|")[2:-1] for r in out.stdout.splitlines()
+            if r.startswith("| ") and not r.startswith("| statistic")}
+    assert set(rows) == {"mean", "total", "ratio", "proportion"}, out.stdout
+    # the svy column (5th) holds a time when svy is installed, else n/a and the reason
+    if importlib.util.find_spec("svy") is not None:
+        assert all(r[3].strip().endswith(" s") for r in rows.values()), out.stdout
+    else:
+        assert all(r[3].strip() == "n/a" for r in rows.values()), out.stdout
+        assert "svy not installed" in out.stderr
 
 
 def test_tuning_simulation_runs_and_log_linear_rule_helps_at_low_noise():
@@ -25,3 +34,13 @@ def test_tuning_simulation_runs_and_log_linear_rule_helps_at_low_noise():
     # at 2% noise and slope 0.5 (plug-in step far too short) the regression needs fewer refits
     plug, loglin = (float(c.split("(")[0]) for c in rows[0][3:5])
     assert loglin < plug
+
+
+def test_taylor_benchmark_without_svy_gives_the_reason():
+    code = ("import sys; sys.modules['svy'] = None; sys.path.insert(0, 'benchmarks'); "
+            "import taylor; t, why = taylor.svy_engine(taylor.make_data(2000, 4, 5, 3), {}, 1); "
+            "print(t == {}, why)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("True svy not installed") and "pip install svy" in out.stdout

@@ -18,6 +18,7 @@ The code mirrors R's decisions exactly; the comments name the R line each rule c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import sparse
@@ -61,6 +62,22 @@ class Stage:
     @property
     def n_strata(self) -> int:
         return int(self.n_psu.shape[0])
+
+    @cached_property
+    def stratum_layout(self) -> tuple | None:
+        """``(order, starts, sizes, stratum)``: the clusters in stratum order (None when their
+        codes already are), where each stratum's run starts, its size, and the stratum of each
+        cluster in that order. None when the strata's
+        cluster counts differ from ``n_psu`` (a hand-built stage): the dense path is not used.
+        """
+        soc = np.asarray(self.stratum_of_cluster, dtype=np.int64)
+        sizes = np.bincount(soc, minlength=self.n_strata)
+        if sizes.shape[0] != self.n_strata or not np.array_equal(sizes, self.n_psu) or (
+                sizes == 0).any():
+            return None
+        order = None if bool((np.diff(soc) >= 0).all()) else np.argsort(soc, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return order, starts, sizes, np.repeat(np.arange(self.n_strata), sizes)
 
 
 def _compact_pairs(a: np.ndarray, b: np.ndarray, nb: int, na: int):
@@ -116,61 +133,152 @@ def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
     return scale, uncentred, is_na
 
 
-def stage_variance(
-    stage: Stage,
-    z: np.ndarray,
-    dom: np.ndarray,
-    n_domains: int,
-    lonely_psu: str,
-    adjust_domain_lonely: bool,
-    stage_number: int,
-) -> np.ndarray:
-    """Variance contribution of one stage: (n_domains, V) array, already multiplied.
+#: the dense (cluster x domain) layout is used while the pair space is at most this many
+#: pairs per row (plus a million); beyond, present pairs are found by a sort. The dense path
+#: holds about six (cluster x domain) float arrays per column, so 1 keeps its transient
+#: memory near that of a few data columns
+DENSE_PAIRS_PER_ROW = 1
 
-    ``z`` is (m, V) influence values of the rows that belong to a domain, ``dom`` their domain
-    codes (0..n_domains-1); rows outside every domain must have been removed by the caller.
+
+class DomainPairs:
+    """One stage's (cluster, domain) totals of row values, and the variance, df and row
+    counts of the domains from such totals.
+
+    Built once per stage and call from the clusters and domain codes of the rows in some
+    domain. When the pair space (clusters x domains) is small compared with the rows, totals
+    are dense (K, D) arrays with the clusters in stratum order (one bincount per column, no
+    per-row lookup, per-stratum sums by ``reduceat``; clusters without domain rows are the
+    zero totals R's padding gives); otherwise the present pairs are found by a sort and
+    totals are (P,) vectors, so memory stays O(rows) for one-row PSUs crossed with many
+    domains. Both give R ``onestrat``'s numbers for every (stratum, domain) cell.
     """
-    D = n_domains
-    V = z.shape[1]
-    out = np.zeros((D, V))
-    if z.shape[0] == 0:
-        return out
-    clu = stage.cluster
-    # (cluster, domain) totals and row counts
-    pair_codes, pair_of_row = _compact_pairs(clu, dom, D, stage.n_clusters)
-    P = pair_codes.shape[0]
-    T = np.empty((P, V))
-    for v in range(V):
-        T[:, v] = np.bincount(pair_of_row, weights=z[:, v], minlength=P)
-    p_clu = pair_codes // D
-    p_dom = pair_codes % D
-    p_str = stage.stratum_of_cluster[p_clu]
-    # (stratum, domain) cells present in the domain: R's tapply over factor(strata)
-    cell_codes, cell_of_pair = _compact_pairs(p_str, p_dom, D, stage.n_strata)
-    C = cell_codes.shape[0]
-    c_str = cell_codes // D
-    c_dom = cell_codes % D
-    n_h = stage.n_psu[c_str].astype(float)
-    f = stage.fpc_factor[c_str]
-    nsubset = np.bincount(cell_of_pair, minlength=C)  # clusters with domain rows
-    S = np.empty((C, V))
-    U = np.empty((C, V))
-    for v in range(V):
-        S[:, v] = np.bincount(cell_of_pair, weights=T[:, v], minlength=C)
-        U[:, v] = np.bincount(cell_of_pair, weights=T[:, v] ** 2, minlength=C)
-    mean = S / n_h[:, None]
-    dev = T - mean[cell_of_pair]
-    SS = np.empty((C, V))
-    for v in range(V):
-        SS[:, v] = np.bincount(cell_of_pair, weights=dev[:, v] ** 2, minlength=C)
-    # clusters of the stratum without domain rows: zero totals, deviation -mean (R pads zeros)
-    SS += (n_h - nsubset)[:, None] * mean**2
 
-    scale, uncentred, is_na = _cell_rules(stage, c_str, n_h, f, nsubset, lonely_psu,
-                                          adjust_domain_lonely, stage_number)
-    contrib = np.where(uncentred[:, None], U, SS) * scale[:, None]
+    def __init__(self, stage: Stage, cluster: np.ndarray, dom: np.ndarray,
+                 n_domains: int, dense: bool | None = None) -> None:
+        self.stage, self.D = stage, n_domains
+        K = stage.n_clusters
+        key = np.multiply(cluster, n_domains, dtype=np.int64)
+        key += dom
+        space = K * n_domains
+        self.layout = stage.stratum_layout
+        if dense is None:  # automatic: dense when the pair space is small
+            dense = space <= DENSE_PAIRS_PER_ROW * key.shape[0] + 1_000_000
+        self.dense = bool(dense) and self.layout is not None
+        if self.dense:
+            self._key, self._space = key, space
+            self.count = np.bincount(key, minlength=space).reshape(K, n_domains)
+        else:
+            codes, inverse, self.count = np.unique(key, return_inverse=True,
+                                                   return_counts=True)
+            self._inverse = inverse.reshape(-1)
+            self.cells = PairCells.of(stage, codes, n_domains)
+        self._dense_cells = None
+
+    def totals(self, values: np.ndarray) -> np.ndarray:
+        """Pair totals of the row-aligned ``values``: (K, D) dense or (P,) sparse."""
+        if self.dense:
+            t = np.bincount(self._key, weights=values, minlength=self._space)
+            return t.reshape(self.count.shape)
+        return np.bincount(self._inverse, weights=values, minlength=self.count.shape[0])
+
+    def level_totals(self, codes: np.ndarray, n_levels: int,
+                     values: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Pair totals of ``values`` at each level of ``codes`` (0..L-1, every row has one),
+        by one bincount over (pair, level), and their sum over levels (the pair totals of
+        ``values``)."""
+        L = n_levels
+        if self.dense:
+            t = np.bincount(self._key * L + codes, weights=values,
+                            minlength=self._space * L).reshape(*self.count.shape, L)
+            return [np.ascontiguousarray(t[..., j]) for j in range(L)], t.sum(axis=-1)
+        P = self.count.shape[0]
+        t = np.bincount(self._inverse * L + codes, weights=values, minlength=P * L)
+        t = t.reshape(P, L)
+        return [np.ascontiguousarray(t[:, j]) for j in range(L)], t.sum(axis=1)
+
+    def domain_totals(self, t: np.ndarray) -> np.ndarray:
+        """(D,) domain sums of pair totals ``t``."""
+        if self.dense:
+            return t.sum(axis=0)
+        return np.bincount(self.cells.pair_dom, weights=t, minlength=self.D)
+
+    def spread(self, per_domain: np.ndarray) -> np.ndarray:
+        """A (D,) vector aligned with pair totals (broadcast dense, gathered sparse)."""
+        return per_domain if self.dense else per_domain[self.cells.pair_dom]
+
+    def row_counts(self) -> np.ndarray:
+        """(D,) number of rows of each domain."""
+        return np.asarray(self.domain_totals(self.count.astype(float) if not self.dense
+                                             else self.count), dtype=np.int64)
+
+    def _cells_dense(self):
+        if self._dense_cells is None:
+            order = self.layout[0]
+            present = self.count > 0
+            # (H, D) clusters of the stratum with domain rows
+            nsub = self._by_stratum((present if order is None else present[order]).view(
+                np.int8), dtype=np.int64)
+            cell = np.flatnonzero(nsub.ravel())
+            c_str = cell // self.D
+            self._dense_cells = (present, nsub, cell, c_str, cell - c_str * self.D)
+        return self._dense_cells
+
+    def _by_stratum(self, a: np.ndarray, dtype=None) -> np.ndarray:
+        """(H, D) sums over each stratum's clusters of a (K, D) array in stratum order
+        (a reshape when every stratum has as many clusters, else ``reduceat``)."""
+        starts, sizes = self.layout[1], self.layout[2]
+        if self.stage.n_strata and sizes[0] * sizes.shape[0] == a.shape[0] and (
+                sizes == sizes[0]).all():
+            return a.reshape(sizes.shape[0], int(sizes[0]), a.shape[1]).sum(axis=1, dtype=dtype)
+        return np.add.reduceat(a, starts, axis=0, dtype=dtype)
+
+    def df(self) -> np.ndarray:
+        """R's ``degf`` of each domain (stage 1): clusters reached minus strata reached."""
+        if not self.dense:
+            return self.cells.df(self.D)
+        nsub = self._cells_dense()[1]
+        return (nsub.sum(axis=0) - (nsub > 0).sum(axis=0)).astype(float)
+
+    def variance(self, T: list[np.ndarray], lonely_psu: str, adjust_domain_lonely: bool,
+                 stage_number: int) -> np.ndarray:
+        """(D, V) variance contribution of the stage from the pair totals ``T`` of the V
+        influence columns (see :func:`stage_variance`)."""
+        D, V = self.D, len(T)
+        if not self.dense:
+            return pair_variance(self.stage, self.cells, np.column_stack(T) if V else
+                                 np.empty((self.count.shape[0], 0)), D, lonely_psu,
+                                 adjust_domain_lonely, stage_number)
+        order, _, sizes, stratum = self.layout
+        _, nsub, cell, c_str, c_dom = self._cells_dense()
+        n_h = self.stage.n_psu[c_str].astype(float)
+        f = self.stage.fpc_factor[c_str]
+        nsubset = nsub.ravel()[cell]
+        rules = _cell_rules(self.stage, c_str, n_h, f, nsubset, lonely_psu,
+                            adjust_domain_lonely, stage_number)
+        SS = np.empty((cell.shape[0], V))
+        for v, t in enumerate(T):
+            ts = t if order is None else t[order]
+            mean = self._by_stratum(ts) / sizes[:, None]
+            # centred on the mean over ALL the stratum's clusters (zero totals included)
+            dev = np.take(mean, stratum, axis=0)
+            np.subtract(ts, dev, out=dev)
+            dev *= dev
+            SS[:, v] = self._by_stratum(dev).ravel()[cell]
+            if rules[1].any():  # "adjust": uncentred sums of squares where R skips sweep
+                U = self._by_stratum(ts * ts).ravel()[cell]
+                SS[:, v] = np.where(rules[1], U, SS[:, v])
+        return _cells_to_domains(self.stage, c_str, c_dom, SS, rules, D)
+
+
+def _cells_to_domains(stage: Stage, c_str: np.ndarray, c_dom: np.ndarray, SS: np.ndarray,
+                      rules: tuple[np.ndarray, np.ndarray, np.ndarray], D: int) -> np.ndarray:
+    """R ``onestage``: scaled cell sums of squares summed per recursion group times
+    nstrat/nokstrat, then per domain: (D, V)."""
+    scale, _, is_na = rules
+    V = SS.shape[1]
+    out = np.zeros((D, V))
+    contrib = SS * scale[:, None]
     contrib[scale == 0.0] = 0.0
-    # onestage: per recursion group, sum over its strata * nstrat / nokstrat
     g = stage.group_of_stratum[c_str]
     n_groups = int(stage.group_of_stratum.max()) + 1 if stage.n_strata else 1
     gd_codes, gd_of_cell = _compact_pairs(g, c_dom, D, n_groups)
@@ -186,6 +294,91 @@ def stage_variance(
             per_group = np.bincount(gd_of_cell, weights=weighted[:, v], minlength=G) * factor
             out[:, v] = np.bincount(gd_dom, weights=per_group, minlength=D)
     return out
+
+
+@dataclass(frozen=True)
+class PairCells:
+    """The (stratum, domain) cells of a stage reached by a set of present (cluster, domain)
+    pairs: R's ``tapply`` over ``factor(strata)`` inside each domain."""
+
+    pair_dom: np.ndarray      # (P,) domain of each pair
+    cell_of_pair: np.ndarray  # (P,) cell of each pair
+    cell_str: np.ndarray      # (C,) stratum of each cell
+    cell_dom: np.ndarray      # (C,) domain of each cell
+    nsubset: np.ndarray       # (C,) clusters of the cell with domain rows
+
+    @classmethod
+    def of(cls, stage: Stage, pair_codes: np.ndarray, n_domains: int) -> PairCells:
+        D = n_domains
+        p_clu = pair_codes // D
+        p_dom = pair_codes - p_clu * D
+        p_str = stage.stratum_of_cluster[p_clu]
+        cell_codes, cell_of_pair = _compact_pairs(p_str, p_dom, D, stage.n_strata)
+        c_str = cell_codes // D
+        nsubset = np.bincount(cell_of_pair, minlength=cell_codes.shape[0])
+        return cls(p_dom, cell_of_pair, c_str, cell_codes - c_str * D, nsubset)
+
+    def df(self, n_domains: int) -> np.ndarray:
+        """R's ``degf`` per domain: clusters reached minus strata reached (float)."""
+        return (np.bincount(self.pair_dom, minlength=n_domains)
+                - np.bincount(self.cell_dom, minlength=n_domains)).astype(float)
+
+
+def pair_variance(
+    stage: Stage,
+    cells: PairCells,
+    T: np.ndarray,
+    n_domains: int,
+    lonely_psu: str,
+    adjust_domain_lonely: bool,
+    stage_number: int,
+) -> np.ndarray:
+    """Variance contribution of one stage from the totals ``T`` (P, V) of the influence
+    values over present (cluster, domain) pairs: (n_domains, V), already multiplied."""
+    D = n_domains
+    V = T.shape[1]
+    if T.shape[0] == 0:
+        return np.zeros((D, V))
+    cell_of_pair, c_str, nsubset = cells.cell_of_pair, cells.cell_str, cells.nsubset
+    C = c_str.shape[0]
+    n_h = stage.n_psu[c_str].astype(float)
+    f = stage.fpc_factor[c_str]
+    rules = _cell_rules(stage, c_str, n_h, f, nsubset, lonely_psu, adjust_domain_lonely,
+                        stage_number)
+    pad = n_h - nsubset
+    SS = np.empty((C, V))
+    for v in range(V):
+        t = T[:, v]
+        mean = np.bincount(cell_of_pair, weights=t, minlength=C) / n_h
+        # centred on the mean over ALL the stratum's clusters; clusters of the stratum
+        # without domain rows have zero totals, deviation -mean (R pads zeros)
+        dev = t - mean[cell_of_pair]
+        SS[:, v] = np.bincount(cell_of_pair, weights=dev * dev, minlength=C) + pad * mean**2
+        if rules[1].any():
+            U = np.bincount(cell_of_pair, weights=t * t, minlength=C)
+            SS[:, v] = np.where(rules[1], U, SS[:, v])
+    return _cells_to_domains(stage, c_str, cells.cell_dom, SS, rules, D)
+
+
+def stage_variance(
+    stage: Stage,
+    z: np.ndarray,
+    dom: np.ndarray,
+    n_domains: int,
+    lonely_psu: str,
+    adjust_domain_lonely: bool,
+    stage_number: int,
+) -> np.ndarray:
+    """Variance contribution of one stage: (n_domains, V) array, already multiplied.
+
+    ``z`` is (m, V) influence values of the rows that belong to a domain, ``dom`` their domain
+    codes (0..n_domains-1); rows outside every domain must have been removed by the caller.
+    """
+    if z.shape[0] == 0:
+        return np.zeros((n_domains, z.shape[1]))
+    pairs = DomainPairs(stage, stage.cluster, dom, n_domains)
+    T = [pairs.totals(z[:, v]) for v in range(z.shape[1])]
+    return pairs.variance(T, lonely_psu, adjust_domain_lonely, stage_number)
 
 
 def taylor_variance(
