@@ -141,6 +141,12 @@ def _missing_checked(method: str, syn: dict[str, Any],
     return needed
 
 
+def _sequential_numeric(syn: dict[str, Any]) -> list[str]:
+    """The numeric variables of a sequential synthesis (utility and fidelity sections)."""
+    return [v["name"] for v in syn["variables"]
+            if v["type"] not in ("binary", "categorical", "ordinal")]
+
+
 def _design_columns(design: dict[str, Any], data: pd.DataFrame) -> list[tuple[str, str]]:
     import re
 
@@ -669,17 +675,16 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
             pass
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
-                    [c for k, c in _synthesized(cfg.method, cfg.synth)
-                     if k != "synthesizer.public"])
+                    _sequential_numeric(cfg.synth) if cfg.method == "sequential" else
+                    _as_list(cfg.synth.get("variables")))
     # fidelity flags (surveysynth.fidelity): the synthesized numeric variables (a partial
     # synthesis models its outcome only) and their declared public bounds, if the synthesizer
     # has a bounds setting
     from .fidelity import release_fidelity
 
     modelled = [c for _, c in _synthesized(cfg.method, cfg.synth)]
-    if cfg.method == "sequential":  # its numeric variables
-        modelled = [v["name"] for v in cfg.synth["variables"]
-                    if v["type"] not in ("binary", "categorical", "ordinal")]
+    if cfg.method == "sequential":
+        modelled = _sequential_numeric(cfg.synth)
     elif cfg.method not in ("quantile", "PBP"):
         modelled = modelled[:1]
     declared = syn.get_params().get("bounds") if hasattr(syn, "get_params") else None

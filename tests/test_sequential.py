@@ -125,10 +125,12 @@ def _mixed(n=300, seed=5):
     kids = np.minimum(rng.poisson(np.exp(0.5 + 0.3 * x)), 8)
     own = rng.uniform(size=n) < special.expit(0.8 * x)
     reg = pd.Categorical(rng.choice(["N", "S", "E", "W"], n))
+    rating = pd.Categorical(np.clip(np.round(2 + x + 0.7 * rng.normal(size=n)), 1, 4).astype(int),
+                            categories=[1, 2, 3, 4], ordered=True)
     Nh = {"a": 5000, "b": 3000, "c": 1000}
     cnt = pd.Series(st).value_counts()
     df = pd.DataFrame({"stratum": st, "x_cont": x, "income": inc, "score": score,
-                       "kids": kids, "owner": own, "region": reg,
+                       "kids": kids, "owner": own, "region": reg, "rating": rating,
                        "fpc": [Nh[s] for s in st],
                        "w": [Nh[s] / cnt[s] for s in st]})
     return df, SurveyDesign(df, strata="stratum", weights="w", fpc="fpc")
@@ -139,7 +141,8 @@ VARS = [{"name": "x_cont", "type": "continuous"},
         {"name": "score", "type": "bounded", "bounds": (200, 1000)},
         {"name": "kids", "type": "count", "bounds": (0, 8)},
         {"name": "owner", "type": "binary"},
-        {"name": "region", "type": "categorical"}]
+        {"name": "region", "type": "categorical"},
+        {"name": "rating", "type": "ordinal"}]
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +161,7 @@ def test_epsilon_composes_over_variables_and_each_bound_under_its_target(tuned):
     steps = syn.steps_
     assert [s.name for s in steps] == [v["name"] for v in VARS] + ["w"]
     shares = np.array([s.share for s in steps])
-    np.testing.assert_allclose(shares, 1 / 7)
+    np.testing.assert_allclose(shares, 1 / 8)
     # each step's bound, recomputed here from its released fit's draws with scipy densities
     indep = []
     for step, r in zip(steps, syn.step_fits_, strict=True):
@@ -188,7 +191,7 @@ def _independent_bound(syn, step, r, df):
     X = _design_matrix(syn, step, df)[r["rows"]]
     sp = step.spec
     if step.role == "weights":
-        y = np.log(df["w"].to_numpy())
+        y = df["w"].to_numpy()
     else:
         y = df[step.column].to_numpy()[r["rows"]]
     if step.family == "normal":
@@ -210,6 +213,14 @@ def _independent_bound(syn, step, r, df):
         codes = pd.Index(step.levels, dtype=object).get_indexer(pd.Series(y).astype(object))
         p = special.expit(res["a"][:, None] + res["b"] @ X.T)
         ll = stats.bernoulli.logpmf(codes, p)
+    elif step.family == "ordinal":
+        codes = pd.Index(step.levels, dtype=object).get_indexer(pd.Series(y).astype(object))
+        eta = res["b"] @ X.T
+        F = stats.logistic.cdf(res["c"][:, None, :] - eta[..., None])
+        cdf = np.concatenate([np.zeros((*eta.shape, 1)), F, np.ones((*eta.shape, 1))], -1)
+        idx = codes[None, :, None].repeat(eta.shape[0], 0)
+        ll = np.log(np.take_along_axis(cdf, idx + 1, -1)[..., 0]
+                    - np.take_along_axis(cdf, idx, -1)[..., 0])
     else:
         codes = pd.Index(step.levels, dtype=object).get_indexer(pd.Series(y).astype(object))
         eta = res["a"][:, None, :] + np.einsum("np,spk->snk", X, res["B"])
@@ -248,6 +259,7 @@ def test_types_ranges_and_design_in_every_synthetic_set(tuned):
         assert f["owner"].dtype == bool
         assert isinstance(f["region"].dtype, pd.CategoricalDtype)
         assert list(f["region"].cat.categories) == list(df["region"].cat.categories)
+        assert f["rating"].dtype == df["rating"].dtype and f["rating"].cat.ordered
         assert f.notna().all().all()
     # stratum sizes kept (partial synthesis: released as collected)
     assert rel.designs[0].data["stratum"].value_counts().equals(df["stratum"].value_counts())
@@ -335,7 +347,7 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
     range; the strata and fpc in every synthetic design; epsilon per variable in the ledger."""
     df = api["apistrat"]
     des = SurveyDesign(df, strata="stype", weights="pw", fpc="fpc")
-    syn = Sequential(variables=APISTRAT_VARS, public=["cname"], m=2, random_state=7,
+    syn = Sequential(variables=APISTRAT_VARS, m=2, random_state=7,
                      population_size=6194, **FAST)
     rel = _quiet(lambda: syn.fit(des).release())
     assert len({v["type"] for v in APISTRAT_VARS}) >= 4
@@ -345,8 +357,7 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
     for d in rel.designs:
         f = d.data
         assert d.strata_vars == ["stype"] and d.fpc_vars == ["fpc"]
-        assert set(f.columns) == {v["name"] for v in APISTRAT_VARS} | {"stype", "fpc", "pw",
-                                                                       "cname"}
+        assert set(f.columns) == {v["name"] for v in APISTRAT_VARS} | {"stype", "fpc", "pw"}
         np.testing.assert_allclose(f["pw"].sum(), 6194)
         for v in APISTRAT_VARS:
             x, src = f[v["name"]], df[v["name"]]
@@ -364,3 +375,30 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
         # the design is usable: a stratified mean with fpc has a finite SE
         est = d.mean("api00")
         assert np.isfinite(est["se"].iloc[0]) and est["se"].iloc[0] > 0
+
+
+def test_release_config_sequential_end_to_end(tmp_path):
+    """`[synthesizer] method = "sequential"` with [[variables]]: the example config (short
+    chains) runs through the pipeline; the public manifest carries the composed guarantee
+    and one ledger entry per variable and the weights."""
+    import json
+
+    from surveysynth.pipeline import run_release
+    from surveysynth.release_config import example_config, example_data
+
+    text = example_config("sequential").replace(
+        "chains = 4, draws = 1000, warmup = 1000",
+        "chains = 2, draws = 150, warmup = 150, allow_unconverged = true")
+    (tmp_path / "example.csv").write_text(example_data().to_csv(index=False))
+    cfg = tmp_path / "release.toml"
+    cfg.write_text(text)
+    out = _quiet(run_release, cfg, quiet=True)
+    man = json.loads((out / "public" / "manifest.json").read_text())
+    rec = man["privacy"]
+    assert man["method"] == "sequential" and rec["family"] == "pseudo_posterior_sequential"
+    led = [e for e in rec["ledger"] if e.get("step") == "synthesis"]
+    assert [e["variable"] for e in led] == ["gender", "salary", "visits", "weight"]
+    assert rec["epsilon"] == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
+    assert rec["epsilon"] <= 30.0
+    syn = pd.read_csv(next((out / "public" / "synthetic").rglob("*.csv")))
+    assert syn["visits"].between(0, 60).all() and (syn["salary"] > 0).all()
