@@ -105,33 +105,50 @@ def _first_of(codes: np.ndarray, values: np.ndarray, n_codes: int) -> np.ndarray
 class _WeightedColumns:
     """The weighted columns ``w y`` (and ``w x``) of the rows in some domain, as
     :meth:`SurveyDesign._linearize` reads them: ``V`` columns of Y; X absent (totals), all
-    ones (one column ``w``) or V columns; or Y the indicators of ``levels = (codes, L)``."""
+    ones (one column ``w``) or V columns; or Y the indicators of ``levels = (codes, L)``.
+
+    The (rows, V) products are never held together: each column is formed in one reused
+    buffer when its pair totals are taken (at census scale V row-length products would be
+    several times the data), and again on request for the row-level influence values."""
 
     def __init__(self, Y, X, x_is_one, levels, ws, take) -> None:
-        self.levels = levels
-        self.ws = ws
+        self.levels, self.ws, self._take = levels, ws, take
+        self.Y, self.X, self.x_is_one = Y, X, x_is_one
         if levels is None:
-            self.wy = [ws * take(Y[:, v]) for v in range(Y.shape[1])]
-            self.V = len(self.wy)
-            self.wx = None if X is None else (
-                [ws] if x_is_one else [ws * take(X[:, v]) for v in range(X.shape[1])])
+            self.V = Y.shape[1]
+            self.n_x = 0 if X is None else (1 if x_is_one else X.shape[1])
         else:
             self.codes, self.V = take(levels[0]), levels[1]
-            self.wy, self.wx = None, [ws]
+            self.n_x = 1
+        self._buf = None
+
+    def y(self, v: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Row-level ``w y`` of column v (level indicator times w when coded)."""
+        if self.levels is not None:
+            return np.multiply(self.ws, self.codes == v, out=out)
+        return np.multiply(self.ws, self._take(self.Y[:, v]), out=out)
+
+    def x(self, c: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Row-level ``w x`` of denominator column c (``w`` itself when X is all ones)."""
+        if self.levels is not None or self.x_is_one:
+            return self.ws
+        return np.multiply(self.ws, self._take(self.X[:, c]), out=out)
 
     def pair_totals(self, pairs: DomainPairs):
         """(ty, tx): lists of pair totals of the columns (tx None for totals)."""
         if self.levels is not None:
             ty, tw = pairs.level_totals(self.codes, self.V, self.ws)
             return ty, [tw]
-        ty = [pairs.totals(a) for a in self.wy]
-        return ty, (None if self.wx is None else [pairs.totals(a) for a in self.wx])
+        if self._buf is None:
+            self._buf = np.empty(self.ws.shape[0])
+        ty = [pairs.totals(self.y(v, self._buf)) for v in range(self.V)]
+        if self.n_x == 0:
+            return ty, None
+        return ty, [pairs.totals(self.x(c, self._buf)) for c in range(self.n_x)]
 
-    def rows_y(self) -> list[np.ndarray]:
-        """The row-level ``w y`` columns (level indicators times w when coded)."""
-        if self.wy is None:
-            self.wy = [self.ws * (self.codes == v) for v in range(self.V)]
-        return self.wy
+    def release(self) -> None:
+        """Free the scratch buffer (the pair totals are taken)."""
+        self._buf = None
 
 
 def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
@@ -622,23 +639,27 @@ class SurveyDesign(Estimators):
                 if want_df and self._weights_positive():
                     dfs = pairs.df()
                 n_dom = pairs.row_counts()
-            if tx is None:
-                T = ty
-            else:
+            if tx is not None:  # the influence totals, in place of ty (pair-sized arrays)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    T = [(ty[v] - pairs.spread(est[:, v]) * tx[0 if len(tx) == 1 else v])
-                         / pairs.spread(Tx[:, 0 if len(tx) == 1 else v]) for v in range(V)]
-            var += pairs.variance(T, self.lonely_psu, self.adjust_domain_lonely, number)
+                    for v in range(V):
+                        c = 0 if len(tx) == 1 else v
+                        ty[v] -= pairs.spread(est[:, v]) * tx[c]
+                        ty[v] /= pairs.spread(Tx[:, c])
+            var += pairs.variance(ty, self.lonely_psu, self.adjust_domain_lonely, number)
+            del ty, tx, pairs
         if want_df and dfs is None:
             dfs = self._df_core(dom, D)
+        cols.release()
         z = None
         if want_z:  # row-level influence values, zero outside every domain
             z = np.zeros((dom.shape[0], V))
-            wy, wx = cols.rows_y(), cols.wx
             with np.errstate(invalid="ignore", divide="ignore"):
                 for v in range(V):
-                    c = 0 if wx is None or len(wx) == 1 else v
-                    zv = wy[v] if wx is None else (wy[v] - est[ds, v] * wx[c]) / Tx[ds, c]
+                    zv = cols.y(v)
+                    if cols.n_x:
+                        c = 0 if cols.n_x == 1 else v
+                        zv -= est[ds, v] * cols.x(c)
+                        zv /= Tx[ds, c]
                     z[slice(None) if rows is None else rows, v] = zv
         return est, var, z, dfs, n_dom
 

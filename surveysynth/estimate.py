@@ -50,6 +50,12 @@ def _indicators(codes: np.ndarray, L: int) -> np.ndarray:
     return (codes[:, None] == np.arange(L)[None, :]).astype(float)
 
 
+def _ones(like: np.ndarray) -> np.ndarray:
+    """A read-only array of ones shaped as ``like`` that takes no memory (a broadcast view):
+    the denominator of means and proportions, read by every path but never written."""
+    return np.broadcast_to(np.float64(1.0), like.shape)
+
+
 def _zero_nan(a: np.ndarray) -> np.ndarray:
     """``a`` with NaN replaced by 0 (``a`` itself when it has none: no copy)."""
     nan = np.isnan(a)
@@ -598,9 +604,32 @@ class Estimators:
                 mats.append(Y)
                 labels += [(c, lev) for lev in levels]
             else:
-                mats.append(self.numeric_values(c)[:, None])
+                mats.append(None)
                 labels.append((c, None))
+        if all(m is None for m in mats):  # every variable numeric: one (n, V) float matrix
+            return self._numeric_matrix(cols), labels, cols
+        mats = [self.numeric_values(c)[:, None] if m is None else m
+                for c, m in zip(cols, mats, strict=True)]
         return (mats[0] if len(mats) == 1 else np.column_stack(mats)), labels, cols
+
+    def _numeric_matrix(self, cols: list[str]) -> np.ndarray:
+        """(n_full, V) float values of the numeric columns ``cols`` (NaN where missing),
+        read-only. float64 columns held in one pandas block are returned as a view of the
+        frame (no copy: at census scale a copy of the analysis variables is most of the
+        memory); anything else is converted column by column."""
+        for c in cols:
+            if is_categorical(self._frame[c]):
+                self.numeric_values(c)  # raises, naming the column
+        if all(isinstance(self._frame[c].dtype, np.dtype) and self._frame[c].dtype == np.float64
+               for c in cols):
+            Y = self._frame[cols].to_numpy(dtype=np.float64, copy=False)
+        elif len(cols) == 1:
+            Y = self.numeric_values(cols[0])[:, None]
+        else:
+            Y = np.column_stack([self.numeric_values(c) for c in cols])
+        Y = Y.view()
+        Y.setflags(write=False)
+        return Y
 
     # ---------------------------------------------------------------- output
 
@@ -784,7 +813,7 @@ class Estimators:
         ``df`` and ``covmat`` as in :meth:`total`.
         """
         Y, labels, cols = self._variables(variables, allow_categorical=True)
-        X = np.ones_like(Y)
+        X = _ones(Y)
         call = {"stat": "mean", "variables": cols}
         return self._ratio_family("mean", Y, X, labels, cols, by, na_rm, deff, engine, level,
                                   ci, call, df, covmat)
@@ -827,10 +856,10 @@ class Estimators:
                 raise ValueError(f"ci_method={ci_method!r}: choose 'wald' or one of {CI_METHODS}.")
             if engine != "native":
                 raise ValueError(f"ci_method={ci_method!r} needs engine='native'.")
-            out = self._ratio_family("proportion", Y, np.ones_like(Y), labels, cols, by, na_rm,
+            out = self._ratio_family("proportion", Y, _ones(Y), labels, cols, by, na_rm,
                                      deff, engine, level, "t", call, df, covmat)
             return proportion_ci(self, out, Y, cols, by, na_rm, level, df, ci_method)
-        return self._ratio_family("proportion", Y, np.ones_like(Y), labels, cols, by, na_rm,
+        return self._ratio_family("proportion", Y, _ones(Y), labels, cols, by, na_rm,
                                   deff, engine, level, ci, call, df, covmat)
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
@@ -845,10 +874,8 @@ class Estimators:
         nums, dens = as_list(numerator), as_list(denominator)
         require_columns(self._frame, nums + dens, "ratio")
         pairs = [(a, b) for b in dens for a in nums]
-        Y = np.column_stack([self.numeric_values(a) for a, _ in pairs]) if len(pairs) > 1 else (
-            self.numeric_values(pairs[0][0])[:, None])
-        X = np.column_stack([self.numeric_values(b) for _, b in pairs]) if len(pairs) > 1 else (
-            self.numeric_values(pairs[0][1])[:, None])
+        Y = self._numeric_matrix([a for a, _ in pairs])
+        X = self._numeric_matrix([b for _, b in pairs])
         labels = [(f"{a}/{b}", None) for a, b in pairs]
         call = {"stat": "ratio", "numerator": nums, "denominator": dens}
         return self._ratio_family("ratio", Y, X, labels, nums + dens, by, na_rm, deff, engine,
