@@ -220,14 +220,17 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--m", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--progress", action="store_true", help="Sequential's step lines")
+    ap.add_argument("--subset", action="store_true",
+                    help="the fast mode's 5 variables and 3 means with full MCMC settings")
     ap.add_argument("--allow-unconverged", action="store_true",
                     help="release a Sequential fit that fails the convergence gates (the "
                          "guarantee text and this report then say so)")
     a = ap.parse_args(argv)
     a.m = a.m or (2 if a.fast else 5)
     a.epsilon = a.epsilon or (40.0 if a.fast else 60.0)
-    variables = [v for v in VARIABLES if v["name"] in FAST_NAMES] if a.fast else VARIABLES
-    means = FAST_MEANS if a.fast else MEANS
+    small = a.fast or a.subset
+    variables = [v for v in VARIABLES if v["name"] in FAST_NAMES] if small else VARIABLES
+    means = FAST_MEANS if small else MEANS
     out = a.out
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -318,6 +321,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
                              "overlap": mm.at[v, "overlap"]})
     md = ["# Public-use files from apistrat: Sequential beside what an agency would pick", "",
           "Command: `python vignettes/public_use_agency.py" + (" --fast" if a.fast else "")
+          + (" --subset" if a.subset else "")
+          + (" --allow-unconverged" if a.allow_unconverged else "")
           + f" --epsilon {a.epsilon:g}`" + (" -- **fast mode: 5 variables, short chains, "
                                             "gates lowered; a code-path check**" if a.fast else "")
           + f". m = {a.m}. Run time {time.perf_counter() - t0:.0f} s.", "",
