@@ -242,6 +242,7 @@ def sim_run(tmp_path_factory):
     return out, (out / "public_use_simulation.md").read_text()
 
 
+@pytest.mark.slow
 def test_simulation_truth_and_monte_carlo_errors_are_recomputed(sim_run):
     """The recovery table against an independent recomputation: the truth by statsmodels OLS
     and a crosstab on the population; the synthetic mean, its MC SE (SD / sqrt(R)), bias /
@@ -281,6 +282,7 @@ def test_simulation_truth_and_monte_carlo_errors_are_recomputed(sim_run):
         assert float(row["syn coverage"]) == pytest.approx(cover)
 
 
+@pytest.mark.slow
 def test_simulation_confidential_estimates_are_the_design_estimates(sim_run):
     """Replicate-level confidential estimates equal svyglm / proportion on a stratified design
     with fpc of a sample drawn the vignette's way (rerun here for replicate 0 from the same
@@ -303,6 +305,7 @@ def test_simulation_confidential_estimates_are_the_design_estimates(sim_run):
     assert g.at["urban / 0", "conf"] == pytest.approx(share0, rel=1e-10)
 
 
+@pytest.mark.slow
 def test_simulation_curve_and_guarantees(sim_run):
     """Every budget's released epsilon is at most its target (the tuned bound is never above
     it), the figure exists, and each budget states its guarantee from the release."""
@@ -343,6 +346,7 @@ def agency_run(tmp_path_factory):
             (out / "public_use_agency.md").read_text(), res.stdout)
 
 
+@pytest.mark.slow
 def test_agency_confidential_means_match_r_survey(agency_run):
     """The confidential means and SEs are R survey's svymean on the stratified design with
     fpc (kills a design without fpc or strata, unweighted means)."""
@@ -361,6 +365,7 @@ def test_agency_confidential_means_match_r_survey(agency_run):
         assert conf[v]["se"] == pytest.approx(se[k], rel=1e-8)
 
 
+@pytest.mark.slow
 def test_agency_overlaps_and_se_ratios_are_recomputed(agency_run):
     """CI overlap (Karr et al., written out here) and SE ratios from the per-mean numbers;
     method means of them in the summary table. Kills: overlap over one interval's length only,
@@ -384,6 +389,7 @@ def test_agency_overlaps_and_se_ratios_are_recomputed(agency_run):
         assert 0 < row["k-marginal k=2"] <= 1000 and 0 < row["k-marginal k=3"] <= 1000
 
 
+@pytest.mark.slow
 def test_agency_budgets_and_guarantees(agency_run):
     """AIM and MST run at the epsilon the Sequential release reports, with the zCDP rho whose
     (epsilon, delta) conversion (Canonne-Kamath-Steinke, computed here) gives delta = 1e-9;
@@ -411,6 +417,7 @@ def test_agency_budgets_and_guarantees(agency_run):
 
 
 # ------------------------------------------------------------------------------ benchmark
+@pytest.mark.slow
 def test_benchmark_fast_mode_runs():
     """benchmarks/sequential.py --fast: one fit + release of the ten variables (n = 1,000),
     the table printed with a total and a released epsilon at most the target."""
