@@ -81,25 +81,48 @@ def as_pandas(data: Any, name: str = "data") -> pd.DataFrame:
 def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """Integer codes of the distinct combinations of ``columns`` (order of first appearance)."""
     if len(columns) == 1:
-        return pd.factorize(frame[columns[0]], sort=False)[0].astype(np.int64)
+        return pd.factorize(frame[columns[0]], sort=False)[0].astype(np.int64, copy=False)
     return _combine([pd.factorize(frame[c], sort=False)[0] for c in columns])
 
 
 def _combine(codes: list[np.ndarray]) -> np.ndarray:
-    """Codes of the crossing of several code vectors (R's ``interaction``, unused levels dropped)."""
+    """Codes of the crossing of several code vectors (R's ``interaction``, unused levels
+    dropped), numbered in order of first appearance.
+
+    Every input is such a code vector already (0..K-1 by first appearance, as
+    ``pd.factorize`` gives): one vector is returned as it is (factorizing it again is the
+    identity), and each crossing is factorized once, with one row-length key at a time."""
     out = np.asarray(codes[0], dtype=np.int64)
     for c in codes[1:]:
-        c = np.asarray(c, dtype=np.int64)
-        out = pd.factorize(out * (int(c.max()) + 1) + c, sort=False)[0].astype(np.int64)
-    return pd.factorize(out, sort=False)[0].astype(np.int64)
+        key = np.multiply(out, int(np.max(c)) + 1, dtype=np.int64)
+        key += c
+        out = pd.factorize(key, sort=False)[0].astype(np.int64, copy=False)
+        del key
+    return out
 
 
 def _first_of(codes: np.ndarray, values: np.ndarray, n_codes: int) -> np.ndarray:
-    """Value of ``values`` at the first row of each code."""
+    """Value of ``values`` at the first row of each code (later rows are written first, so
+    the first row's index is the one that stays)."""
     first = np.full(n_codes, -1, dtype=np.int64)
-    order = np.arange(codes.shape[0] - 1, -1, -1)
-    first[codes[order]] = order
+    first[codes[::-1]] = np.arange(codes.shape[0] - 1, -1, -1)
     return values[first]
+
+
+def _nested(clusters: np.ndarray, strata: np.ndarray, str_first: np.ndarray) -> bool:
+    """True when every row's stratum is that of its cluster's first row (``str_first``,
+    per cluster): each cluster lies in one stratum. One gather and compare, no hashing."""
+    return bool(np.array_equal(np.take(str_first, clusters), strata))
+
+
+def _sample_size(clusters: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """(H,) number of distinct clusters in each stratum (R's ``sampsize``)."""
+    H = int(strata.max()) + 1
+    str_first = _first_of(clusters, strata, int(clusters.max()) + 1)
+    if _nested(clusters, strata, str_first):  # one stratum per cluster: count clusters
+        return np.bincount(str_first, minlength=H)
+    pairs = _combine([strata, clusters])
+    return np.bincount(_first_of(pairs, strata, int(pairs.max()) + 1), minlength=H)
 
 
 class _WeightedColumns:
@@ -250,7 +273,8 @@ class SurveyDesign(Estimators):
             ]
         if not self.nest and self.has_strata:
             self._check_nested(ids_codes[0], raw_strata[0], ids_vars, strata_vars[0])
-        if np.unique(ids_codes[0]).shape[0] == 1 and not (self.nest and self.has_strata):
+        # codes are 0..K-1: one PSU when the largest code is 0 (one pass, no sort)
+        if int(ids_codes[0].max()) == 0 and not (self.nest and self.has_strata):
             raise ValueError(
                 "Design has only one primary sampling unit: variance cannot be estimated. "
                 "Fix: check the ids= column (or use ids=None for one PSU per row)."
@@ -259,11 +283,7 @@ class SurveyDesign(Estimators):
             _combine([raw_strata[min(s, NS - 1)], ids_codes[s - 1]]) for s in range(1, S)
         ]
         # -- sample sizes per stage: distinct clusters within the stage's strata -----------
-        sampsize = []
-        for s in range(S):
-            pairs = _combine([strata_codes[s], ids_codes[s]])
-            first_str = _first_of(pairs, strata_codes[s], int(pairs.max()) + 1)
-            sampsize.append(np.bincount(first_str, minlength=int(strata_codes[s].max()) + 1))
+        sampsize = [_sample_size(ids_codes[s], strata_codes[s]) for s in range(S)]
         # -- fpc -----------------------------------------------------------------------
         if fpc_vars and pps_spec is not None:  # PPS: fpc are probabilities varying by PSU
             popsize = pps_popsize(frame, fpc_vars, ids_codes, strata_codes, sampsize)
@@ -329,9 +349,13 @@ class SurveyDesign(Estimators):
     # ------------------------------------------------------------------ construction helpers
     @staticmethod
     def _check_nested(psu, stratum, ids_vars, strata_var) -> None:
-        pairs = _combine([psu, stratum])
-        n_pairs_per_psu = np.bincount(_first_of(pairs, psu, int(pairs.max()) + 1))
-        bad_psu = np.flatnonzero(n_pairs_per_psu > 1)
+        # a PSU lies in more than one stratum iff some row's stratum differs from the
+        # stratum of the PSU's first row (no (PSU, stratum) crossing is hashed)
+        str_first = _first_of(psu, stratum, int(psu.max()) + 1)
+        off = np.take(str_first, psu)
+        np.not_equal(off, stratum, out=off)
+        bad_psu = np.unique(psu[off.astype(bool)])
+        del off
         if bad_psu.shape[0]:
             rows = np.isin(psu, bad_psu)
             name = ids_vars[0] if ids_vars else "row"
