@@ -347,8 +347,8 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
     range; the strata and fpc in every synthetic design; epsilon per variable in the ledger."""
     df = api["apistrat"]
     des = SurveyDesign(df, strata="stype", weights="pw", fpc="fpc")
-    syn = Sequential(variables=APISTRAT_VARS, m=2, random_state=7,
-                     population_size=6194, **FAST)
+    syn = Sequential(variables=APISTRAT_VARS, m=2, random_state=7, population_size=6194,
+                     **{**FAST, "draws": 100, "warmup": 100})
     rel = _quiet(lambda: syn.fit(des).release())
     assert len({v["type"] for v in APISTRAT_VARS}) >= 4
     led = [e for e in rel.privacy.ledger if e.get("step") == "synthesis"]

@@ -5,20 +5,23 @@
 // Risk-weighted pseudo likelihood target += alpha_i * log p_i.
 // Priors: a ~ N(0, 5), b ~ N(0, 2.5), phi ~ half-Cauchy(0, 10).
 functions {
-  // log F(hi | mu, phi) of every record, the truncation normaliser, summed over the support
-  // 0..hi in log space by the pmf's recursion p(k + 1) = p(k) (k + phi) / (k + 1) q with
-  // q = mu / (mu + phi) (exact; Stan's neg_binomial_2_lcdf differentiates the incomplete beta
-  // function in phi by a slow series). Cost O(n hi) per gradient.
+  // log F(hi | mu, phi) of every record, the truncation normaliser: log of the sum of the pmf
+  // over the support 0..hi, log F_i = l0_i + log_sum_exp_k(c_k + k lq_i) with
+  // c_k = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1), l0 = phi log(phi / (mu + phi)),
+  // lq = log(mu / (mu + phi)) (exact; Stan's neg_binomial_2_lcdf differentiates the incomplete
+  // beta function in phi by a slow series). One outer product and n row log_sum_exps.
   vector seq_nb_log_norm(vector eta, real phi, int hi) {
     int n = num_elements(eta);
-    vector[n] lq = -log1p_exp(log(phi) - eta);          // log(mu / (mu + phi))
-    vector[n] lp = -phi * log1p_exp(eta - log(phi));    // log p(0) = phi log(phi / (mu + phi))
-    vector[n] acc = lp;
-    for (k in 0:(hi - 1)) {
-      lp += log(k + phi) - log(k + 1) + lq;
-      acc = fmax(acc, lp) + log1p_exp(-abs(acc - lp));
+    vector[n] lq = -log1p_exp(log(phi) - eta);
+    vector[n] l0 = -phi * log1p_exp(eta - log(phi));
+    row_vector[hi + 1] k = linspaced_row_vector(hi + 1, 0, hi);
+    row_vector[hi + 1] ck = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1);
+    matrix[n, hi + 1] M = lq * k + rep_matrix(ck, n);
+    vector[n] out;
+    for (i in 1:n) {
+      out[i] = l0[i] + log_sum_exp(M[i]);
     }
-    return acc;
+    return out;
   }
   vector seq_nb_ll(array[] int y, vector eta, real phi, int has_hi, int hi) {
     int n = num_elements(y);
