@@ -183,7 +183,13 @@ def sequential_release(design: ss.SurveyDesign, variables: list[dict], a: argpar
     fast = dict(chains=2, draws=150, warmup=150, allow_unconverged=True,
                 convergence={"rhat": 1.5, "ess_bulk": 20}) if a.fast else dict(
         allow_unconverged=a.allow_unconverged)
+    budget = None
+    if a.enroll_share is not None:
+        others = [v["name"] for v in variables if v["name"] != "enroll"] + ["pw"]
+        budget = {"enroll": a.enroll_share,
+                  **{k: (1 - a.enroll_share) / len(others) for k in others}}
     syn = Sequential(variables=variables, public=[], target_epsilon=a.epsilon, m=a.m,
+                     budget=budget,
                      population_size=N_POP, random_state=a.seed, progress=a.progress, **fast)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -220,6 +226,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--m", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--progress", action="store_true", help="Sequential's step lines")
+    ap.add_argument("--enroll-share", type=float, default=None,
+                    help="enroll's share of the budget (the rest in equal shares); its NB "
+                         "model's bound has a floor near 1.4 at n = 200")
     ap.add_argument("--subset", action="store_true",
                     help="the fast mode's 5 variables and 3 means with full MCMC settings")
     ap.add_argument("--allow-unconverged", action="store_true",
@@ -323,6 +332,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "Command: `python vignettes/public_use_agency.py" + (" --fast" if a.fast else "")
           + (" --subset" if a.subset else "")
           + (" --allow-unconverged" if a.allow_unconverged else "")
+          + (f" --enroll-share {a.enroll_share:g}" if a.enroll_share is not None else "")
           + f" --epsilon {a.epsilon:g}`" + (" -- **fast mode: 5 variables, short chains, "
                                             "gates lowered; a code-path check**" if a.fast else "")
           + f". m = {a.m}. Run time {time.perf_counter() - t0:.0f} s.", "",
