@@ -66,15 +66,13 @@ def _first(mask: np.ndarray, index: pd.Index | None = None, k: int = 5) -> list:
     return pos.tolist() if index is None else index[pos].tolist()
 
 
-class _Tuner:
-    """The settings the pseudo posterior tuning loop reads; its methods are that loop itself
-    (borrowed from :class:`_PseudoPosterior`, not copied)."""
+class _Tuner(_PseudoPosterior):
+    """The settings the pseudo posterior tuning loop reads (name, tol, g, max_refits); the loop
+    itself and its checks are :class:`_PseudoPosterior`'s own methods (inherited, not copied).
+    Not a synthesizer: only ``_tune`` is called."""
 
-    _tune = _PseudoPosterior._tune  # noqa: SLF001 - the one tuning loop, reused
-    _check_reach = _PseudoPosterior._check_reach  # noqa: SLF001 - idem
-
-    def __init__(self, name: str, tol: float, max_refits: int) -> None:
-        self.name, self.tol, self.g, self.max_refits = name, tol, 0.0, max_refits
+    def __init__(self, name: str, tol: float, max_refits: int) -> None:  # noqa: D107
+        self.name, self.tol, self.g, self.max_refits = name, tol, 0.0, max_refits  # type: ignore[misc]
 
 
 @dataclass
