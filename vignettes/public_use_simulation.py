@@ -362,8 +362,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     plot_curve(curve, out / "public_use_simulation.png")
 
     md = ["# Sequential synthesis recovers a known joint distribution (simulation)", "",
-          f"Code: commit {commit()} (`python vignettes/public_use_simulation.py"
-          + (" --fast" if a.fast else "") + "`)"
+          f"Code: commit {commit()} (`python vignettes/public_use_simulation.py "
+          + " ".join(sys.argv[1:] if argv is None else argv) + "`)"
           + (" -- **fast mode: n = 300, short chains, gates lowered; a code-path check, not "
              "evidence**" if a.fast else "") + f". Run time {time.perf_counter() - t0:.0f} s.", "",
           "## Population and samples", "",
@@ -394,7 +394,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           f"released epsilon per replicate {', '.join(f'{e:.4g}' for e in eps_none)}. Guarantee "
           f"(`rel.guarantee`, last replicate): {guarantee_none}", "",
           "## 2. The curve: utility as the total epsilon tightens", "",
-          f"{creps} replicate(s) per budget (risk-weighted, tuned to `target_epsilon`; the first "
+          f"{creps if budgets else 0} replicate(s) per budget (risk-weighted, tuned to "
+          "`target_epsilon`; the first "
           f"row: the {reps} unweighted releases of part 1); "
           "utilities compare each release with its own confidential sample; +- columns are MC "
           "SEs over replicates.", ""]
