@@ -24,7 +24,13 @@ CASES = [
      dict(epsilon=1.0, m=5, facts={"sensitivity": "sound", "sampler": "exact", "n_iter": 1000})),
     ("Joint exponential mechanism for quantiles (method='jointexp')", "kng",
      dict(epsilon=1.0, m=5, facts={"sensitivity": "sound", "sampler": "exact",
-                                   "method": "jointexp", "transform": "log"})),
+                                   "method": "jointexp", "transform": "pareto",
+                                   "transform_center": (
+                                       "the pareto scale of each variable (residual) is "
+                                       "centred at its DP median (released first by JointExp "
+                                       "with one quantile; width: half the distance from it "
+                                       "to the nearer public bound), share X1: 0.1 of the "
+                                       "variable's epsilon (inside the stated total)")})),
     ("KNG, sound sensitivity, MCMC sampler", "kng",
      dict(epsilon=1.0, m=5, facts={"sensitivity": "sound", "sampler": "mcmc", "n_iter": 1000})),
     ("KNG, paper sensitivity", "kng",

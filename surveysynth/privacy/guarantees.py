@@ -118,8 +118,11 @@ def kng(facts: dict[str, Any]) -> Guarantee:
                 "under replace-one neighbours) with data-independent public bounds, on a public "
                 f"{facts.get('transform', 'log')} scale, drawn exactly (up to floating-point "
                 "arithmetic); a later variable's slope on the previous variable by DP Theil-Sen "
-                "(exponential-mechanism median of disjoint-pair slopes). Budgets compose "
-                "sequentially over variables; the synthetic data sets are post-processing.")
+                "(exponential-mechanism median of disjoint-pair slopes). "
+                + (f"Scale: {facts['transform_center']}. " if facts.get("transform_center")
+                   else "")
+                + "Budgets compose sequentially over variables; the synthetic data sets are "
+                "post-processing.")
         return Guarantee(label, True, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
