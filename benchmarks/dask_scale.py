@@ -132,20 +132,55 @@ def maxrss() -> int:
 
 
 # ------------------------------------------------------------------------ the runs (child)
-def run_native(path: str, out: str) -> dict:
+def read_frame(path: str, other: list[str], floats: list[str]):
+    """The dataset's columns as one pandas DataFrame, read file by file into arrays
+    allocated once: the float64 columns in one (columns, rows) block (pandas keeps it as its
+    one float block, so the estimators read the variables as a view), the others in their
+    own dtype. Peak memory is the frame plus one file's Arrow table; ``pd.read_parquet``
+    holds the whole Arrow table and the frame at once (and consolidates blocks by copying)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(path).glob("part.*.parquet"))
+    sizes = [pq.ParquetFile(f).metadata.num_rows for f in files]
+    n = int(sum(sizes))
+    schema = pq.read_schema(files[0])
+    block = np.empty((len(floats), n))
+    rest = {c: np.empty(n, dtype=schema.field(c).type.to_pandas_dtype()) for c in other}
+    start = 0
+    for f, m in zip(files, sizes, strict=True):
+        table = pq.read_table(f, columns=other + floats)
+        for j, c in enumerate(floats):
+            block[j, start:start + m] = table.column(c).to_numpy()
+        for c in other:
+            rest[c][start:start + m] = table.column(c).to_numpy()
+        start += m
+        del table
+    pa.default_memory_pool().release_unused()  # the Arrow pool keeps freed tables otherwise
+    df = pd.DataFrame(block.T, columns=floats, copy=False)
+    for c in other:
+        df[c] = rest.pop(c)
+    return df[other + floats]
+
+
+def run_native(path: str, out: str) -> dict:
+    import psutil
 
     import surveysynth as ss
 
+    base = psutil.Process().memory_info().rss
     t0 = time.perf_counter()
-    df = pd.read_parquet(path, columns=["stratum", "psu", "domain", "w"] + Y)
+    df = read_frame(path, ["stratum", "psu", "domain"], ["w"] + Y)
     t1 = time.perf_counter()
+    read_peak, after_read = maxrss(), psutil.Process().memory_info().rss
     design = ss.SurveyDesign(df, ids="psu", strata="stratum", weights="w")
     res = design.mean(Y, by="domain")
     t2 = time.perf_counter()
     res.to_parquet(out)
     return {"rows": len(df), "data_bytes": int(df.memory_usage(deep=True).sum()),
-            "read_s": t1 - t0, "estimate_s": t2 - t1, "peak_rss": maxrss()}
+            "read_s": t1 - t0, "estimate_s": t2 - t1, "peak_rss": maxrss(),
+            "start_rss": base, "read_peak_rss": read_peak, "after_read_rss": after_read}
 
 
 def run_dask(path: str, out: str, memory_limit: str, table: bool = False) -> dict:
@@ -202,18 +237,27 @@ def gib(b: float) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def scale_run(n: int, root: Path, memory_limit: str) -> dict:
+def scale_run(n: int, root: Path, memory_limit: str, native_only: bool = False,
+              keep: bool = False) -> dict:
+    """Native and Dask runs on an ``n``-row dataset under ``root`` (a complete dataset left
+    there by ``--keep`` is reused). ``native_only``: the native run alone (no Dask, no
+    comparison)."""
     path = root / f"rows_{n}"
+    files = -(-n // ROWS_PER_FILE)
     t = time.perf_counter()
-    generate(path, n)
+    if not (path.is_dir() and len(list(path.glob("part.*.parquet"))) == files):
+        generate(path, n)
     gen = time.perf_counter() - t
     nat = child("native", str(path), str(root / f"native_{n}.parquet"))
-    dk = child("dask", str(path), str(root / f"dask_{n}.parquet"), memory_limit)
-    err = compare(str(root / f"native_{n}.parquet"), str(root / f"dask_{n}.parquet"))
-    if err > 1e-12:
-        raise AssertionError(f"Dask and native differ by {err:.3g} at {n} rows")
+    dk, err = None, None
+    if not native_only:
+        dk = child("dask", str(path), str(root / f"dask_{n}.parquet"), memory_limit)
+        err = compare(str(root / f"native_{n}.parquet"), str(root / f"dask_{n}.parquet"))
+        if err > 1e-12:
+            raise AssertionError(f"Dask and native differ by {err:.3g} at {n} rows")
     disk = sum(f.stat().st_size for f in path.iterdir())
-    shutil.rmtree(path)
+    if not keep:
+        shutil.rmtree(path)
     return {"n": n, "generate_s": gen, "disk": disk, "native": nat, "dask": dk, "max_rel": err}
 
 
@@ -274,6 +318,8 @@ def report(scale: list[dict], big: dict | None, memory_limit: str, command: str,
                      f"estimate {nat['estimate_s']:.1f} s) | {t_nat:.1f} | "
                      f"{r['n'] / t_nat:,.0f} | {gib(nat['peak_rss'])} | "
                      f"{nat['peak_rss'] / size:.2f} | |")
+        if dk is None:  # a --native-only run
+            continue
         lines.append(f"| {r['n']:,} | {gib(size)} | Dask ({dk['partitions']} partitions; "
                      f"cluster start {dk['startup_s']:.1f} s not counted) | "
                      f"{dk['estimate_s']:.1f} | {r['n'] / dk['estimate_s']:,.0f} | "
@@ -309,6 +355,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=None, help="where datasets are written (default: tmp)")
     ap.add_argument("--memory-limit", default="3GiB")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--native-only", action="store_true",
+                    help="the native runs of --sizes alone (no Dask, no comparison)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the --sizes datasets under --dir (a later run reuses them)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -333,7 +383,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sizes = [200_000] if a.fast else [int(float(s)) for s in a.sizes.split(",") if s]
         for n in sizes:
-            saved["scale"][str(n)] = scale_run(n, root, a.memory_limit)
+            saved["scale"][str(n)] = scale_run(n, root, a.memory_limit, a.native_only,
+                                               a.keep and bool(a.dir))
             store.write_text(json.dumps(saved))
         if a.big:
             saved["big"] = big_run(int(a.big), root, a.memory_limit)

@@ -154,16 +154,18 @@ class _WeightedColumns:
     def x(self, c: int, out: np.ndarray | None = None) -> np.ndarray:
         """Row-level ``w x`` of denominator column c (``w`` itself when X is all ones)."""
         if self.levels is not None or self.x_is_one:
-            return self.ws
+            # into the buffer when one is given: np.bincount copies read-only weights
+            # (the design's weights are read-only), a row-length copy per call
+            return self.ws if out is None else np.copyto(out, self.ws) or out
         return np.multiply(self.ws, self._take(self.X[:, c]), out=out)
 
     def pair_totals(self, pairs: DomainPairs):
         """(ty, tx): lists of pair totals of the columns (tx None for totals)."""
-        if self.levels is not None:
-            ty, tw = pairs.level_totals(self.codes, self.V, self.ws)
-            return ty, [tw]
         if self._buf is None:
             self._buf = np.empty(self.ws.shape[0])
+        if self.levels is not None:
+            ty, tw = pairs.level_totals(self.codes, self.V, self.x(0, self._buf))
+            return ty, [tw]
         ty = [pairs.totals(self.y(v, self._buf)) for v in range(self.V)]
         if self.n_x == 0:
             return ty, None
