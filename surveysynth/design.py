@@ -171,9 +171,59 @@ class _WeightedColumns:
             return ty, None
         return ty, [pairs.totals(self.x(c, self._buf)) for c in range(self.n_x)]
 
+    def x_totals(self, pairs: DomainPairs) -> list[np.ndarray] | None:
+        """Pair totals of the denominator columns (None for totals)."""
+        if self.n_x == 0:
+            return None
+        if self._buf is None:
+            self._buf = np.empty(self.ws.shape[0])
+        return [pairs.totals(self.x(c, self._buf)) for c in range(self.n_x)]
+
+    def y_totals(self, pairs: DomainPairs, v: int) -> np.ndarray:
+        """Pair totals of numerator column v (a fresh array, free to modify)."""
+        if self._buf is None:
+            self._buf = np.empty(self.ws.shape[0])
+        return pairs.totals(self.y(v, self._buf))
+
     def release(self) -> None:
         """Free the scratch buffer (the pair totals are taken)."""
         self._buf = None
+
+
+def _stage_pass(pairs: DomainPairs, cols: _WeightedColumns, number: int, est, Tx,
+                var: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool):
+    """Add one stage's variance of every column to ``var`` (D, V), one column at a time:
+    its pair totals, its influence totals ``(ty - R tx) / X`` in place, its variance
+    (pair-sized arrays: V + 1 of them at once exceed the rows' own arrays when PSUs x
+    domains is larger than the sample). At stage 1 (``est`` None) the estimates and the
+    denominators' domain totals are computed; returns ``(est, Tx)``."""
+    D, V = pairs.D, cols.V
+    first = est is None
+    if cols.levels is not None:  # all levels' totals come from one bincount
+        ty, tx = cols.pair_totals(pairs)
+        if first:
+            est, Tx = _domain_ratio(pairs, ty, tx, D)
+    else:
+        ty, tx = None, cols.x_totals(pairs)
+        if first:  # est is filled column by column below, from the same pair totals
+            est = np.empty((D, V))
+            Tx = None if tx is None else np.column_stack([pairs.domain_totals(t) for t in tx])
+    for v in range(V):
+        t = cols.y_totals(pairs, v) if ty is None else ty[v]
+        c = 0 if tx is None or len(tx) == 1 else v
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if ty is None and first:
+                est[:, v] = pairs.domain_totals(t)
+                if tx is not None:
+                    est[:, v] /= Tx[:, c]
+            if tx is not None:  # the influence totals, in place
+                t -= pairs.spread(est[:, v]) * tx[c]
+                t /= pairs.spread(Tx[:, c])
+        var[:, v] += pairs.variance([t], lonely_psu, adjust_domain_lonely, number)[:, 0]
+        if ty is not None:
+            ty[v] = None
+        del t
+    return est, Tx
 
 
 def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
@@ -659,20 +709,13 @@ class SurveyDesign(Estimators):
         est = Tx = dfs = n_dom = None
         for number, stage in enumerate(self._variance_stages, start=1):
             pairs = DomainPairs(stage, take(stage.cluster), ds, D)
-            ty, tx = cols.pair_totals(pairs)
             if number == 1:
-                est, Tx = _domain_ratio(pairs, ty, tx, D)
                 if want_df and self._weights_positive():
                     dfs = pairs.df()
                 n_dom = pairs.row_counts()
-            if tx is not None:  # the influence totals, in place of ty (pair-sized arrays)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    for v in range(V):
-                        c = 0 if len(tx) == 1 else v
-                        ty[v] -= pairs.spread(est[:, v]) * tx[c]
-                        ty[v] /= pairs.spread(Tx[:, c])
-            var += pairs.variance(ty, self.lonely_psu, self.adjust_domain_lonely, number)
-            del ty, tx, pairs
+            est, Tx = _stage_pass(pairs, cols, number, est, Tx, var, self.lonely_psu,
+                                  self.adjust_domain_lonely)
+            del pairs
         if want_df and dfs is None:
             dfs = self._df_core(dom, D)
         cols.release()
