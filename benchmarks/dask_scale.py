@@ -300,8 +300,8 @@ def report(scale: list[dict], big: dict | None, memory_limit: str, command: str,
         f"Data: Parquet files of {ROWS_PER_FILE:,} rows (row groups of {ROW_GROUP:,}), "
         f"5 float64 columns y1..y5, float64 weights, {H} strata x {PER} PSUs (int32, rows in "
         f"PSU order), a {DOMAINS}-level int16 domain. Statistic: `mean(['y1', ..., 'y5'], "
-        "by='domain')` (linearization SEs, design df). Native: the 9 columns read into one "
-        "pandas DataFrame, `SurveyDesign`, one call (own process). Dask: "
+        "by='domain')` (linearization SEs, design df). Native: the 9 columns read file by file "
+        "into one pandas DataFrame (the 6 float64 columns in one block), `SurveyDesign`, one call (own process). Dask: "
         f"`DaskSurveyDesign.from_parquet` on a LocalCluster of 2 worker processes, "
         f"`memory_limit={memory_limit!r}` each (own process). Dask equals native to "
         "1e-12 (checked in the run: largest relative difference of estimate and SE shown).",
