@@ -67,7 +67,7 @@ def survey(n: int, seed: int = 1) -> pd.DataFrame:
         "savings": np.round(savings, 2), "score": score, "visits": visits.astype(np.int64)})
 
 
-def run(n: int, epsilon: float, fast: bool, seed: int) -> dict:
+def run(n: int, epsilon: float | None, fast: bool, seed: int) -> dict:
     """Time one fit + release; returns the times, the epsilon and the convergence summary."""
     import surveysynth as ss
     from surveysynth.synth.sequential import Sequential
@@ -89,8 +89,8 @@ def run(n: int, epsilon: float, fast: bool, seed: int) -> dict:
 
 
 def warm_cache() -> None:
-    """Compile every Stan program Sequential uses (a tiny, untimed fit)."""
-    run(300, 1e3, True, 99)
+    """Compile every Stan program Sequential uses (a tiny, untimed fit, c = 1, no tuning)."""
+    run(300, None, True, 99)
 
 
 def load() -> str:
