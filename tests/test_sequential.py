@@ -403,5 +403,7 @@ def test_release_config_sequential_end_to_end(tmp_path):
     assert [e["variable"] for e in led] == ["gender", "salary", "visits", "weight"]
     assert rec["epsilon"] == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
     assert rec["epsilon"] <= 30.0
-    syn = pd.read_csv(next((out / "public" / "synthetic").rglob("*.csv")))
+    files = sorted((out / "public" / "synthetic").rglob("*.parquet"))
+    assert files
+    syn = pd.concat([pd.read_parquet(f) for f in files])
     assert syn["visits"].between(0, 60).all() and (syn["salary"] > 0).all()
