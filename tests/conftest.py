@@ -42,3 +42,17 @@ def assert_rel(actual, expected, tol: float = 1e-9, what: str = "", atol: float 
     assert np.all(np.isfinite(a) == np.isfinite(e)), f"{what}: finiteness differs {a} vs {e}"
     fin = np.isfinite(e)
     assert np.all(err[fin] <= tol), f"{what}: max rel err {err[fin].max():.3g}\n ours {a}\n R    {e}"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """An in-process Dask LocalCluster (2 workers x 1 thread) and its client, for the Dask
+    engine's tests (module scope: each test module starts and closes its own)."""
+    import distributed
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    cl = distributed.Client(cluster)
+    yield cl
+    cl.close()
+    cluster.close()

@@ -17,7 +17,6 @@ Wrong versions these tests kill:
 from __future__ import annotations
 
 import dask.dataframe as dd  # installed by `make test` (pyproject dev extras)
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -40,16 +39,6 @@ CALLS = (
     ("proportion", ("cat",), {}),
     ("mean", ("y",), {"ci": "t"}),
 )
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
-    cl = distributed.Client(cluster)
-    yield cl
-    cl.close()
-    cluster.close()
 
 
 def make_data(n: int = 6000, seed: int = 3) -> pd.DataFrame:

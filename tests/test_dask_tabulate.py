@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,16 +50,6 @@ SPECS = (
     ("percent", None, "col", False, "normal"),
     ("percent", "y", "row", False, "normal"),
 )
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
-    cl = distributed.Client(cluster)
-    yield cl
-    cl.close()
-    cluster.close()
 
 
 def make_data(n: int = 5000, seed: int = 11) -> pd.DataFrame:
