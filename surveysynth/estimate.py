@@ -313,6 +313,37 @@ def attach_vcov(out: pd.DataFrame, names: list[str], cov: np.ndarray) -> None:
     }
 
 
+def estimate_frame(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
+                   extra: dict[str, Any] | None = None, n=None) -> pd.DataFrame:
+    """The estimator output frame: by-variable columns, ``variable`` (and ``level``), estimate,
+    se, CI, df, cv, and optionally n, deff and extra columns (one row per domain x variable)."""
+    V = len(labels)
+    rows = {}
+    if by_df is not None:
+        for c in by_df.columns:
+            rows[c] = np.repeat(by_df[c].to_numpy(), V)
+            if isinstance(by_df[c].dtype, pd.CategoricalDtype):
+                rows[c] = pd.Categorical(rows[c], categories=by_df[c].cat.categories)
+    rows["variable"] = [lab[0] for lab in labels] * D
+    if any(lab[1] is not None for lab in labels):
+        rows[level_name] = [lab[1] for lab in labels] * D
+    est = np.asarray(est, float).reshape(D * V)
+    se = np.asarray(se, float).reshape(D * V)
+    dfv = np.repeat(np.asarray(df, float), V)
+    lo, hi = confidence_interval(est, se, dfv, level, ci)
+    rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rows["cv"] = np.where(est != 0, se / np.abs(est), np.nan)
+    if n is not None:
+        rows["n"] = np.repeat(np.asarray(n, dtype=np.int64), V)
+    if deff is not None:
+        rows["deff"] = np.asarray(deff, float).reshape(D * V)
+    if extra:
+        for k, v in extra.items():
+            rows[k] = v
+    return pd.DataFrame(rows)
+
+
 class Estimators:
     """Base of every design kind: the rows API, the domain-estimation API and the estimators.
 
@@ -633,34 +664,7 @@ class Estimators:
 
     # ---------------------------------------------------------------- output
 
-    @staticmethod
-    def _frame_out(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
-                   extra: dict[str, Any] | None = None, n=None) -> pd.DataFrame:
-        V = len(labels)
-        rows = {}
-        if by_df is not None:
-            for c in by_df.columns:
-                rows[c] = np.repeat(by_df[c].to_numpy(), V)
-                if isinstance(by_df[c].dtype, pd.CategoricalDtype):
-                    rows[c] = pd.Categorical(rows[c], categories=by_df[c].cat.categories)
-        rows["variable"] = [lab[0] for lab in labels] * D
-        if any(lab[1] is not None for lab in labels):
-            rows[level_name] = [lab[1] for lab in labels] * D
-        est = np.asarray(est, float).reshape(D * V)
-        se = np.asarray(se, float).reshape(D * V)
-        dfv = np.repeat(np.asarray(df, float), V)
-        lo, hi = confidence_interval(est, se, dfv, level, ci)
-        rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rows["cv"] = np.where(est != 0, se / np.abs(est), np.nan)
-        if n is not None:
-            rows["n"] = np.repeat(np.asarray(n, dtype=np.int64), V)
-        if deff is not None:
-            rows["deff"] = np.asarray(deff, float).reshape(D * V)
-        if extra:
-            for k, v in extra.items():
-                rows[k] = v
-        return pd.DataFrame(rows)
+    _frame_out = staticmethod(estimate_frame)
 
     # ---------------------------------------------------------------- df and counts
     def resolve_df(self, df: Any, dom: np.ndarray, D: int) -> np.ndarray:

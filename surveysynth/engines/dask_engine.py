@@ -38,7 +38,7 @@ from scipy import sparse
 
 from .._validate import as_list
 from ..design import SurveyDesign
-from ..estimate import category_levels, confidence_interval, is_categorical
+from ..estimate import category_levels, estimate_frame, is_categorical
 from ..replicate_design import ReplicateDesign
 from ..variance.replicate_weights import rank_like_r, replicate_variance
 from .base import Engine
@@ -590,25 +590,8 @@ class _DaskBase:
 
     @staticmethod
     def _output(by_df, labels, est, se, dfs, n, level, ci) -> pd.DataFrame:
-        D, V = est.shape
-        rows: dict[str, Any] = {}
-        if by_df is not None:
-            for c in by_df.columns:
-                rows[c] = np.repeat(by_df[c].to_numpy(), V)
-                if isinstance(by_df[c].dtype, pd.CategoricalDtype):
-                    rows[c] = pd.Categorical(rows[c], categories=by_df[c].cat.categories)
-        rows["variable"] = [lab[0] for lab in labels] * D
-        if any(lab[1] is not None for lab in labels):
-            rows["level"] = [lab[1] for lab in labels] * D
-        est = est.reshape(D * V)
-        se = se.reshape(D * V)
-        dfv = np.repeat(np.asarray(dfs, float), V)
-        lo, hi = confidence_interval(est, se, dfv, level, ci)
-        rows.update(estimate=est, se=se, ci_low=lo, ci_high=hi, df=dfv)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rows["cv"] = np.where(est != 0, se / np.abs(est), np.nan)
-        rows["n"] = np.repeat(np.asarray(n, dtype=np.int64), V)
-        return pd.DataFrame(rows)
+        """The native estimators' output frame (the same columns, with n)."""
+        return estimate_frame(by_df, est.shape[0], labels, est, se, dfs, level, ci, n=n)
 
 
 def _resolve_df(df: Any, own: np.ndarray, design_df: float) -> np.ndarray:
