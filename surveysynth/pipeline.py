@@ -91,6 +91,7 @@ class ReleaseConfig:
     r: float = 0.2
     source: dict[str, Any] = field(default_factory=dict)
     missing_policy: str = "refuse"
+    regressions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _as_list(x: Any) -> list[str]:
@@ -328,16 +329,77 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
         _check_types(method, syn, complete)
     tables = _check_tables(raw.get("tables", []), data, _released_columns(method, syn, data))
     _construct(method, syn)
-    build_design(design, complete)
+    built = build_design(design, complete)
     rep = raw.get("report", {})
     known = _as_list(rep.get("known", syn.get("known", syn.get("predictors"))))
     _check_columns([("report.known", k) for k in known], data, input_path.name)
+    regressions = _check_regressions(rep.get("regressions", []), built,
+                                     _regression_released(method, syn, design, data))
     out = raw["output"]
     return ReleaseConfig(
         input_path=input_path, design=design, method=method, synth=syn, tables=tables,
         output=(base / out["folder"]).resolve(), overwrite=bool(out.get("overwrite", False)),
         known=known, r=float(rep.get("r", 0.2)), source=raw, missing_policy=policy,
+        regressions=regressions,
     )
+
+
+def _regression_released(method: str, syn: dict[str, Any], design: dict[str, Any],
+                         data: pd.DataFrame) -> set[str] | None:
+    """Columns a regression of the report may use (None: all of the data's): a full
+    synthesis's released variables; a sequential synthesis that drops unlisted columns
+    releases its variables, the public ones and the design's columns."""
+    released = _released_columns(method, syn, data)
+    if method == "sequential" and syn.get("unlisted", "drop") == "drop":
+        released = {c for _, c in _synthesized(method, syn)} | {
+            c for _, c in _design_columns(design, data)}
+    return released
+
+
+def _check_regressions(raw: list[dict[str, Any]], design: Any,
+                       released: set[str] | None) -> list[dict[str, Any]]:
+    """[[report.regressions]]: every variable of each formula is a released column, and the
+    model fits the confidential design (svyglm; cheap, no MCMC), else a ConfigError naming
+    the block's key."""
+    from .analysis import svyglm
+    from .analysis.formulas import formula_columns
+
+    out = []
+    for i, r in enumerate(raw):
+        key = f"report.regressions[{i}].formula"
+        formula = r["formula"]
+        used = formula_columns(formula, design.data.columns)
+        if released is not None:
+            dropped = [c for c in used if c not in released]
+            if dropped:
+                raise ConfigError(
+                    f"{key} = {formula!r}: {dropped} are not released by this synthesis (it "
+                    f"releases {sorted(released)}). Fix: use released variables only.")
+        try:
+            svyglm(formula, design, family=r.get("family", "gaussian"))
+        except ValueError as exc:
+            raise ConfigError(f"{key} = {formula!r}: the model does not fit the confidential "
+                              f"design: {exc}") from exc
+        out.append({"name": str(r.get("name", f"regression_{i + 1}")), "formula": formula,
+                    "family": r.get("family", "gaussian")})
+    return out
+
+
+def _joint_variables(cfg: ReleaseConfig) -> tuple[list[str], dict[str, str], list[str]]:
+    """The joint utility's variables: (synthesized, declared types, released-as-collected
+    context). A partial synthesis of one outcome is measured jointly with its predictors."""
+    syn = cfg.synth
+    if cfg.method == "sequential":
+        return ([v["name"] for v in syn["variables"]],
+                {v["name"]: v["type"] for v in syn["variables"]}, [])
+    if cfg.method == "quantile":
+        return _as_list(syn.get("variables")), {}, []
+    predictors = _as_list(syn.get("predictors"))
+    settings = {**syn.get("init", {}), **syn.get("fit", {})}
+    types = {v: "categorical" for v in _as_list(settings.get("categorical"))}
+    if cfg.method == "PBP":
+        return [syn["outcome"], *predictors], types, []
+    return [syn["outcome"]], types, predictors
 
 
 #: input file formats by suffix: CSV, Parquet, and the statistical packages' files through
@@ -693,6 +755,13 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     warns += [f"Fidelity: {w}" for w in fid.warnings]
     sections.append(report.fidelity_section(fid))
     sections += report.utility_sections(cfg.tables, design, release, outcome_vars, figures)
+    joint, types, context = _joint_variables(cfg)
+    try:
+        sections.append(report.joint_utility_section(design, release, joint, types=types,
+                                                     context=context,
+                                                     regressions=cfg.regressions))
+    except (ValueError, np.linalg.LinAlgError) as exc:  # a report gap, shown, not a lost release
+        warns.append(f"Joint utility could not be computed: {exc}")
     outcome = cfg.synth.get("outcome")
     if release.kind == "partial" and outcome is not None and cfg.known:
         from .privacy import identification_risk

@@ -31,6 +31,9 @@ SVREP_TYPES = ("BRR", "Fay", "JK1", "JKn", "bootstrap", "ACS", "successive-diffe
                "other")
 
 
+#: ``family`` values of a ``[[report.regressions]]`` block (surveysynth.analysis.families)
+REGRESSION_FAMILIES = ("gaussian", "binomial", "quasibinomial", "poisson", "quasipoisson")
+
 #: ``stat`` values of a ``[[tables]]`` block (tabulate's, in the config's spelling)
 TABLE_STATS = ("total", "mean", "proportion", "percent", "row percent", "column percent",
                "median")
@@ -213,6 +216,18 @@ SCHEMA: tuple[Section, ...] = (
             "identification risk (default: synthesizer.known, else the predictors)"),
         Key("r", "number", "the identification-risk radius", default=0.2, positive=True),
     ), required=False),
+    Section("report.regressions", "Regressions compared in the confidential report "
+            "(`[[report.regressions]]`, one block per model): the survey-weighted GLM "
+            "(`surveysynth.analysis.svyglm`) on the confidential design against the release's "
+            "combined coefficients (`SyntheticRelease.glm`), with the CI overlap per "
+            "coefficient. Every variable of the formula must be released. Nothing of it is "
+            "published.", (
+        Key("formula", "string", "the model, R style: `\"api00 ~ meals + stype\"`",
+            required=True),
+        Key("name", "string", "its heading in the report", default="regression_<i>"),
+        Key("family", "string", "the GLM family (R's names)", default="gaussian",
+            allowed=REGRESSION_FAMILIES),
+    ), required=False, array=True),
     Section("output", "Where the release folder goes.", (
         Key("folder", "string", "where the release folder goes (relative to the config "
             "file's folder)", required=True),
@@ -241,7 +256,9 @@ def _check_section(values: Any, sec: Section, where: str, prefix: str,
                    method: str | None) -> None:
     if not isinstance(values, dict):
         raise ConfigError(f"{where} must be a table of keys. Fix: write it as [{sec.name}].")
-    _unknown(values, [k.name for k in sec.keys], where)
+    # nested sections ([[report.regressions]]) are keys of their parent section
+    children = [s.name.split(".", 1)[1] for s in SCHEMA if s.name.startswith(sec.name + ".")]
+    _unknown(values, [k.name for k in sec.keys] + children, where)
     for key in sec.keys:
         path = f"{prefix}{key.name}"
         if key.name not in values:
@@ -259,10 +276,21 @@ def _check_section(values: Any, sec: Section, where: str, prefix: str,
             raise ConfigError(f"{path} = {v!r}: choose one of {list(key.allowed)}.")
 
 
+def section_value(raw: dict[str, Any], name: str) -> Any:
+    """The parsed value of a section, nested ones by their dotted name
+    (``report.regressions``); None when absent (or its parent is not a table)."""
+    value: Any = raw
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
 def check_keys(raw: dict[str, Any]) -> str:
     """Check a parsed config against :data:`SCHEMA` (unknown keys, types, required keys,
     allowed values, and the cross-key rules that need no data); returns the method."""
-    _unknown(raw, list(SECTIONS), "config")
+    _unknown(raw, [s.name for s in SCHEMA if "." not in s.name], "config")
     for sec in SCHEMA:
         if sec.required and sec.name not in raw:
             raise ConfigError(f"[{sec.name}] section missing. Fix: add it (see "
@@ -273,16 +301,17 @@ def check_keys(raw: dict[str, Any]) -> str:
         raise ConfigError(f"synthesizer.method = {method!r} is not a known synthesizer. Choose "
                           f"one of {list(SYNTHESIZERS)}.")
     for sec in SCHEMA:
-        if sec.name not in raw:
+        value = section_value(raw, sec.name)
+        if value is None:
             continue
         if sec.array:
-            if not isinstance(raw[sec.name], list):
+            if not isinstance(value, list):
                 raise ConfigError(f"[{sec.name}] must be an array of tables. Fix: write each "
                                   f"as [[{sec.name}]].")
-            for i, t in enumerate(raw[sec.name]):
+            for i, t in enumerate(value):
                 _check_section(t, sec, f"{sec.name}[{i}]", f"{sec.name}[{i}].", method)
         else:
-            _check_section(raw[sec.name], sec, f"[{sec.name}]", f"{sec.name}.", method)
+            _check_section(value, sec, f"[{sec.name}]", f"{sec.name}.", method)
     _check_cross(raw, method)
     return method
 
@@ -523,6 +552,10 @@ n_min = 10"""
     else:
         tables = _EXAMPLE_TABLE
     risk = "" if method == "quantile" else '\n[report]\nknown = ["field", "gender"]\nr = 0.2\n'
+    model = {"quantile": "salary ~ visits", "PBP": "salary ~ gender"}.get(
+        method, "salary ~ gender + visits")  # variables each method releases
+    risk += ("\n# compared in the confidential report: confidential svyglm vs the release's "
+             f'combined coefficients\n[[report.regressions]]\nname = "salary"\nformula = "{model}"\n')
     return f"""# surveysynth release config: {method} (complete example; see docs/release-config.md)
 # data: example.csv, made by surveysynth.release_config.example_data() (SDR-like sample)
 [input]
