@@ -355,7 +355,8 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
     rel = _quiet(lambda: syn.fit(des).release())
     assert len({v["type"] for v in APISTRAT_VARS}) >= 4
     led = [e for e in rel.privacy.ledger if e.get("step") == "synthesis"]
-    assert [e["variable"] for e in led] == [v["name"] for v in APISTRAT_VARS] + ["pw"]
+    # pw = N_h / n_h is design information: released as collected, no ledger step
+    assert [e["variable"] for e in led] == [v["name"] for v in APISTRAT_VARS]
     assert rel.privacy.epsilon == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
     for d in rel.designs:
         f = d.data
@@ -407,3 +408,95 @@ def test_release_config_sequential_end_to_end(tmp_path):
     assert files
     syn = pd.concat([pd.read_parquet(f) for f in files])
     assert syn["visits"].between(0, 60).all() and (syn["salary"] > 0).all()
+
+
+# ------------------------------------------------------------------ design weights (pw = N_h / n_h)
+def test_weights_are_design_exact_check_per_stratum_fpc_cell(api):
+    """The decision itself, exactly: apistrat's pw (constant within stype x fpc) is design
+    information; the same weights with ONE record moved by one ulp are not (a check up to a
+    tolerance, or on fewer columns, would pass that one through unmodelled); weights constant
+    within strata but not overall need the cells (a check of global constancy fails there)."""
+    from surveysynth.synth.sequential import weights_are_design
+
+    df = api["apistrat"]
+    before = df.copy()
+    w = df["pw"].to_numpy(float)
+    assert weights_are_design(df, w, ["stype", "fpc"])
+    assert weights_are_design(df, w, ["stype"])
+    assert not weights_are_design(df, w, [])          # pw differs between strata
+    w1 = w.copy()
+    w1[17] = np.nextafter(w1[17], np.inf)              # one record, one ulp
+    assert not weights_are_design(df, w1, ["stype", "fpc"])
+    adj = w * np.random.default_rng(5).uniform(0.8, 1.25, len(w))   # nonresponse-like
+    assert not weights_are_design(df, adj, ["stype", "fpc"])
+    assert weights_are_design(df, np.full(len(w), 31.0), [])        # equal weights, no design
+    pd.testing.assert_frame_equal(df, before)
+
+
+def _api_two(df):
+    return [{"name": "api00", "type": "bounded", "bounds": (200, 1000)},
+            {"name": "sch.wide", "type": "binary"}]
+
+
+def test_apistrat_design_weights_pass_through_without_budget(api):
+    """apistrat's pw = N_h / n_h: released exactly as collected in every set (no model, no
+    step, no ledger entry, no share), listed as published without budget; a mutant that still
+    models the weights (a "pw" step, smoothed weights that differ) fails here."""
+    df = api["apistrat"]
+    des = SurveyDesign(df, strata="stype", weights="pw", fpc="fpc")
+    syn = Sequential(variables=_api_two(df), target_epsilon=30.0, m=2, random_state=3,
+                     **{**FAST, "draws": 100, "warmup": 100})
+    _quiet(syn.fit, des)
+    assert syn.design_weights_ is True
+    assert [s.name for s in syn.steps_] == ["api00", "sch.wide"]
+    np.testing.assert_allclose([s.share for s in syn.steps_], [0.5, 0.5])
+    for f in syn.synthesize(2):                  # confidential row order: pw unchanged, exactly
+        np.testing.assert_array_equal(f["pw"].to_numpy(), df["pw"].to_numpy())
+    rel = _quiet(syn.release)
+    rec = rel.privacy
+    led = [e for e in rec.ledger if e.get("step") == "synthesis"]
+    assert [e["variable"] for e in led] == ["api00", "sch.wide"]
+    assert rec.epsilon == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
+    assert rec.facts["weights_step"] == "design"
+    assert any("'pw'" in p["item"] for p in rec.published_without_budget)
+    nh = df["stype"].value_counts()
+    for d in rel.designs:                        # permuted rows: pw is the row's stratum's N_h/n_h
+        f = d.data
+        got = f.groupby("stype", observed=True)["pw"].agg(["min", "max"])
+        assert (got["min"] == got["max"]).all()
+        ref = df.groupby("stype", observed=True)["pw"].first()
+        np.testing.assert_array_equal(got["min"].to_numpy(), ref[got.index].to_numpy())
+        np.testing.assert_allclose(got["min"], (f.groupby("stype", observed=True)["fpc"].first()
+                                                / nh[got.index]), rtol=1e-6)  # float32 pw
+    # a public N rescales by the one public factor N / sum(pw), nothing else
+    syn2 = Sequential(variables=_api_two(df), m=2, random_state=3, population_size=6194,
+                      **{**FAST, "draws": 100, "warmup": 100})
+    _quiet(syn2.fit, des)
+    w = df["pw"].to_numpy(float)
+    np.testing.assert_array_equal(syn2.synthesize(1)[0]["pw"].to_numpy(), w * (6194 / w.sum()))
+    # a budget share for design weights is refused, naming the column and the fix
+    with pytest.raises(ValueError, match=r"'pw' is given a share.*design weights.*remove it"):
+        Sequential(variables=_api_two(df), target_epsilon=30.0,
+                   budget={"api00": 0.4, "sch.wide": 0.4, "pw": 0.2}, **FAST).fit(des)
+
+
+def test_adjusted_weights_still_take_the_weights_step(api):
+    """Weights that vary within a stratum (pw times a nonresponse-like factor) carry record
+    information: they are modelled (a "pw" step with its share and ledger entry) and the
+    released weights are model output, not the confidential ones; a mutant that passes every
+    weight through unmodelled fails here."""
+    df = api["apistrat"].copy()
+    df["pw"] = df["pw"] * np.random.default_rng(9).uniform(0.8, 1.25, len(df))
+    des = SurveyDesign(df, strata="stype", weights="pw", fpc="fpc")
+    syn = Sequential(variables=_api_two(df), target_epsilon=30.0, m=2, random_state=4,
+                     **{**FAST, "draws": 100, "warmup": 100})
+    _quiet(syn.fit, des)
+    assert syn.design_weights_ is False
+    assert [s.name for s in syn.steps_] == ["api00", "sch.wide", "pw"]
+    rec = _quiet(syn.release).privacy
+    led = [e for e in rec.ledger if e.get("step") == "synthesis"]
+    assert [e["variable"] for e in led] == ["api00", "sch.wide", "pw"] and led[-1]["epsilon"] > 0
+    assert rec.facts["weights_step"] == "modelled"
+    assert not any("'pw'" in p["item"] for p in rec.published_without_budget)
+    for f in syn.synthesize(2):
+        assert not np.isin(f["pw"].to_numpy(), df["pw"].to_numpy()).any()

@@ -22,10 +22,21 @@ pseudo posterior model in Stan suited to its type (docs/sequential.md):
   spaced evenly over the chains;
 * epsilon composes: epsilon = sum_j 2 Delta_alpha_j m, each step in the ledger;
 * the design goes through: strata, cluster ids and fpc are public and carried into every
-  synthetic design (the strata also serve as predictors); the weights are modelled last, as a
-  normal model of log w given everything synthesized (its own budget share), and released
-  either smoothed (exp of the posterior mean at the synthetic values, ``weights="smoothed"``)
-  or synthesized (a draw, ``weights="synthesized"``), rescaled to sum to the population size;
+  synthetic design (the strata also serve as predictors);
+* design weights: when the sampling weights are a function of the public design columns
+  (exactly constant within each stratum x fpc cell, as apistrat's pw = N_h / n_h), they are
+  design information -- what the released strata and fpc already say (N_h / n_h from the
+  released stratum counts and the fpc) -- not a record's value: they are released as collected
+  (times the public factor N / sum(w), 1 unless ``population_size`` differs from their sum),
+  with no model, no budget share and no ledger step; the record lists them under
+  "published without budget" and its facts say ``weights_step = "design"``. (Such weights
+  cannot be modelled anyway: log w has no variance within a cell.) Checked exactly, not up
+  to a tolerance: weights that differ within a cell (nonresponse or calibration adjustments)
+  carry record-level information and take the weights step below;
+* otherwise the weights are modelled last, as a normal model of log w given everything
+  synthesized (its own budget share), and released either smoothed (exp of the posterior mean
+  at the synthetic values, ``weights="smoothed"``) or synthesized (a draw,
+  ``weights="synthesized"``), rescaled to sum to the population size;
 * missing values: ``missing="refuse"`` raises naming the column, rows and fix;
   ``missing="model"`` synthesizes a missing indicator first (logistic) and then the value given
   not missing (fitted on the observed records), each a step with half the variable's share.
@@ -105,12 +116,14 @@ class Sequential(Synthesizer):
         as predictors).
     weights : "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
         values) or "synthesized" (a draw from it); rescaled to sum to the population size.
+        Not used when the weights are design weights (exactly constant within each stratum x
+        fpc cell): those are released as collected, without budget (module docstring).
     missing : "refuse" (a ValueError naming column, rows and fix) or "model" (a missing
         indicator synthesized first, then the value given observed).
     target_epsilon : total epsilon of a release of m sets, shared over the steps by budget;
         None: no tuning, alpha at c = 1 for every step.
     budget : dict variable (or the weights column) -> share of target_epsilon, shares
-        summing to 1; default equal shares.
+        summing to 1; default equal shares. Design weights take no share (no weights step).
     risk_weights : "lipschitz" (default) or "none" (alpha = 1: the unweighted posterior;
         its bound is still measured and composed).
     m : number of synthetic data sets (one posterior draw of every step each).
@@ -254,8 +267,10 @@ class Sequential(Synthesizer):
         if badp:
             raise ValueError(f"public: columns {badp} are not in the design's data. Fix the names.")
         if wname in public:
-            raise ValueError(f"public: {wname!r} is the weights column; weights are always "
-                             "modelled (weights='smoothed' or 'synthesized'). Remove it.")
+            raise ValueError(f"public: {wname!r} is the weights column; weights are modelled "
+                             "(weights='smoothed' or 'synthesized'), or released as collected "
+                             "without budget when they are exactly constant within each "
+                             "stratum x fpc cell (design weights). Remove it from public.")
         predictors = list(dict.fromkeys(_cols(design.strata_vars) + public))
         return {**cfg, "predictors": predictors, "weights_name": wname,
                 "design_cols": design_cols}
@@ -277,10 +292,11 @@ class Sequential(Synthesizer):
                 steps.append(_Step(f"{name} (missing)", name, "missing", "binary", "logistic",
                                    {}, levels=[False, True], enc={"kind": "binary"}))
             steps.append(self._value_step(name, typ, lo, hi, obs, data.index[~na]))
-        lw = np.log(w)
-        steps.append(_Step(cfg["weights_name"], cfg["weights_name"], "weights", "positive",
-                           "normal", {"lo": None, "hi": None, "loc": float(np.mean(lw)),
-                                      "scale": float(max(np.std(lw), 0.1))}))
+        if not cfg["design_weights"]:
+            lw = np.log(w)
+            steps.append(_Step(cfg["weights_name"], cfg["weights_name"], "weights", "positive",
+                               "normal", {"lo": None, "hi": None, "loc": float(np.mean(lw)),
+                                          "scale": float(max(np.std(lw), 0.1))}))
         self._assign_shares(steps, cfg)
         return steps
 
@@ -354,6 +370,12 @@ class Sequential(Synthesizer):
             b = dict(self.budget)
             missing = [u for u in units if u not in b]
             extra = [k for k in b if k not in units]
+            if cfg["design_weights"] and cfg["weights_name"] in extra:
+                raise ValueError(
+                    f"budget: {cfg['weights_name']!r} is given a share, but the weights are "
+                    f"design weights (constant within each cell of {cfg['weight_cells']}) and are "
+                    "released as collected without budget. Fix: remove it from budget and "
+                    f"share the budget over {units}.")
             if missing or extra:
                 raise ValueError(
                     f"budget: shares are needed for exactly the synthesized variables and the "
@@ -398,6 +420,13 @@ class Sequential(Synthesizer):
         if badw.any():
             raise ValueError(f"design weights must be positive and finite; rows "
                              f"{_first(badw, data.index)} are not.")
+        cfg["weight_cells"] = [c for c in _cols(design.strata_vars) + _cols(design.fpc_vars)
+                               if c in data.columns]
+        # the weights as collected (the design holds 1 / (1 / w), R's convention, which can
+        # differ from the column in the last bit): the decision and the release use the column
+        wcol = (pd.to_numeric(data[cfg["weights_name"]]).to_numpy(dtype=float)
+                if cfg["weights_name"] in data.columns else w)
+        cfg["design_weights"] = weights_are_design(data, wcol, cfg["weight_cells"])
         steps = self._build_steps(data, w, cfg)
         self._design_ = {"strata": _cols(design.strata_vars), "ids": _cols(design.ids_vars),
                          "fpc": _cols(design.fpc_vars)}
@@ -426,7 +455,9 @@ class Sequential(Synthesizer):
         self.steps_ = steps
         self.step_fits_ = results
         self._prep_ = {"data_public": data, "X_pub": X_pub, "pub_enc": pub_enc, "N": N, "n": n,
-                       "weights_name": cfg["weights_name"]}
+                       "weights_name": cfg["weights_name"],
+                       "design_w": _design_weights(wcol, N) if cfg["design_weights"] else None}
+        self.design_weights_ = bool(cfg["design_weights"])
         self.n_ = n
         self.delta_alpha_steps_ = {s.name: r["delta_alpha"] for s, r in zip(steps, results,
                                                                               strict=True)}
@@ -546,6 +577,8 @@ class Sequential(Synthesizer):
         data = prep["data_public"]
         n = prep["n"]
         out = data[self._released_columns(data)].reset_index(drop=True).copy()
+        if prep["design_w"] is not None:     # design weights: released as collected
+            out[prep["weights_name"]] = prep["design_w"]
         syn_enc: list[np.ndarray] = []
         values: dict[str, np.ndarray] = {}
         missing_mask: dict[str, np.ndarray] = {}
@@ -634,9 +667,10 @@ class Sequential(Synthesizer):
                "lipschitz_tuned" if self.target_epsilon is not None else "lipschitz_fixed_c")
         cfg = self._cfg_
         notes = [
-            "Sequential: each listed variable (and the log weights, last) is modelled by a "
-            "risk-weighted pseudo posterior given the public variables and the variables "
-            "before it; synthetic values are drawn given the synthetic earlier values.",
+            "Sequential: each listed variable (and the log weights, last, unless they are "
+            "design weights) is modelled by a risk-weighted pseudo posterior given the public "
+            "variables and the variables before it; synthetic values are drawn given the "
+            "synthetic earlier values.",
             f"public variables (released as collected, predictors): {cfg['predictors']}; "
             f"design columns carried: {cfg['design_cols']}.",
             "full normalised log densities on each variable's modelled scale (log y for "
@@ -646,6 +680,15 @@ class Sequential(Synthesizer):
             "weakly informative priors and are not privatized.",
         ]
         pwb = []
+        if self.design_weights_:
+            pwb.append({
+                "item": f"the sampling weights {cfg['weights_name']!r}, released as collected "
+                        f"(one value per cell of the public design columns "
+                        f"{cfg['weight_cells']}, e.g. N_h / n_h)",
+                "reason": "the weights are exactly constant within each cell of the released "
+                          "design columns, so they are design information (what the released "
+                          "strata and fpc say), not a record's value; they are not modelled "
+                          "and take no budget."})
         miss = [s.column for s in self.steps_ if s.role == "missing"]
         if miss:
             pwb.append({"item": f"which variables have missing values ({miss})",
@@ -667,7 +710,8 @@ class Sequential(Synthesizer):
                       "bound_draws": "final_fit" if self.risk_weights != "none" else "same_fit",
                       "max_step_delta_alpha": float(max(r["delta_alpha"]
                                                         for r in self.step_fits_)),
-                      "weights": self.weights,
+                      "weights": "design" if self.design_weights_ else self.weights,
+                      "weights_step": "design" if self.design_weights_ else "modelled",
                       "convergence_gates": ", ".join(
                           f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                           for k, v in self.convergence_["gates"].items())},
@@ -812,6 +856,31 @@ class _StepFit:
 
 
 # ====================================================================== helpers
+def _design_weights(w: np.ndarray, N: float) -> np.ndarray:
+    """Design weights as released: unchanged (a copy) when the public N is their sum (up to
+    float rounding of the sum, 1e-12 relative), else times the one public factor N / sum(w)."""
+    f = N / float(w.sum())
+    return w.copy() if abs(f - 1.0) <= 1e-12 else w * f
+
+
+def weights_are_design(data: pd.DataFrame, w: np.ndarray, cells: list[str]) -> bool:
+    """True when the weights ``w`` are exactly constant within each cell of the public design
+    columns ``cells`` (strata and fpc; one cell when there are none), i.e. a function of the
+    released design (apistrat's pw = N_h / n_h). Exact float equality, vectorized: a weight
+    that differs from its cell's first weight by any amount (an adjustment) is record-level
+    information and must be modelled."""
+    w = np.asarray(w, dtype=float)
+    if len(w) == 0:
+        return False
+    if cells:
+        g = data[cells].groupby(cells, dropna=False, sort=False).ngroup().to_numpy()
+    else:
+        g = np.zeros(len(w), dtype=np.int64)
+    first = np.empty(int(g.max()) + 1)
+    first[g] = w      # one weight of each cell (whichever write lands; all equal iff design)
+    return bool(np.array_equal(first[g], w))
+
+
 def _cols(x: Any) -> list[str]:
     if x is None:
         return []
