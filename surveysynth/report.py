@@ -706,7 +706,12 @@ def joint_utility_section(design: Any, release: Any, synthesized: list[str],
               f"{_fmt(mean_ratio, 4)} over {len(pm)} set(s)"
               + ("" if pm["converged"].all() else "; some fits did not converge "
                  "(separation: the sets differ strongly or the model has too many columns)")
-              + "."], pm.rename(columns={"null": "null_expectation"}))]
+              + "."] + ([f"The propensity model has up to {int(pm['k'].max()):,} parameters for "
+                         f"{int(len(design.data) + pm['n_synthetic'].max()):,} pooled records: "
+                         "it overfits, so read the ratio to the null (which grows with k), "
+                         "not the pMSE alone."]
+                        if pm["k"].max() > (len(design.data) + pm["n_synthetic"].min()) / 10
+                        else []), pm.rename(columns={"null": "null_expectation"}))]
     if len(km):
         subs.append((
             "k-marginal scores",
