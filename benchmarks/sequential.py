@@ -93,6 +93,37 @@ def warm_cache() -> None:
     run(300, None, True, 99)
 
 
+def step_table(syn) -> pd.DataFrame:
+    """Per step: model family, weighted fits run (tuning + final), tuning constant c,
+    Delta_alpha, epsilon share and wall seconds (``timings_``), in synthesis order."""
+    rows = []
+    for st, r in zip(syn.steps_, syn.step_fits_, strict=True):
+        roles = [t.get("role") for t in r.get("tuning", [])]
+        rows.append({"step": st.name, "family": st.family, "fits": 1 + sum(
+            x not in ("unweighted",) for x in roles), "c": r.get("c"),
+            "delta_alpha": r["delta_alpha"], "seconds": syn.timings_.get(st.name, np.nan),
+            "s per fit": syn.timings_.get(st.name, np.nan) / (1 + sum(
+                x not in ("unweighted",) for x in roles))})
+    return pd.DataFrame(rows)
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(
+                                 __file__))))
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def nproc() -> int | None:
+    try:
+        return int(subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip())
+    except (OSError, ValueError):
+        return None
+
+
 def load() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -113,9 +144,8 @@ def main(argv=None) -> None:
     r = run(n, a.epsilon, a.fast, a.seed)
     after = load()
     rel, syn = r["release_obj"], r["synth"]
-    steps = pd.DataFrame([e for e in syn.ledger_ if "epsilon" in e])
-    cols = [c for c in ("step", "name", "variable", "delta_alpha", "epsilon", "seconds", "fits")
-            if c in steps.columns]
+    steps = step_table(syn)
+    cols = list(steps.columns)
     types = sorted({v["type"] for v in VARIABLES})
     body = [
         "### Sequential synthesis (fit + release, warm Stan cache)", "",
@@ -129,7 +159,8 @@ def main(argv=None) -> None:
         f"| release (m = 5) | {r['release']:.1f} |",
         f"| **total** | **{r['total']:.1f}** |", "",
         f"Released epsilon {rel.epsilon:.4g}; under 5 minutes: {r['total'] < 300}.", "",
-        f"Load before: `{before}`; after: `{after}` (the machine is shared; other jobs run).",
+        f"Load before: `{before}`; after: `{after}` (the machine is shared; other jobs run). "
+        f"`nproc` = {os.cpu_count() if nproc() is None else nproc()}; code at commit {commit()}.",
     ]
     if len(cols):
         body += ["", "Per step (the ledger):", "",
@@ -138,7 +169,7 @@ def main(argv=None) -> None:
                                    for v in row) + " |"
                  for row in steps[cols].itertuples(index=False)]
     text = "\n".join(body)
-    print(text)
+    print(text, flush=True)
     if not a.fast:
         from benchmarks._report import write_section
 

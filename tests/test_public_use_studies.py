@@ -308,12 +308,23 @@ def test_simulation_confidential_estimates_are_the_design_estimates(sim_run):
 @pytest.mark.slow
 def test_simulation_curve_and_guarantees(sim_run):
     """Every budget's released epsilon is at most its target (the tuned bound is never above
-    it), the figure exists, and each budget states its guarantee from the release."""
+    it), every replicate of a budget is counted as released or refused (kills a loop that drops
+    refused replicates silently or counts them as released), the figure exists, and each
+    budget states its guarantee from the release."""
     out, text = sim_run
     curve = _md_table(text, "target epsilon")
     assert list(curve["target epsilon"]) == [sim.NO_WEIGHTING, "20", "12"]
     reps = pd.read_csv(out / "public_use_simulation_replicates.csv")
     for _, row in curve.iterrows():
+        if row["target epsilon"] != sim.NO_WEIGHTING:
+            # every replicate of a budget is either released or refused (none silently lost)
+            assert int(row["reps"]) + int(row["refused"]) == 1
+            released = reps[np.isclose(reps["budget"], float(row["target epsilon"]))]
+            assert released["rep"].nunique() == int(row["reps"])
+            assert text.count(f"budget {row['target epsilon']}, replicate") == int(row["refused"])
+        if int(row["reps"]) == 0:
+            assert row["table CI overlap"] == "" and row["released epsilon (mean)"] == ""
+            continue
         assert 0 < float(row["table CI overlap"]) <= 1
         if row["target epsilon"] == sim.NO_WEIGHTING:
             # the unweighted releases' measured epsilon, averaged over part 1's replicates

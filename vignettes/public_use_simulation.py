@@ -58,6 +58,7 @@ from public_use_common import md_table, overlap  # noqa: E402
 
 import surveysynth as ss  # noqa: E402
 from surveysynth.release import SyntheticRelease  # noqa: E402
+from surveysynth.synth.pseudo_posterior import TargetUnreachableError  # noqa: E402
 
 #: the known joint distribution
 REGIONS = ["north", "east", "south", "west"]
@@ -175,6 +176,8 @@ def synthesize(sample: pd.DataFrame, N: float, args: argparse.Namespace, seed: i
                 convergence={"rhat": 1.5, "ess_bulk": 20}) if args.fast else dict(
         chains=args.chains, draws=args.draws, warmup=args.warmup,
         allow_unconverged=args.allow_unconverged)
+    if args.tol is not None:
+        fast["tol"] = args.tol
     syn = Sequential(variables=VARIABLES, public=[], m=args.m, population_size=N,
                      risk_weights="none" if target_epsilon is None else "lipschitz",
                      target_epsilon=target_epsilon, random_state=seed, progress=False, **fast)
@@ -233,53 +236,99 @@ def replicate_rows(kind: str, rep: int, conf: pd.DataFrame, syn: pd.DataFrame) -
              "overlap": o} for k, o in zip(conf.index, ov, strict=True)]
 
 
-def curve_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per budget: utilities averaged over replicates, with MC SEs over replicates."""
+def curve_summary(rows: pd.DataFrame, budgets: list[float] | None = None,
+                  refused: list[dict] | None = None, reps: int | None = None) -> pd.DataFrame:
+    """Per budget: utilities averaged over the released replicates, with MC SEs over them
+    (SD / sqrt(R)); ``refused`` counts the replicates whose release the package refused (a
+    step's share of the budget below the floor of its bound). A budget refused on every
+    replicate keeps its row, with no utilities."""
     r = rows.assign(std_diff=(rows["syn"] - rows["conf"]).abs() / rows["conf_se"],
                     abs_diff=(rows["syn"] - rows["conf"]).abs())
     per = r.groupby(["budget", "rep", "table"], sort=False).agg(
         std_diff=("std_diff", "mean"), overlap=("overlap", "mean"), max_abs=("abs_diff", "max"),
         epsilon=("epsilon", "first")).reset_index()
+    n_refused = pd.Series([x["budget"] for x in (refused or [])], dtype=object).value_counts()
+    order = list(dict.fromkeys(list(per["budget"]) + list(budgets or [])))
+
+    def ms(x):
+        x = np.asarray(x, float)
+        if len(x) == 0:
+            return np.nan, np.nan
+        return x.mean(), (x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else np.nan)
+
     out = []
-    for b, g in per.groupby("budget", sort=False):
+    for b in order:
+        g = per[per["budget"] == b]
         reg, tab = g[g["table"] == "regression"], g[g["table"] == "table"]
-        R = reg["rep"].nunique()
-
-        def ms(x):
-            x = np.asarray(x, float)
-            return x.mean(), (x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else np.nan)
-
         sd_m, sd_se = ms(reg["std_diff"])
         ovr_m, ovr_se = ms(reg["overlap"])
         ovt_m, ovt_se = ms(tab["overlap"])
         mx_m, mx_se = ms(tab["max_abs"])
-        out.append({"target epsilon": b, "released epsilon (mean)": g["epsilon"].mean(),
-                    "reps": R, "coef std diff": sd_m, "+-": sd_se, "coef CI overlap": ovr_m,
+        out.append({"target epsilon": b,
+                    "released epsilon (mean)": g["epsilon"].mean() if len(g) else np.nan,
+                    "reps": reg["rep"].nunique(), "refused": int(n_refused.get(b, 0)),
+                    "coef std diff": sd_m, "+-": sd_se, "coef CI overlap": ovr_m,
                     "+- ": ovr_se, "table CI overlap": ovt_m, "+-  ": ovt_se,
                     "table max abs diff": mx_m, "+-   ": mx_se})
     return pd.DataFrame(out)
 
 
+def mc_summary(rec: pd.DataFrame, R: int) -> list[str]:
+    """How many estimands lie within Monte Carlo error, per z column of the recovery table,
+    next to the share expected when there is no bias: z = mean / (SD / sqrt(R)) is then
+    Student t with R - 1 degrees of freedom, so P(|z| < 2) = 1 - 2 t_{R-1}(-2)."""
+    from scipy import stats
+
+    expect = 1.0 - 2.0 * stats.t.cdf(-2.0, R - 1) if R > 1 else np.nan
+    lines = []
+    for col, what in (("syn bias / MC SE", "synthetic estimate - truth"),
+                      ("conf bias / MC SE", "confidential estimate - truth"),
+                      ("(syn - conf) / MC SE", "synthetic - confidential, paired")):
+        z = rec[col].to_numpy(float)
+        k = int((np.abs(z) < 2).sum())
+        lines.append(f"| {what} | {k} of {len(z)} ({k / len(z):.0%}) | "
+                     f"{int((np.abs(z) < 3).sum())} of {len(z)} | {np.abs(z).max():.2f} | "
+                     f"{expect:.0%} |")
+    return (["| z = mean / MC SE of | within 2 MC SE | within 3 MC SE | max abs z | "
+             "share within 2 expected without bias |", "|---|---|---|---|---|"] + lines)
+
+
 def plot_curve(summary: pd.DataFrame, path: Path) -> None:
+    """Utilities against the released total epsilon (MC SE bars); refused budgets as red
+    crosses at their target on the lower edge."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s = summary[np.isfinite(summary["released epsilon (mean)"].to_numpy(float))]
-    s = s.sort_values("released epsilon (mean)")
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    ok = np.isfinite(summary["released epsilon (mean)"].to_numpy(float))
+    s = summary[ok].sort_values("released epsilon (mean)")
+    bad = summary[~ok]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     x = s["released epsilon (mean)"].to_numpy(float)
-    ax[0].errorbar(x, s["coef CI overlap"], yerr=s["+- "], marker="o", label="regression coefficients")
-    ax[0].errorbar(x, s["table CI overlap"], yerr=s["+-  "], marker="s", label="table cells")
-    ax[0].set_xscale("log")
-    ax[0].set_xlabel("total epsilon of the release")
+    ax[0].errorbar(x, s["coef CI overlap"], yerr=s["+- "], marker="o", capsize=3,
+                   label="regression coefficients")
+    ax[0].errorbar(x, s["table CI overlap"], yerr=s["+-  "], marker="s", capsize=3,
+                   label="table cells")
     ax[0].set_ylabel("mean CI overlap (1 = identical)")
-    ax[0].legend()
-    ax[1].errorbar(x, s["coef std diff"], yerr=s["+-"], marker="o")
-    ax[1].set_xscale("log")
-    ax[1].set_xlabel("total epsilon of the release")
+    ax[1].errorbar(x, s["coef std diff"], yerr=s["+-"], marker="o", capsize=3)
     ax[1].set_ylabel("mean |b_syn - b_conf| / SE_conf")
+    for a_ in ax:
+        a_.set_xscale("log")
+        a_.set_xlabel("total epsilon of the release (refused: the target)")
+        for _, row in s[s["refused"] > 0].iterrows():
+            a_.annotate(f"{row['refused']} of {row['reps'] + row['refused']} refused",
+                        (row["released epsilon (mean)"], a_.get_ylim()[1]), color="red",
+                        fontsize=8, ha="center", va="top")
+        if len(bad):
+            xb = bad["target epsilon"].to_numpy(float)
+            y0 = a_.get_ylim()[0]
+            a_.plot(xb, np.full(len(xb), y0), "x", color="red", markersize=10, clip_on=False,
+                    label="refused (below the floor)")
+            for xv in xb:
+                a_.annotate("refused", (xv, y0), color="red", fontsize=8, ha="center",
+                            va="bottom", xytext=(0, 6), textcoords="offset points")
+    ax[0].legend(fontsize=8)
     fig.suptitle("Sequential synthesis: utility as the budget tightens (error bars: MC SE)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -299,6 +348,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=500, help="per chain (gates: R-hat, ESS 400)")
     ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--tol", type=float, default=None,
+                    help="tuning tolerance: a tuned step's bound lands in [(1 - tol) target, "
+                         "target] (the package default 0.10 when not given)")
     ap.add_argument("--allow-unconverged", action="store_true",
                     help="keep releases that fail the convergence gates (listed in the output)")
     a = ap.parse_args(argv)
@@ -336,15 +388,18 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     crow: list[dict] = []
     guarantees = {}
     failed: list[str] = []
+    refused: list[dict] = []
     for b in budgets:
         for r in range(creps):
             s = stratified_sample(pop, n_per, rng)
             try:
                 rel = synthesize(s, N, a, seed=int(rng.integers(2**31)), target_epsilon=b)
-            except Exception as exc:  # noqa: BLE001 - a budget the tuning cannot reach is a result
-                msg = f"budget {b:g}, replicate {r + 1}: {type(exc).__name__}: {exc}"[:400]
-                print(msg, flush=True)
+            except TargetUnreachableError as exc:  # the package refuses a share below the floor
+                msg = f"budget {b:g}, replicate {r + 1}: {exc}"
+                msg = msg if len(msg) <= 600 else msg[:600] + " [...]"
+                print("refused: " + msg, flush=True)
                 failed.append(msg)
+                refused.append({"budget": b, "rep": r})
                 continue
             guarantees[b] = rel.guarantee
             (rc, tc), (rs, ts) = estimates_conf(s), estimates_release(rel)
@@ -358,7 +413,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
         out / "public_use_simulation_replicates.csv", index=False)
     # the unweighted releases of part 1 head the curve (their epsilon is measured, not set)
     curve = curve_summary(pd.concat([pd.DataFrame(rows).assign(budget=NO_WEIGHTING), crows],
-                                    ignore_index=True))
+                                    ignore_index=True), budgets, refused)
     plot_curve(curve, out / "public_use_simulation.png")
 
     md = ["# Sequential synthesis recovers a known joint distribution (simulation)", "",
@@ -387,9 +442,13 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "difference of synthetic and confidential estimates of the same sample over its own "
           "MC SE. Coverage: share of replicates whose 95% interval covers the truth.", "",
           md_table(rec), "",
-          f"Within 2 MC SE: {int((rec['syn bias / MC SE'].abs() < 2).sum())} of {len(rec)} "
-          f"estimands (synthetic), {int((rec['conf bias / MC SE'].abs() < 2).sum())} of "
-          f"{len(rec)} (confidential).", "",
+          "Within Monte Carlo error, per estimand (5 coefficients, 8 cells): z = the mean "
+          "over replicates of a difference divided by its MC SE (SD of that difference over "
+          f"the R = {reps} replicates / sqrt(R)). Without bias z is Student t with R - 1 "
+          "degrees of freedom, so the last column is the share expected within 2 MC SE by "
+          "chance alone. The 13 z's are not independent (the four cells of a row sum to 1; "
+          "the coefficients share the sample), so the counts are a summary, not a test.", "",
+          *mc_summary(rec, reps), "",
           "The unweighted posterior is not tuned to a budget; its bound is still measured: "
           f"released epsilon per replicate {', '.join(f'{e:.4g}' for e in eps_none)}. Guarantee "
           f"(`rel.guarantee`, last replicate): {guarantee_none}", "",
@@ -398,7 +457,11 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "`target_epsilon`; the first "
           f"row: the {reps} unweighted releases of part 1); "
           "utilities compare each release with its own confidential sample; +- columns are MC "
-          "SEs over replicates.", ""]
+          "SEs over the released replicates (SD / sqrt(reps)). `reps`: replicates released; "
+          "`refused`: replicates the package refused (TargetUnreachableError: a step's share of "
+          "the budget lies below the floor of its bound on that sample; nothing is released). "
+          "Figure: x = the mean released epsilon; a budget refused on every replicate is a red "
+          "cross at its target.", ""]
     md += [md_table(curve), "", "![curve](public_use_simulation.png)", ""]
     if guarantees:
         md += ["Guarantee at each budget (`rel.guarantee`):", ""]
@@ -409,8 +472,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     else:
         md += ["No budget could be released (see below)."]
     if failed:
-        md += ["", "Releases that failed (not in the table; the tuning could not reach the "
-               "step's share):", ""] + [f"- {f}" for f in failed]
+        md += ["", "Refused releases (TargetUnreachableError from the package; counted in "
+               "`refused`, no utilities; the message names the step, its floor and the fix):",
+               ""] + [f"- {f}" for f in failed]
     if CONVERGENCE_NOTES and not a.fast:
         md += ["", "Releases that failed the convergence gates, kept with allow_unconverged=True "
                "(their guarantee text says so):", ""] + [f"- {c}" for c in CONVERGENCE_NOTES]
