@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 import warnings
 
@@ -67,7 +68,29 @@ def survey(n: int, seed: int = 1) -> pd.DataFrame:
         "savings": np.round(savings, 2), "score": score, "visits": visits.astype(np.int64)})
 
 
-def run(n: int, epsilon: float | None, fast: bool, seed: int) -> dict:
+class _Stamped:
+    """stdout that prefixes each line with the seconds since the timed fit began (for the
+    per-fit progress lines of ``--progress``: where the time goes, fit by fit)."""
+
+    def __init__(self, stream) -> None:  # noqa: ANN001 - a text stream
+        self.stream, self.t0, self.bol = stream, time.perf_counter(), True
+
+    def write(self, text: str) -> int:
+        out = []
+        for part in text.splitlines(keepends=True):
+            if self.bol:
+                out.append(f"[{time.perf_counter() - self.t0:8.1f} s] ")
+            out.append(part)
+            self.bol = part.endswith("\n")
+        self.stream.write("".join(out))
+        self.stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def run(n: int, epsilon: float | None, fast: bool, seed: int, progress: bool = False) -> dict:
     """Time one fit + release; returns the times, the epsilon and the convergence summary."""
     import surveysynth as ss
     from surveysynth.synth.sequential import Sequential
@@ -76,7 +99,10 @@ def run(n: int, epsilon: float | None, fast: bool, seed: int) -> dict:
     mcmc = dict(chains=2, draws=150, warmup=150, allow_unconverged=True,
                 convergence={"rhat": 1.5, "ess_bulk": 20}) if fast else {}
     syn = Sequential(variables=VARIABLES, target_epsilon=epsilon, m=5, population_size=100_000,
-                     random_state=seed, progress=False, **mcmc)
+                     random_state=seed, progress=progress, **mcmc)
+    stdout = sys.stdout
+    if progress:
+        sys.stdout = _Stamped(stdout)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -84,6 +110,7 @@ def run(n: int, epsilon: float | None, fast: bool, seed: int) -> dict:
         t1 = time.perf_counter()
         rel = syn.release()
     t2 = time.perf_counter()
+    sys.stdout = stdout
     return {"fit": t1 - t0, "release": t2 - t1, "total": t2 - t0, "epsilon": rel.epsilon,
             "release_obj": rel, "synth": syn}
 
@@ -137,11 +164,13 @@ def main(argv=None) -> None:
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--epsilon", type=float, default=50.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--progress", action="store_true",
+                    help="print every fit of every step, stamped with the seconds since start")
     a = ap.parse_args(argv)
     n = a.n or (1000 if a.fast else 10_000)
     warm_cache()
     before = load()
-    r = run(n, a.epsilon, a.fast, a.seed)
+    r = run(n, a.epsilon, a.fast, a.seed, a.progress)
     after = load()
     rel, syn = r["release_obj"], r["synth"]
     steps = step_table(syn)
