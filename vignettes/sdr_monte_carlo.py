@@ -75,6 +75,49 @@ def _frame(est, se, lo, hi, index) -> pd.DataFrame:
     return pd.DataFrame({"estimate": est, "se": se, "ci_low": lo, "ci_high": hi}, index=index)
 
 
+def _released(fit, delta: float, keys: list[str]) -> dict[str, pd.DataFrame]:
+    """The (m = 1, 3, 5, 10) releases of one fit, combined. FBP releases twice from the same
+    fit: first with the paper's smoothed weights (exp(-kappa_y y*), seed 001 Section 2.2;
+    labelled FBPpaper), then with the package default (the model's exp(-kappa_y y* - x
+    kappa_x); labelled FBP): the smoothed weights are post-processing of the same draws."""
+    variants = ([("FBPpaper", "outcome"), ("FBP", "model")] if fit.name == "FBP"
+                else [(fit.name, None)])
+    out = {}
+    for label, sw in variants:
+        if sw is not None:
+            fit.set_params(smoothed_weights=sw)
+        rel = fit.release()
+        per = [_both(d) for d in rel.designs]
+        Q = np.array([p[0] for p in per])
+        U = np.array([p[1] for p in per])
+        for m in MS:
+            comb = combine_sets(Q[:m], U[:m], kind=rel.kind, n_syn=rel.n_syn,
+                                n_original=rel.n_original)
+            out[f"{label} D{delta:g} m{m}"] = _frame(
+                comb["estimate"].to_numpy(float), comb["se"].to_numpy(float),
+                comb["ci_low"].to_numpy(float), comb["ci_high"].to_numpy(float), keys)
+    return out
+
+
+def _fit_facts(fit, delta: float, secs: float) -> dict:
+    w = fit.diagnostics_["weighted"]
+    return {"method": fit.name, "delta_target": delta,
+            "delta_alpha": float(fit.delta_alpha_),
+            "delta_unweighted": float(fit.delta_unweighted_), "c": float(fit.c_),
+            "mean_alpha": float(fit.alpha_.mean()),
+            "share_alpha_1": float(np.mean(fit.alpha_ >= 1 - 1e-12)),
+            "fits": len(fit.tuning_), "max_rhat": float(w["max_rhat"]),
+            "min_ess_bulk": float(w["min_ess_bulk"]),
+            "divergences": int(w["divergences"]), "seconds": secs}
+
+
+def _synthesizer(cls, delta: float, cfg: dict, seed: int):
+    return cls("salary", ["field", "gender"], population_size=N_POP, chains=cfg["chains"],
+               draws=cfg["draws"], warmup=cfg["warmup"], tol=cfg["tol"], progress=False,
+               target_lipschitz=delta, m=max(MS), random_state=seed,
+               convergence=cfg.get("gates"), allow_unconverged=True)
+
+
 def make_analyze(cfg: dict, store: Path | None):
     keys = cell_keys("count") + cell_keys("mean")
 
@@ -88,11 +131,7 @@ def make_analyze(cfg: dict, store: Path | None):
         facts = []
         for delta in cfg["deltas"]:
             for cls in (FBS, FBP):
-                syn = cls("salary", ["field", "gender"], population_size=N_POP,
-                          chains=cfg["chains"], draws=cfg["draws"], warmup=cfg["warmup"],
-                          tol=cfg["tol"], progress=False, target_lipschitz=delta,
-                          m=max(MS), random_state=int(rng.integers(1, 2**31 - 1)),
-                          convergence=cfg.get("gates"), allow_unconverged=True)
+                syn = _synthesizer(cls, delta, cfg, int(rng.integers(1, 2**31 - 1)))
                 t0 = time.perf_counter()
                 try:
                     fit = syn.fit(design)
@@ -103,27 +142,9 @@ def make_analyze(cfg: dict, store: Path | None):
                                   "unreachable": str(err),
                                   "seconds": time.perf_counter() - t0})
                     continue
-                rel = fit.release()
                 secs = time.perf_counter() - t0
-                per = [_both(d) for d in rel.designs]
-                Q = np.array([p[0] for p in per])
-                U = np.array([p[1] for p in per])
-                for m in MS:
-                    comb = combine_sets(Q[:m], U[:m], kind=rel.kind, n_syn=rel.n_syn,
-                                        n_original=rel.n_original)
-                    res[f"{syn.name} D{delta:g} m{m}"] = _frame(
-                        comb["estimate"].to_numpy(float), comb["se"].to_numpy(float),
-                        comb["ci_low"].to_numpy(float), comb["ci_high"].to_numpy(float), keys)
-                w = fit.diagnostics_["weighted"]
-                facts.append({
-                    "method": syn.name, "delta_target": delta,
-                    "delta_alpha": float(fit.delta_alpha_),
-                    "delta_unweighted": float(fit.delta_unweighted_), "c": float(fit.c_),
-                    "mean_alpha": float(fit.alpha_.mean()),
-                    "share_alpha_1": float(np.mean(fit.alpha_ >= 1 - 1e-12)),
-                    "fits": len(fit.tuning_), "max_rhat": float(w["max_rhat"]),
-                    "min_ess_bulk": float(w["min_ess_bulk"]),
-                    "divergences": int(w["divergences"]), "seconds": secs})
+                res.update(_released(fit, delta, keys))
+                facts.append(_fit_facts(fit, delta, secs))
         if store is not None:
             tmp = store / f"fits_{token}.partial"
             tmp.write_text(json.dumps(facts))
@@ -135,9 +156,7 @@ def make_analyze(cfg: dict, store: Path | None):
 
 def run(cfg: dict, reps: int, seed: int, store: Path | None, progress: bool):
     pop = sdr_population(seed=seed)
-    tc, tm = truths(pop)
-    truth = pd.Series(np.r_[tc.loc[MC_KEYS].to_numpy(float), tm.loc[MC_KEYS].to_numpy(float)],
-                      index=cell_keys("count") + cell_keys("mean"))
+    truth = run_truth(pop)
     analyze, _ = make_analyze(cfg, store)
 
     def sample(rng):
@@ -146,6 +165,84 @@ def run(cfg: dict, reps: int, seed: int, store: Path | None, progress: bool):
 
     return monte_carlo(sample, analyze, truth, reps=reps, seed=seed + 30, progress=progress,
                        store=store)
+
+
+def refit_fbp(cfg: dict, seed: int, store: Path, progress: bool) -> dict:
+    """Rerun FBP on the samples already in ``store`` and replace its rows, keeping FBS's.
+
+    Each sample and each fit's seed are regenerated from the study's seed exactly as the run
+    drew them (the replicate's generator: sample, then FBS's seed, then FBP's, per Delta), so
+    the refit is the same fit under the current code. FBP now releases twice per fit (the
+    paper's smoothed weights as FBPpaper, the package default as FBP; see ``_released``); the
+    FBPpaper rows are compared with the stored FBP rows (written when the paper's weights were
+    the default): equal rows show the samples and fits are the ones the store was built from.
+    Returns the largest relative difference found (and the samples checked)."""
+    done = sorted(store.glob("rep_*.parquet"))
+    pop = sdr_population(seed=seed)
+    keys = cell_keys("count") + cell_keys("mean")
+    truth = run_truth(pop)
+    children = np.random.default_rng(seed + 30).spawn(len(done))
+    worst, checked, t0 = 0.0, 0, time.perf_counter()
+    for r, rng in enumerate(children):
+        path = store / f"rep_{r:05d}.parquet"
+        old = pd.read_parquet(path)
+        if old["method"].str.startswith("FBPpaper").any():
+            continue
+        token = int(rng.integers(0, 2**62))
+        if not (store / f"fits_{token}.json").exists():
+            raise SystemExit(f"refit: sample {r} regenerates token {token}, which the store "
+                             "does not hold; the seed or the sampler changed.")
+        design = sdr_sample(pop, n=1000, seed=rng)
+        facts = json.loads((store / f"fits_{token}.json").read_text())
+        parts = []
+        for delta in cfg["deltas"]:
+            for cls in (FBS, FBP):
+                fit_seed = int(rng.integers(1, 2**31 - 1))
+                if cls is FBS:
+                    continue
+                t1 = time.perf_counter()
+                try:
+                    fit = _synthesizer(FBP, delta, cfg, fit_seed).fit(design)
+                except TargetUnreachableError:
+                    continue
+                for label, df in _released(fit, delta, keys).items():
+                    parts.append(pd.DataFrame({
+                        "rep": r, "method": label, "estimand": keys,
+                        "estimate": df["estimate"].to_numpy(float),
+                        "se": df["se"].to_numpy(float), "ci_low": df["ci_low"].to_numpy(float),
+                        "ci_high": df["ci_high"].to_numpy(float),
+                        "truth": truth.reindex(keys).to_numpy(float)}))
+                new_fact = _fit_facts(fit, delta, time.perf_counter() - t1)
+                facts = [f for f in facts if not (f["method"] == "FBP"
+                                                  and f["delta_target"] == delta)] + [new_fact]
+        new = pd.concat(parts, ignore_index=True) if parts else old.iloc[:0]
+        paper = new[new["method"].str.startswith("FBPpaper")].copy()
+        paper["method"] = paper["method"].str.replace("FBPpaper", "FBP", regex=False)
+        before = old[old["method"].str.startswith("FBP ")]
+        if len(before) != len(paper):
+            raise SystemExit(f"refit: sample {r}: {len(before)} stored FBP rows, "
+                             f"{len(paper)} refitted (a refusal changed).")
+        if len(before):
+            a = before.sort_values(["method", "estimand"])["estimate"].to_numpy(float)
+            b = paper.sort_values(["method", "estimand"])["estimate"].to_numpy(float)
+            worst = max(worst, float(np.max(np.abs(a / b - 1))))
+            checked += 1
+        keep = old[~old["method"].str.startswith("FBP ")]
+        out = pd.concat([keep, new], ignore_index=True)
+        tmp = path.with_suffix(".partial")
+        out.to_parquet(tmp)
+        tmp.replace(path)
+        (store / f"fits_{token}.json").write_text(json.dumps(facts))
+        if progress:
+            print(f"refit FBP sample {r}: max rel. diff to the stored rows so far {worst:.2e} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return {"max_relative_difference": worst, "samples_compared": checked}
+
+
+def run_truth(pop: pd.DataFrame) -> pd.Series:
+    tc, tm = truths(pop)
+    return pd.Series(np.r_[tc.loc[MC_KEYS].to_numpy(float), tm.loc[MC_KEYS].to_numpy(float)],
+                     index=cell_keys("count") + cell_keys("mean"))
 
 
 def main(argv=None) -> Path | None:
@@ -163,6 +260,8 @@ def main(argv=None) -> Path | None:
                     help="render vignettes/output/sdr_monte_carlo.md (runs missing samples)")
     ap.add_argument("--report-only", action="store_true",
                     help="render from the samples already in the store; run nothing")
+    ap.add_argument("--refit-fbp", action="store_true",
+                    help="rerun FBP on the samples in the store (keeps FBS), then report")
     ap.add_argument("--out", default=str(HERE / "output"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -176,19 +275,27 @@ def main(argv=None) -> Path | None:
         cfg.update(chains=2, draws=150, warmup=150, gates={"ess_bulk": 20, "rhat": 1.2})
         args.reps = min(args.reps, 2)
     store = Path(args.store)
-    if args.report_only:
+    if args.report_only or args.refit_fbp:
         done = sorted(store.glob("rep_*.parquet"))
         if not done:
             raise SystemExit(f"--report-only: no samples in {store}; run the study first.")
         saved = json.loads((store / "config.json").read_text())
-        cfg = {k: (tuple(v) if k == "deltas" else v) for k, v in saved.items() if k != "seed"}
+        cfg = {k: (tuple(v) if k == "deltas" else v) for k, v in saved.items()
+               if k not in ("seed", "fbp_refit")}
         args.seed, args.report = saved["seed"], True
         # the samples present must be 0..k-1 (monte_carlo writes them in order)
         args.reps = len(done)
         if done[-1].name != f"rep_{len(done) - 1:05d}.parquet":
             raise SystemExit(f"--report-only: the store {store} has gaps; resume the run.")
     store.mkdir(parents=True, exist_ok=True)
-    (store / "config.json").write_text(json.dumps({**cfg, "seed": args.seed}))
+    if args.refit_fbp:
+        check = refit_fbp(cfg, args.seed, store, not args.quiet)
+        saved = json.loads((store / "config.json").read_text())
+        saved["fbp_refit"] = {**saved.get("fbp_refit", {}), **check}
+        (store / "config.json").write_text(json.dumps(saved))
+    config = json.loads((store / "config.json").read_text()) if (
+        store / "config.json").exists() else {}
+    (store / "config.json").write_text(json.dumps({**config, **cfg, "seed": args.seed}))
     t0 = time.perf_counter()
     mc = run(cfg, args.reps, args.seed, store, not args.quiet)
     if not args.report and not args.fast:
@@ -197,6 +304,60 @@ def main(argv=None) -> Path | None:
 
 
 # ------------------------------------------------------------------------------------ report
+# seed 000 supplement Tables 4-5 (Delta 1.8, m = 3, epsilon 10.8; R = 100): label, Pop., FBS
+# coverage, FBS avg CI, FBP coverage, FBP avg CI (transcribed from the paper's text)
+PAPER_S4 = """\
+Field 1 total	27963	0.84	3560	0.99	6682
+Male	14599	0.99	3705	1.00	4854
+Female	13364	0.99	4298	1.00	5242
+Field 2 total	2734	0.86	1416	0.86	1853
+Male	1951	0.95	1287	0.88	1492
+Female	783	1.00	1185	1.00	1037
+Field 3 total	4035	0.92	1709	1.00	2814
+Male	2918	0.97	1576	1.00	2258
+Female	1117	1.00	1446	1.00	1596
+Field 4 total	18109	0.90	3312	1.00	5280
+Male	12381	0.98	3175	1.00	4320
+Female	5728	0.99	3025	1.00	3360
+Field 5 total	11197	0.85	2474	1.00	4876
+Male	3861	1.00	2081	1.00	2713
+Female	7336	0.98	2781	1.00	4104
+Field 6 total	12842	0.88	2576	1.00	4915
+Male	6433	0.99	2488	1.00	3393
+Female	6409	0.98	2892	1.00	3702
+Field 7 total	18131	0.92	2955	0.51	4725
+Male	14358	0.95	3021	0.51	4108
+Female	3773	1.00	2691	0.99	2516
+Field 8 total	4989	0.79	1934	1.00	2936
+Male	2033	1.00	1557	1.00	1760
+Female	2956	0.99	1908	1.00	2297
+"""
+PAPER_S5 = """\
+Field 1 total	110659	0.85	13657	0.71	13422
+Male	121125	0.87	18337	0.77	17772
+Female	99226	0.90	17941	0.78	16461
+Field 2 total	140742	0.95	58335	0.94	64240
+Male	146916	0.95	66324	0.96	71592
+Female	125358	0.97	78486	0.96	78408
+Field 3 total	114668	0.91	41026	0.92	41596
+Male	118338	0.91	47514	0.93	46015
+Female	105081	0.94	56496	0.85	53166
+Field 4 total	115647	0.81	19026	0.81	16953
+Male	122601	0.87	22022	0.80	20016
+Female	100618	0.91	25821	0.90	23786
+Field 5 total	105808	0.85	21648	0.89	22418
+Male	120531	0.95	31905	0.91	33535
+Female	98060	0.86	23600	0.88	24292
+Field 6 total	110159	0.88	21325	0.78	18347
+Male	122676	0.95	27187	0.71	25241
+Female	97595	0.92	25165	0.89	21989
+Field 7 total	132249	0.87	21163	0.79	20262
+Male	136370	0.84	22964	0.79	22021
+Female	116566	0.97	34669	0.82	34129
+Field 8 total	119005	0.90	40658	0.93	39461
+Male	137349	0.93	57063	0.93	54326
+Female	106388	0.92	43357	0.94	40191
+"""
 PAPER_RATIO = {  # seed 000 supplement: mean FBP/FBS CI length ratio (counts, means)
     (1.8, 1): (1.81, 0.93), (1.8, 3): (1.38, 0.97), (1.8, 5): (1.54, 0.95),
     (1.8, 10): (1.65, 0.95), (3.4, 1): (1.71, 0.97), (3.4, 3): (1.39, 0.97),
@@ -209,23 +370,29 @@ def _md(df: pd.DataFrame) -> str:
                                  for i in df.index]))
 
 
-def coverage_table(mc, kind: str, delta: float, m: int, paper_text: str | None):
-    """Seed 001 Tables 8-9 layout with Monte Carlo z-scores against the paper's coverage."""
+PAPER_COL = {"FBS": 0, "FBP": 1, "FBPpaper": 1}  # column pair of seed 001 Tables 8-9
+
+
+def coverage_table(mc, kind: str, delta: float, m: int, paper_text: str | None,
+                   methods: tuple[str, ...] = ("FBS", "FBP")):
+    """Seed 001 Tables 8-9 layout with Monte Carlo z-scores against the paper's coverage
+    (FBPpaper, FBP with the paper's smoothed weights, is set against the paper's FBP)."""
     s = mc.summary
     ks = cell_keys(kind)
-    R = int(s.loc[(ks[0], f"FBS D{delta:g} m{m}"), "reps"])
+    R = int(s.loc[(ks[0], f"{methods[0]} D{delta:g} m{m}"), "reps"])
     df = pd.DataFrame(index=MC_LABELS)
     df["Pop."] = [f"{s.loc[(k, 'Sample'), 'truth']:,.0f}" for k in ks]
     paper = parse_paper(paper_text, keys=MC_KEYS) if paper_text else None
     verdict = []
-    for j, mth in enumerate(("FBS", "FBP")):
+    for mth in methods:
+        j = PAPER_COL[mth]
         lab = f"{mth} D{delta:g} m{m}"
         cov = np.array([s.loc[(k, lab), "coverage"] for k in ks])
         df[f"{mth} coverage"] = [f"{v:.2f}" for v in cov]
         df[f"{mth} avg CI"] = [f"{s.loc[(k, lab), 'avg_ci_length']:,.0f}" for k in ks]
         if paper is not None:
             pc = paper.iloc[:, 1 + 2 * j].astype(float).to_numpy()
-            df[f"paper {mth} cov."] = [f"{v:.2f}" for v in pc]
+            df[f"paper {('FBS', 'FBP')[j]} cov."] = [f"{v:.2f}" for v in pc]
             # both coverages are binomial proportions over R (ours) and 100 (paper) samples
             se = np.sqrt(np.clip(cov * (1 - cov), 0.0025, None) / R
                          + np.clip(pc * (1 - pc), 0.0025, None) / 100)
@@ -233,15 +400,15 @@ def coverage_table(mc, kind: str, delta: float, m: int, paper_text: str | None):
             df[f"{mth} z"] = [f"{v:+.1f}" for v in z]
             verdict.append(np.abs(z) <= 2)
     if verdict:
-        df["within MC error"] = ["yes" if a and b else "no" for a, b in zip(*verdict,
-                                                                               strict=True)]
+        df["within MC error"] = ["yes" if all(v) else "no" for v in zip(*verdict, strict=True)]
         # the reason printed beside an outside row: our interval length against the paper's
         # (a paper cell covering in 100% of its samples has intervals longer than nominal)
-        ratio = {mth: np.array([s.loc[(k, f"{mth} D{delta:g} m{m}"), "avg_ci_length"]
-                                for k in ks]) / paper.iloc[:, 2 + 2 * j].astype(float).to_numpy()
-                 for j, mth in enumerate(("FBS", "FBP"))}
-        df["CI length ours / paper (FBS, FBP)"] = [
-            f"{a:.2f}, {b:.2f}" for a, b in zip(ratio["FBS"], ratio["FBP"], strict=True)]
+        ratio = [np.array([s.loc[(k, f"{mth} D{delta:g} m{m}"), "avg_ci_length"]
+                           for k in ks])
+                 / paper.iloc[:, 2 + 2 * PAPER_COL[mth]].astype(float).to_numpy()
+                 for mth in methods]
+        df[f"CI length ours / paper ({', '.join(methods)})"] = [
+            ", ".join(f"{v:.2f}" for v in row) for row in zip(*ratio, strict=True)]
     return df, R
 
 
@@ -306,7 +473,10 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                  "records that keep alpha = 1.\n\n" + _md(fs.round(3)) + "\n")
     # bias of cell means / counts
     rows = []
-    for mth in ["Sample"] + [f"{a} D{d:g} m10" for d in cfg["deltas"] for a in ("FBS", "FBP")]:
+    present = set(mc.replicates["method"])
+    for mth in ["Sample"] + [f"{a} D{d:g} m10" for d in cfg["deltas"]
+                             for a in ("FBS", "FBP", "FBPpaper")
+                             if f"{a} D{d:g} m10" in present]:
         for kind in ("count", "mean"):
             ks = cell_keys(kind)
             rep = mc.replicates[(mc.replicates["method"] == mth)
@@ -327,7 +497,7 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
             (3.4, 10, "Seed 001 Tables 8-9 (Delta 3.4, m = 10, epsilon 68)",
              (PAPER_T8, PAPER_T9)),
             (1.8, 3, "Seed 000 supplement Tables 4-5 (Delta 1.8, m = 3, epsilon 10.8)",
-             (None, None))]:
+             (PAPER_S4, PAPER_S5))]:
         if delta not in cfg["deltas"]:
             continue
         w.append(f"## {title}\n")
@@ -335,14 +505,31 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                                  ("mean", texts[1], "average salary")):
             df, _ = coverage_table(mc, kind, delta, m, text)
             w.append(f"### {name}\n\n" + _md(df) + "\n")
+        if f"FBPpaper D{delta:g} m{m}" in present and texts[0] is not None:
+            df, _ = coverage_table(mc, "count", delta, m, texts[0], methods=("FBPpaper",))
+            w.append("### counts, FBP with the paper's smoothed weights (FBPpaper)\n\n"
+                     "The same FBP fits released with seed 001's smoothed weights "
+                     "exp(-kappa_y y*) (only the kappa_y y component of the pi model's mean), "
+                     "set against the paper's FBP column. Without the field terms x kappa_x "
+                     "the weights ignore how the inclusion probabilities' level differs "
+                     "between fields (pi_i = n_h size_i / sum_h size: fields of high "
+                     "salary get lower pi at the same salary), so field counts are biased "
+                     "by field (field 7 low, field 5 high); the paper's field 7 under-"
+                     "coverage is this.\n\n" + _md(df) + "\n")
     # mean coverage over the 24 cells vs the paper's (seed 001 Tables 8-9, Delta 3.4, m = 10)
-    if 3.4 in cfg["deltas"]:
-        rows = []
-        rep = mc.replicates
-        for kind, text in (("count", PAPER_T8), ("mean", PAPER_T9)):
+    rows = []
+    rep = mc.replicates
+    for delta, m, t_count, t_mean in ((3.4, 10, PAPER_T8, PAPER_T9),
+                                      (1.8, 3, PAPER_S4, PAPER_S5)):
+        if delta not in cfg["deltas"]:
+            continue
+        for kind, text in (("count", t_count), ("mean", t_mean)):
             paper = parse_paper(text, keys=MC_KEYS)
-            for j, mth in enumerate(("FBS", "FBP")):
-                lab = f"{mth} D3.4 m10"
+            for mth in ("FBS", "FBP", "FBPpaper"):
+                j = PAPER_COL[mth]
+                lab = f"{mth} D{delta:g} m{m}"
+                if lab not in present:
+                    continue
                 sub = rep[(rep["method"] == lab) & rep["estimand"].isin(cell_keys(kind))]
                 per = sub.groupby("rep")["covered"].mean().dropna()
                 R_m = len(per)
@@ -351,15 +538,18 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                 # the paper's own MC SE, unknown, taken as ours scaled to its R = 100
                 se_p = se * np.sqrt(R_m / 100)
                 z = (ours - pap) / np.hypot(se, se_p)
-                rows.append({"table": kind, "method": mth, "samples": R_m,
-                             "coverage (mean of 24 cells)": round(ours, 3),
+                rows.append({"Delta, m": f"{delta:g}, {m}", "table": kind, "method": mth,
+                             "samples": R_m, "coverage (mean of 24 cells)": round(ours, 3),
                              "MC SE": round(se, 3), "paper": round(pap, 3),
                              "z": round(z, 1), "within MC error": "yes" if abs(z) <= 2 else "no"})
-        w.append("## Mean coverage over the 24 cells (Delta 3.4, m = 10) against seed 001\n\n"
-                 "MC SE from the per-sample shares of covered cells (cells of one sample are "
-                 "correlated, so this is wider than a binomial SE); the paper's MC SE is taken "
-                 "as ours scaled to its 100 samples.\n\n"
-                 + _md(pd.DataFrame(rows).set_index(["table", "method"])) + "\n")
+    if rows:
+        w.append("## Mean coverage over the 24 cells against the papers\n\n"
+                 "Delta 3.4, m = 10 against seed 001 Tables 8-9; Delta 1.8, m = 3 against seed "
+                 "000 supplement Tables 4-5 (FBPpaper: FBP with the paper's smoothed weights, "
+                 "against the paper's FBP). MC SE from the per-sample shares of covered cells "
+                 "(cells of one sample are correlated, so this is wider than a binomial SE); "
+                 "the paper's MC SE is taken as ours scaled to its 100 samples.\n\n"
+                 + _md(pd.DataFrame(rows).set_index(["Delta, m", "table", "method"])) + "\n")
     # CI length ratios vs seed 000
     rat = []
     for delta in cfg["deltas"]:

@@ -18,7 +18,9 @@ Models (predictors are categorical; record i's mean depends only on its predicto
   and rescaled to sum to N.
 * FBP (partial synthesis): population y ~ N(x beta, sigma_y), pi | y ~ LN(kappa_y y + x kappa_x,
   sigma_pi), exact sample likelihood (seed 001 eq. 6) with pi = 1/w on the weights' natural
-  scale. Synthetic y* from the population model; smoothed weights from exp(-kappa_y y*).
+  scale. Synthetic y* from the population model; smoothed weights from the pi model's mean
+  exp(-kappa_y y* - x kappa_x) (``smoothed_weights="model"``; seed 001 uses exp(-kappa_y y*)
+  alone, ``"outcome"``, which biases counts by predictor cell: docs/pseudo_posterior.md).
 * PBP (full synthesis): pseudo likelihood prod p(y_i, x_i | theta)^(w_i alpha_i) with w
   normalised to sum to n; synthetic (x*, y*) for n records; constant weights N/n.
 
@@ -40,8 +42,8 @@ Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
   refits are warm-started from the previous fit's last draws. Inits affect convergence only.
 * N (the population size used to rescale smoothed weights) is ``population_size`` or, by
   default, the sum of the confidential weights (the design's own estimate of N, treated as a
-  public total). For FBP the smoothed weight of a record is the mean of exp(-kappa_y y*) over its
-  predictor cell (seed 001 Section 2.2: "within strata, the individuals in the synthetic
+  public total). For FBP the smoothed weight of a record is the mean of exp(-kappa_y y* -
+  x kappa_x) over its predictor cell (seed 001 Section 2.2: "within strata, the individuals in the synthetic
   population are equally weighted"), so weighted cell means equal the unweighted cell means
   the paper tabulates and margins combine cells by their estimated counts.
 * PBP's per-record mechanism contribution is w_i alpha_i log p(y_i, x_i | theta): its bounds
@@ -281,6 +283,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         population_size: float | None = None,
         loglik: str = "auto",
         pi_scale: str = "sample",
+        smoothed_weights: str = "model",
         convergence: dict | None = None,
         allow_unconverged: bool = False,
         random_state: Any = None,
@@ -308,6 +311,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.population_size = population_size
         self.loglik = loglik
         self.pi_scale = pi_scale
+        self.smoothed_weights = smoothed_weights
         self.convergence = convergence
         self.allow_unconverged = allow_unconverged
         self.random_state = random_state
@@ -327,6 +331,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                    "coding": (coding, ("intercept", "cellmeans"), "'intercept' or 'cellmeans'"),
                    "pi_scale": (self.pi_scale, ("natural", "sample"),
                                 "'natural' (pi = 1/w) or 'sample' (w normalised to sum to n; FBP)"),
+                   "smoothed_weights": (self.smoothed_weights, ("outcome", "model"),
+                                        "'outcome' (exp(-kappa_y y*), seed 001) or 'model' "
+                                        "(exp(-kappa_y y* - x kappa_x); FBP)"),
                    "loglik": (self.loglik, ("auto", "stan", "numpy"), "'auto', 'stan' or 'numpy'")}
         for key, (value, allowed, say) in choices.items():
             if value not in allowed:
@@ -829,7 +836,11 @@ class FBP(_PseudoPosterior):
     x kappa_x, sigma_pi), exact sample likelihood (Leon-Novelo & Savitsky 2019) with pi = 1/w
     on the weights' natural scale; priors beta, kappa ~ N(0, 10^2), sigma ~ half-Cauchy(0, 1)
     (seed 000 Appendix D). Synthetic y* ~ N(x beta, sigma_y) (population-corrected); smoothed
-    weights: cell means of exp(-kappa_y y*), rescaled to sum to N (see module Decisions).
+    weights: cell means of exp(-kappa_y y* - x kappa_x), rescaled to sum to N (see module
+    Decisions). ``smoothed_weights="outcome"`` uses exp(-kappa_y y*) alone, as seed 001
+    Section 2.2 writes it ("only the kappa_y y_i component"): it ignores the cell terms of the
+    pi model and biases the counts by cell (the paper's field 7 under-coverage); kept to
+    reproduce the paper. The weights are post-processing of the released draws (no budget).
     """
 
     name = "FBP"
@@ -908,8 +919,12 @@ class FBP(_PseudoPosterior):
         n = prep["n"]
         y_star = mu + sy * rng.standard_normal(n)
         lpi_star = ky * (y_star - centre) + k + sp * rng.standard_normal(n)
-        # smoothed weights: exp(-kappa_y y*), averaged within predictor cells, rescaled to N
+        # smoothed weights: exp(-kappa_y y*) (seed 001: "only the kappa_y y_i component") or
+        # the model's exp(-(kappa_y y* + x kappa_x)) (smoothed_weights="model"), averaged
+        # within predictor cells, rescaled to N
         lw = -ky * (y_star - centre)
+        if self.smoothed_weights == "model":
+            lw = lw - k
         raw = np.exp(lw - lw.max())
         C = cells.Xc.shape[0]
         cnt = np.bincount(cells.codes, minlength=C)
