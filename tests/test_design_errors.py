@@ -77,6 +77,16 @@ def test_lonely_psu_fail_names_stratum(df):
         d.mean("y")
 
 
+def test_lonely_psu_fail_names_each_stratum_once_with_domains(df):
+    """By-domain estimates have one (stratum, domain) cell per domain: the message still names
+    the lonely stratum once (it was listed once per domain)."""
+    one = df.assign(psu=np.where(df["st"] == "d", 99, df["psu"]),
+                    grp=np.tile(["a", "b", "c"], 14)[: len(df)])
+    d = ss.SurveyDesign(one, ids="psu", strata="st", weights="w")
+    with pytest.raises(ValueError, match=r"Stratum \(d\) has only one PSU at stage 1\. "):
+        d.mean("y", by="grp")
+
+
 def test_na_in_variable_needs_na_rm(df):
     bad = df.copy()
     bad.loc["r2", "y"] = np.nan

@@ -121,7 +121,8 @@ def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
     if lonely_psu == "fail":
         bad = lonely & ~certain
         if bad.any():
-            labels = stage.labels[c_str[bad]]
+            # one (stratum, domain) cell per domain: name each stratum once, in order
+            labels = stage.labels[np.unique(c_str[bad])]
             shown = ", ".join(map(str, labels[:5]))
             more = "" if labels.shape[0] <= 5 else f" (and {labels.shape[0] - 5} more)"
             raise LonelyPSUError(
