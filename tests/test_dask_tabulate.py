@@ -168,7 +168,11 @@ def test_from_parquet_on_a_process_cluster_with_progress(tmp_path, capsys):
     kw = dict(ids="psu", strata="st", weights="w", fpc="N1")
     native = ss.SurveyDesign(both.assign(N1=both.N1), **kw)
     with DaskSurveyDesign.from_parquet(tmp_path, n_workers=2, memory_limit="1GiB",
-                                       **kw) as dk:
+                                       progress=True, **kw) as dk:
+        # the dashboard on a free loopback port (dashboard_address=None would take :8787 on
+        # every interface: dask/distributed#8136)
+        assert dk._cluster.dashboard_link.startswith("http://127.0.0.1:")  # noqa: SLF001
+        assert not dk._cluster.dashboard_link.startswith("http://127.0.0.1:8787")  # noqa: SLF001
         info = dk._client.scheduler_info()  # noqa: SLF001
         limits = [w["memory_limit"] for w in info["workers"].values()]
         assert limits == [2**30, 2**30]
@@ -177,6 +181,10 @@ def test_from_parquet_on_a_process_cluster_with_progress(tmp_path, capsys):
         cluster = dk._cluster  # noqa: SLF001
     assert "Completed" in capsys.readouterr().out
     assert cluster.status.name == "closed"
+    # progress defaults to whether stdout is a terminal (pytest's capture is not): no bar
+    with DaskSurveyDesign.from_parquet(tmp_path, n_workers=1, memory_limit="1GiB", **kw) as dk:
+        tabulate(dk, "region", value="y", stat="mean")
+    assert "Completed" not in capsys.readouterr().out
     same_table(tabulate(native, "region", "g", value="y", stat="mean"), got, "parquet")
 
 

@@ -238,11 +238,15 @@ def _default_client(client: Any) -> Any:
         pass
     global _LOCAL
     if _LOCAL is None:
-        _LOCAL = Client(LocalCluster(processes=False))
+        _LOCAL = Client(LocalCluster(processes=False, dashboard_address=_DASHBOARD))
     return _LOCAL
 
 
 _LOCAL = None
+#: the clusters started here serve their dashboard on a free port of the loopback interface:
+#: dashboard_address=None does not disable it (dask/distributed#8136; it then takes :8787 on
+#: every interface and warns when a second cluster finds the port taken)
+_DASHBOARD = "127.0.0.1:0"
 
 
 def _start_cluster(client: Any, n_workers: int | None, memory_limit: str | int | None,
@@ -259,7 +263,8 @@ def _start_cluster(client: Any, n_workers: int | None, memory_limit: str | int |
 
     workers = n_workers or max(1, min(2, os.cpu_count() or 1))
     cluster = LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
-                           processes=True, memory_limit=memory_limit, dashboard_address=None)
+                           processes=True, memory_limit=memory_limit,
+                           dashboard_address=_DASHBOARD)
     return Client(cluster, set_as_default=False), cluster
 
 
@@ -299,7 +304,7 @@ class _DaskBase:
     @classmethod
     def from_parquet(cls, path: str | Path, *, client: Any = None, n_workers: int | None = None,
                      memory_limit: str | int | None = "4GiB", threads_per_worker: int = 1,
-                     progress: bool = True, read_kwargs: dict | None = None,
+                     progress: bool | None = None, read_kwargs: dict | None = None,
                      **design: Any) -> Any:
         """The design over a Parquet dataset (a directory, a glob or a URL every worker can
         read), computed on ``client`` if given, else on a :class:`distributed.LocalCluster`
@@ -307,9 +312,14 @@ class _DaskBase:
         here and closed by :meth:`close` (or at the end of a ``with`` block).
 
         For a multi-node cluster pass ``client=distributed.Client("tcp://scheduler:8786")``
-        (docs/dask.md); to share a cluster, ``client=distributed.default_client()``. ``progress`` shows a progress bar of each pass; ``read_kwargs`` go to
+        (docs/dask.md); to share a cluster, ``client=distributed.default_client()``. ``progress`` shows a progress bar of each pass (default: when
+        standard output is a terminal; a redrawn bar floods a log file); ``read_kwargs`` go to
         ``dask.dataframe.read_parquet`` (e.g. ``blocksize``, ``filesystem``); ``design``
         are the design's own arguments (``ids``, ``strata``, ``weights``, ...)."""
+        if progress is None:
+            import sys
+
+            progress = sys.stdout.isatty()
         cl, cluster = _start_cluster(client, n_workers, memory_limit, threads_per_worker)
         try:
             obj = cls(path, client=cl, progress=progress, read_kwargs=read_kwargs, **design)
