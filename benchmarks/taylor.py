@@ -235,7 +235,7 @@ def run(n: int, H: int, P: int, D: int, samplics_domains: int, write: bool) -> s
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         dk = ss.DaskSurveyDesign(dd.from_pandas(df, npartitions=8).persist(), ids="psu",
                                  strata="stratum", weights="w", fpc="fpc", client=client)
         t_dask = {}
