@@ -409,7 +409,42 @@ def coverage_table(mc, kind: str, delta: float, m: int, paper_text: str | None,
                  for mth in methods]
         df[f"CI length ours / paper ({', '.join(methods)})"] = [
             ", ".join(f"{v:.2f}" for v in row) for row in zip(*ratio, strict=True)]
+        reasons = []
+        for i, k in enumerate(ks):
+            why = []
+            for j, mth in enumerate(methods):
+                if verdict[j][i]:
+                    continue
+                pc = float(paper.iloc[i, 1 + 2 * PAPER_COL[mth]])
+                why.append(f"{mth}: " + _reason(mc.replicates, k, f"{mth} D{delta:g} m{m}",
+                                                pc, ratio[j][i]))
+            reasons.append("; ".join(why))
+        df["reason (outside rows)"] = reasons
     return df, R
+
+
+def _reason(rep: pd.DataFrame, key: str, label: str, paper_cov: float, ratio: float) -> str:
+    """Why a cell's coverage differs from the paper's, read off the replicates: a bias of
+    the estimates over samples (its z over the MC SE of the mean), SEs that under- or
+    overstate the estimates' spread (mean SE / SD over samples), or intervals of another
+    length than the paper's at an unbiased, calibrated cell."""
+    sub = rep[(rep["method"] == label) & (rep["estimand"] == key)].dropna(subset=["estimate"])
+    err = (sub["estimate"] - sub["truth"]).to_numpy(float)
+    sd = float(np.std(sub["estimate"], ddof=1))
+    bias_z = float(err.mean() / (sd / np.sqrt(len(err))))
+    rel = 100 * float(err.mean() / sub["truth"].iloc[0])
+    se_sd = float(np.sqrt(np.mean(sub["se"].to_numpy(float) ** 2)) / sd)
+    parts = []
+    if abs(bias_z) > 3:
+        parts.append(f"biased {rel:+.1f}% (z {bias_z:+.1f})")
+    if se_sd < 0.85:
+        parts.append(f"SE understates the spread (SE/SD {se_sd:.2f})")
+    elif se_sd > 1.25:
+        parts.append(f"SE overstates the spread (SE/SD {se_sd:.2f})")
+    if not parts:
+        parts.append(f"unbiased ({rel:+.1f}%), SE/SD {se_sd:.2f}; paper's cell covers "
+                     f"{paper_cov:.2f} at {1 / ratio:.2f}x our interval length")
+    return ", ".join(parts)
 
 
 def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
