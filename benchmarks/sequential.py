@@ -89,6 +89,9 @@ class _Stamped:
     def flush(self) -> None:
         self.stream.flush()
 
+    def __getattr__(self, name: str):  # noqa: ANN204 - the stream's other attributes
+        return getattr(self.stream, name)   # (pystan's console output reads .closed, .isatty)
+
 
 def run(n: int, epsilon: float | None, fast: bool, seed: int, progress: bool = False) -> dict:
     """Time one fit + release; returns the times, the epsilon and the convergence summary."""
