@@ -78,9 +78,11 @@ N_POP = 6194
 #: synthesis order, types and public bounds
 #: (enroll is "positive": modelled as log-normal, its log density on the log scale; as a
 #: negative binomial count its per-record |log p| is >= ~4 at a mean of ~600 and the bound's
-#: floor was 3.0 with seven variables before it. emer, a small percentage, is the count.)
+#: floor was 3.0 with seven variables before it. emer, a small percentage, is the count,
+#: early in the order: as the tenth variable its bound stayed at 3.5-3.6 for c = 0.67-0.45.)
 VARIABLES = [
     {"name": "yr.rnd", "type": "binary"},
+    {"name": "emer", "type": "count", "bounds": (0, 100)},
     {"name": "enroll", "type": "positive"},
     {"name": "meals", "type": "bounded", "bounds": (0, 100)},
     {"name": "ell", "type": "bounded", "bounds": (0, 100)},
@@ -89,7 +91,6 @@ VARIABLES = [
     {"name": "avg.ed", "type": "bounded", "bounds": (1, 5)},
     {"name": "full", "type": "bounded", "bounds": (0, 100)},
     {"name": "mobility", "type": "bounded", "bounds": (0, 100)},
-    {"name": "emer", "type": "count", "bounds": (0, 100)},
     {"name": "sch.wide", "type": "binary"},
     {"name": "awards", "type": "binary"},
 ]
@@ -257,7 +258,8 @@ def sequential_release(design: ss.SurveyDesign, variables: list[dict], a: argpar
 
     fast = dict(chains=2, draws=150, warmup=150, allow_unconverged=True,
                 convergence={"rhat": 1.5, "ess_bulk": 20}) if a.fast else dict(
-        allow_unconverged=a.allow_unconverged)
+        allow_unconverged=a.allow_unconverged, chains=a.chains, draws=a.draws, warmup=a.draws,
+        stan_kwargs={"delta": a.adapt_delta} if a.adapt_delta else None)
     budget = None
     if a.shares:
         # "name=share,...": the named variables get their shares, the rest equal shares of
@@ -273,6 +275,30 @@ def sequential_release(design: ss.SurveyDesign, variables: list[dict], a: argpar
         warnings.simplefilter("ignore")
         rel = syn.fit(design).release()
     return syn, rel
+
+
+#: floors of the per-step bound measured on apistrat (n = 200, 4 chains x 1000 draws): the
+#: smallest Delta_alpha the tuning could reach, a per-draw cost no share can go below
+FLOORS_MEASURED = (
+    "enroll as a negative binomial count: ~1.47 with five variables before it and 3.0 (at "
+    "c = 0.133; the bound stayed within 3.0-5.1 as c fell from 0.37 to 0.05) with seven; the "
+    "modelled log weights of pw: ~1.58 (pw now passes through as design weights, no step); "
+    "emer as a count in tenth position: the bound stayed at 3.5-3.6 as c fell from 0.67 to "
+    "0.45 (run stopped; emer now comes second). "
+    "The floor grows with the number of earlier variables (predictors): the weighted "
+    "posterior of a larger model widens faster as the alphas shrink")
+def epsilon_note(epsilon: float, m: int, k: int, shares: str | None) -> str:
+    """Why the total epsilon is what it is (the per-step floors; the user's shares)."""
+    per = f"each step a target of {epsilon / (2 * m * k):.3g}" if not shares else \
+        f"the steps targets epsilon x share / (2 m) with shares {shares}"
+    return (f"The total is 2 m x (the sum of the per-step targets): with m = {m} sets and {k} "
+            f"steps, epsilon = {epsilon:g} gives {per}; a full run needs every target above "
+            "its step's floor (" + FLOORS_MEASURED + "). A first full run at a per-step target "
+            "of 2.5 with enroll modelled as a count stopped at enroll's floor of 3.0, so enroll "
+            "is modelled as positive (log-normal; its log density is on the log scale, where "
+            "records' |log p| is ~1-3 rather than >= 4). Lower totals need fewer sets (m), fewer "
+            "variables, or a larger sample; the user moves budget between variables with "
+            "--shares (Sequential's budget=).")
 
 
 #: tuning constants c at which the floor probe measures a step's bound (the map c ->
@@ -301,7 +327,7 @@ def floor_probe(design: ss.SurveyDesign, variables: list[dict], a: argparse.Name
 
     syn = _Probe(variables=variables, public=[], target_epsilon=None, m=a.m,
                  population_size=N_POP, random_state=a.seed + 1, progress=False,
-                 allow_unconverged=True)
+                 allow_unconverged=True, chains=a.chains, draws=a.draws, warmup=a.draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         syn.fit(design)
@@ -356,6 +382,11 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
                          "samples there, so the report can be re-rendered without refitting")
     ap.add_argument("--subset", action="store_true",
                     help="the fast mode's 5 variables and 3 means with full MCMC settings")
+    ap.add_argument("--chains", type=int, default=4, help="Sequential's MCMC chains")
+    ap.add_argument("--draws", type=int, default=1000,
+                    help="Sequential's draws per chain (and warm-up) of every fit")
+    ap.add_argument("--adapt-delta", type=float, default=None,
+                    help="Stan's target acceptance rate (pystan's delta; default 0.8)")
     ap.add_argument("--aim-rounds", type=int, default=None,
                     help="AIM's rounds (default: smartnoise's, 16 x columns; the fast mode "
                          "uses 3 x columns)")
@@ -396,15 +427,22 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     if a.cache:
         a.cache.mkdir(parents=True, exist_ok=True)
     seq_pkl = a.cache / "sequential.pkl" if a.cache else None
+    key = {"variables": variables, "epsilon": a.epsilon, "m": a.m, "shares": a.shares,
+           "chains": a.chains, "draws": a.draws, "adapt_delta": a.adapt_delta,
+           "seed": a.seed, "fast": a.fast, "allow_unconverged": a.allow_unconverged}
     if seq_pkl is not None and seq_pkl.exists():
         seq = pickle.loads(seq_pkl.read_bytes())
+        if seq.get("key") != key:
+            raise ValueError(f"--cache {a.cache}: its Sequential release was made with other "
+                             f"settings ({seq.get('key')}); use another cache directory or "
+                             "delete it.")
         notes.append(f"Sequential release read from the cache {seq_pkl.name} (fitted "
                      f"{seq['seconds']:.0f} s).")
     else:
         syn, rel = sequential_release(design, variables, a)
         seq = {"rel": rel, "summary": syn.summary(), "convergence": syn.convergence_,
                "seconds": time.perf_counter() - t,
-               "tuning": syn.confidential_summary()["tuning_path"]}
+               "tuning": syn.confidential_summary()["tuning_path"], "key": key}
         if seq_pkl is not None:
             seq_pkl.write_bytes(pickle.dumps(seq))
     rel = seq["rel"]
@@ -412,6 +450,12 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     frames = [d.data for d in rel.designs]
     rows.append(measures("Sequential", frames, list(rel.designs), rel.kind, ctx))
     guarantees["Sequential"] = (rel.privacy.guarantee, rel.guarantee)
+    if (rel.privacy.facts or {}).get("weights_step") == "design" and "log weights" in \
+            rel.guarantee:
+        notes.append("Sequential's guarantee text lists 'the log weights' among its steps; in "
+                     "this release pw is a design weight, released as collected, and takes no "
+                     "step (the record's facts say weights_step = design; the ledger has no pw "
+                     "row): the text's generator does not read that fact yet.")
     ledger = pd.DataFrame(rel.privacy.ledger)
     ranges = range_check(frames, variables, data)
     in_range = bool(ranges["ok"].all())
@@ -453,6 +497,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
         sn_pkl = a.cache / f"{method}.pkl" if a.cache else None
         if sn_pkl is not None and sn_pkl.exists():
             got, info = pickle.loads(sn_pkl.read_bytes())
+            notes.append(f"{method.upper()} samples read from the cache {sn_pkl.name} (a run "
+                         f"of this epsilon and data, its own seed).")
         else:
             got, info = smartnoise(method, codes, sizes, eps, a.m, sn_seed,
                                    rounds=3 * len(cols) if a.fast else a.aim_rounds)
@@ -534,13 +580,15 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     summ_cols = [c for c in ("step", "type", "share", "target_lipschitz", "delta_unweighted",
                              "delta_alpha", "c", "mean_alpha", "max_rhat", "min_ess_bulk",
                              "divergent", "seconds") if c in summ.columns]
-    chains, draws = (2, 150) if a.fast else (4, 1000)
+    chains, draws = (2, 150) if a.fast else (a.chains, a.draws)
     cmd = ("python vignettes/public_use_agency.py" + (" --fast" if a.fast else "")
            + (" --subset" if a.subset else "")
            + (" --allow-unconverged" if a.allow_unconverged else "")
            + (f" --shares {a.shares}" if a.shares else "")
            + (f" --floors {a.floors}" if a.floors else "")
            + (f" --aim-rounds {a.aim_rounds}" if a.aim_rounds else "")
+           + ("" if a.fast else f" --chains {a.chains} --draws {a.draws}")
+           + (f" --adapt-delta {a.adapt_delta:g}" if a.adapt_delta else "")
            + f" --epsilon {a.epsilon:g} --m {a.m} --seed {a.seed}")
     pwb = list(rel.privacy.published_without_budget or [])
     md = ["# Public-use files from apistrat: Sequential beside what an agency would pick", "",
@@ -553,7 +601,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           + (": **passed by every step**" if conv.get("passed") else ": **failed**")
           + f" (max R-hat {conv.get('max_rhat', np.nan):.4f}, min bulk ESS "
           f"{conv.get('min_ess_bulk', np.nan):.0f}, {conv.get('divergent', 0)} divergent). "
-          f"Run time {time.perf_counter() - t0:.0f} s (Sequential {seq['seconds']:.0f} s).", "",
+          f"Run time {time.perf_counter() - t0:.0f} s"
+          + (" (this rendering: the fits read from the cache)" if a.cache else "")
+          + f"; Sequential's fit {seq['seconds']:.0f} s.", "",
           f"Columns (every method): `{STRATA}` and " + ", ".join(
               f"`{v['name']}` ({v['type']}{', ' + str(v['bounds']) if 'bounds' in v else ''})"
               for v in variables) + f": {len(variables)} synthesized variables of "
@@ -565,6 +615,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "next to each row; full texts below): AIM/MST's is worst-case (epsilon, delta)-DP; "
           "Sequential's is the pseudo posterior's asymptotic, database-local guarantee; CART has "
           "none.", "",
+          "Why this epsilon: " + epsilon_note(a.epsilon, a.m, len(variables), a.shares), "",
           "## Utility and guarantee", "",
           md_table(util), "",
           "pMSE ratio: pMSE over its null expectation (k - 1)(1 - c)^2 c / N (1 = as good as "
