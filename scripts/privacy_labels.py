@@ -46,6 +46,11 @@ CASES = [
      dict(epsilon=30.0, delta_alpha=5.0, m=3,
           facts={"alpha_source": "lipschitz_tuned", "steps": 7, "draws": 4000,
                  "bound_draws": "final_fit"})),
+    ("Sequential synthesis, design weights released as collected",
+     "pseudo_posterior_sequential",
+     dict(epsilon=30.0, delta_alpha=5.0, m=3,
+          facts={"alpha_source": "lipschitz_tuned", "steps": 6, "draws": 4000,
+                 "bound_draws": "final_fit", "weights_step": "design"})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
 ]
 

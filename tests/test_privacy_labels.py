@@ -43,6 +43,12 @@ def test_each_label_is_exact(title, family, kw):
     if family == "pseudo_posterior" and not not_dp:
         assert "not privatized" in rec.guarantee and "tuned on the confidential" in rec.guarantee_text
         assert "played no part in choosing" in rec.guarantee_text
+    if family == "pseudo_posterior_sequential":
+        # the weights are a step exactly when they were modelled (design weights: no step,
+        # released as collected and said so)
+        design_w = facts.get("weights_step") == "design"
+        assert ("and the log weights" in rec.guarantee_text) is not design_w
+        assert ("released as collected, outside this guarantee" in rec.guarantee_text) is design_w
     if family == "laplace":
         assert facts["sampler"] in rec.guarantee_text
     if family == "kng" and facts.get("sampler") == "mcmc" and not_dp and facts.get("sensitivity") == "sound" \

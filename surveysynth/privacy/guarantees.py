@@ -188,7 +188,9 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     facts: ``steps`` (number of mechanisms: variables, missing indicators, the weights model),
     ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "unweighted"), ``draws`` (S of
     each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
-    the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger.
+    the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger;
+    ``weights_step`` ("modelled", default, or "design": design weights released as collected,
+    no step; the record lists them as published without budget).
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
     k = facts.get("steps")
@@ -206,9 +208,12 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
         bound += (" (a final fit whose draws played no part in choosing the tuning constant c)")
     bound += ("; it is not an analytic supremum over the parameter space, and a fresh set of "
               "draws gives a somewhat different maximum")
+    design_w = facts.get("weights_step") == "design"
+    steps_are = ("each missing-value indicator and each variable's values" if design_w else
+                 "each missing-value indicator, each variable's values, and the log weights")
     text = (
-        f"{label}. The synthesized variables (each missing-value indicator, each variable's "
-        f"values, and the log weights, {k} steps in all) are each released through draws from "
+        f"{label}. The synthesized variables ({steps_are}, {k} steps in all) are each released "
+        "through draws from "
         "a pseudo posterior whose per-record likelihood is raised to alpha_i; step j models its "
         "variable given the public variables and the confidential values of the variables "
         "before it, and each draw of step j satisfies (2*Delta_alpha_j)-differential privacy "
@@ -221,6 +226,10 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
         "draws). {bound}.".format(m=facts.get("m"), eps=_fmt(facts.get("epsilon")),
                                    da=_fmt(facts.get("delta_alpha")), bound=bound)
     )
+    if design_w:
+        text += (" The sampling weights are design weights (one value per cell of the public "
+                 "design columns) and are released as collected, outside this guarantee: the "
+                 "record lists them as published without budget.")
     if src == "unweighted":
         text += (" The posteriors are not risk-weighted (alpha = 1): each step's bound is the "
                  "unweighted maximum, usually large.")
