@@ -70,6 +70,7 @@ from public_use_common import (  # noqa: E402
 
 import surveysynth as ss  # noqa: E402
 from surveysynth.datasets import load_api  # noqa: E402
+from surveysynth.privacy.record import build_record  # noqa: E402
 
 SNVENV = ROOT / ".venv-smartnoise" / "bin" / "python"
 STRATA = "stype"
@@ -450,12 +451,19 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     frames = [d.data for d in rel.designs]
     rows.append(measures("Sequential", frames, list(rel.designs), rel.kind, ctx))
     guarantees["Sequential"] = (rel.privacy.guarantee, rel.guarantee)
-    if (rel.privacy.facts or {}).get("weights_step") == "design" and "log weights" in \
-            rel.guarantee:
-        notes.append("Sequential's guarantee text lists 'the log weights' among its steps; in "
-                     "this release pw is a design weight, released as collected, and takes no "
-                     "step (the record's facts say weights_step = design; the ledger has no pw "
-                     "row): the text's generator does not read that fact yet.")
+    if seq_pkl is not None and seq_pkl.exists():
+        # a cached release carries the text its run generated; the text is a function of the
+        # record's facts, so regenerate it from the same facts with the current generator
+        p = rel.privacy
+        fresh = build_record(p.family, p.mechanism, m=p.m, epsilon=p.epsilon, seeded=p.seeded,
+                             facts=p.facts, delta=p.delta, delta_alpha=p.delta_alpha,
+                             ledger=p.ledger, published_without_budget=p.published_without_budget,
+                             convergence_override=p.convergence_override, notes=p.notes)
+        if fresh.guarantee_text != rel.guarantee:
+            notes.append("Sequential's guarantee text regenerated from the cached release's "
+                         "record facts by the current generator (surveysynth.privacy."
+                         "guarantees); the facts, epsilon and ledger are the run's.")
+        guarantees["Sequential"] = (fresh.guarantee, fresh.guarantee_text)
     ledger = pd.DataFrame(rel.privacy.ledger)
     ranges = range_check(frames, variables, data)
     in_range = bool(ranges["ok"].all())
