@@ -375,25 +375,5 @@ def test_good_regression_config_is_kept(tmp_path):
     assert got == [{"name": "pay", "formula": "salary ~ gender + visits", "family": "gaussian"},
                    {"name": "regression_2", "formula": "visits ~ salary", "family": "poisson"}]
 
-
-# ------------------------------------------------------------------ end to end
-def test_sequential_example_release_has_the_joint_section(tmp_path):
-    """The sequential example config (short chains) through the pipeline: the confidential
-    report carries the joint section with its regression; the public part does not."""
-    from surveysynth.pipeline import run_release
-    from surveysynth.release_config import example_config, example_data
-
-    text = example_config("sequential").replace(
-        "chains = 4, draws = 1000, warmup = 1000",
-        "chains = 2, draws = 150, warmup = 150, allow_unconverged = true")
-    (tmp_path / "example.csv").write_text(example_data().to_csv(index=False))
-    cfg = tmp_path / "release.toml"
-    cfg.write_text(text)
-    out = _quiet(run_release, cfg, quiet=True)
-    html = (out / "confidential" / "report.html").read_text()
-    assert "Utility: joint distribution of the synthesized variables" in html
-    assert "pMSE with all pairwise interactions" in html and "k-marginal scores" in html
-    assert "Regression salary" in html and "gender[T.male]" in html
-    assert "could not be compared" not in html and "Joint utility could not" not in html
-    public = "".join(p.read_text(errors="ignore") for p in (out / "public").rglob("*.json"))
-    assert "pMSE" not in public and "k-marginal" not in public
+# the end-to-end check (a sequential release through the pipeline carries this section, the
+# public folder none of it) is in tests/test_sequential.py::test_release_config_sequential_end_to_end

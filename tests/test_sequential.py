@@ -408,6 +408,15 @@ def test_release_config_sequential_end_to_end(tmp_path):
     assert files
     syn = pd.concat([pd.read_parquet(f) for f in files])
     assert syn["visits"].between(0, 60).all() and (syn["salary"] > 0).all()
+    # the confidential report's joint utility section (issue 22 item 5; its numbers are
+    # tested in tests/test_report_joint_utility.py); none of it in the public folder
+    html = (out / "confidential" / "report.html").read_text()
+    assert "Utility: joint distribution of the synthesized variables" in html
+    assert "pMSE with all pairwise interactions" in html and "k-marginal scores" in html
+    assert "Regression salary" in html and "gender[T.male]" in html
+    assert "could not be compared" not in html and "Joint utility could not" not in html
+    public = "".join(p.read_text(errors="ignore") for p in (out / "public").rglob("*.json"))
+    assert "pMSE" not in public and "k-marginal" not in public
 
 
 # ------------------------------------------------------------------ design weights (pw = N_h / n_h)
