@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "vignettes" / "output" / "sdr_mc" / "D3.4"
@@ -19,16 +20,19 @@ def _strip_timing(text: str) -> str:
     return re.sub(r"Rendered in \d+ s", "Rendered in - s", text)
 
 
-def test_committed_report_is_the_report_of_the_committed_store(tmp_path):
+@pytest.mark.parametrize("store, name", [("D3.4", "sdr_monte_carlo.md"),
+                                         ("D1.8", "sdr_monte_carlo_D1.8.md")])
+def test_committed_report_is_the_report_of_the_committed_store(tmp_path, store, name):
+    path = STORE.parent / store
     r = subprocess.run([sys.executable, str(ROOT / "vignettes" / "sdr_monte_carlo.py"),
-                        "--store", str(STORE.relative_to(ROOT)), "--report-only", "--quiet",
+                        "--store", str(path.relative_to(ROOT)), "--report-only", "--quiet",
                         "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    fresh = (tmp_path / "sdr_monte_carlo.md").read_text()
-    committed = (ROOT / "vignettes" / "output" / "sdr_monte_carlo.md").read_text()
+    fresh = (tmp_path / name).read_text()
+    committed = (ROOT / "vignettes" / "output" / name).read_text()
     assert _strip_timing(fresh) == _strip_timing(committed)
-    reps = len(list(STORE.glob("rep_*.parquet")))
+    reps = len(list(path.glob("rep_*.parquet")))
     assert f"; {reps} samples of n = 1,000" in fresh
 
 
