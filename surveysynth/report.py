@@ -359,8 +359,8 @@ def _level_strings(col: pd.Series) -> np.ndarray:
         whole = np.isfinite(v) & (v == np.round(v)) & (np.abs(v) < 1e15)
         out = np.where(whole, np.where(whole, v, 0).astype(np.int64).astype(str), v.astype(str))
         return np.where(np.isnan(v), None, out).astype(object)
-    out = col.astype(object).to_numpy()
-    return np.array([None if pd.isna(x) else str(x) for x in out], dtype=object)
+    na = col.isna().to_numpy()
+    return np.where(na, None, col.astype(str).to_numpy(dtype=object)).astype(object)
 
 
 def _is_categorical(col: pd.Series, declared: str | None) -> bool:
