@@ -586,6 +586,9 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                  "the paper's MC SE is taken as ours scaled to its 100 samples.\n\n"
                  + _md(pd.DataFrame(rows).set_index(["Delta, m", "table", "method"])) + "\n")
     # CI length ratios vs seed 000
+    rep_ = mc.replicates
+    median_len = (rep_["ci_high"] - rep_["ci_low"]).groupby(
+        [rep_["estimand"], rep_["method"]]).median()
     rat = []
     for delta in cfg["deltas"]:
         for m in MS:
@@ -597,6 +600,11 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                 ours = float(np.mean(fbp / fbs))
                 paper = PAPER_RATIO.get((delta, m), (np.nan, np.nan))[j]
                 row[f"{kind}: FBP/FBS CI"] = round(ours, 2)
+                # the same ratio from median lengths over samples: robust to a few samples
+                # with near-prior cells (at low alpha), which dominate the average lengths
+                row[f"{kind}: FBP/FBS CI (medians)"] = round(float(np.mean(
+                    median_len.loc[[(k, f"FBP D{delta:g} m{m}") for k in ks]].to_numpy()
+                    / median_len.loc[[(k, f"FBS D{delta:g} m{m}") for k in ks]].to_numpy())), 2)
                 row[f"{kind}: paper"] = paper
                 row[f"{kind}: within 20%"] = "yes" if abs(ours / paper - 1) <= 0.2 else "no"
                 cov_fbp = s.loc[[(k, f"FBP D{delta:g} m{m}") for k in ks], "coverage"].mean()
@@ -604,8 +612,11 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                 row[f"{kind}: cov FBS/FBP"] = f"{cov_fbs:.3f}/{cov_fbp:.3f}"
             rat.append(row)
     w.append("## CI length ratios FBP / FBS and mean coverage (seed 000 Figs. 10-17 "
-             "captions)\n\nMean over the 24 cells of avg CI length FBP / FBS; the paper's "
-             "ratio is from the figure captions.\n\n"
+             "captions)\n\nMean over the 24 cells of avg CI length FBP / FBS (the paper's "
+             "definition; the verdict uses it); the paper's ratio is from the figure captions. "
+             "The 'medians' column uses each cell's median length over samples instead: a few "
+             "samples whose fit released near-prior values in a cell (low alpha) carry the "
+             "average lengths, not the median.\n\n"
              + _md(pd.DataFrame(rat).set_index(["Delta", "m"])) + "\n")
     # coverage vs CV figures
     for delta in cfg["deltas"]:
