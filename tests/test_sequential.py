@@ -129,10 +129,15 @@ def _mixed(n=300, seed=5):
                             categories=[1, 2, 3, 4], ordered=True)
     Nh = {"a": 5000, "b": 3000, "c": 1000}
     cnt = pd.Series(st).value_counts()
+    # adjusted weights (a nonresponse-style factor, mean 1 within each stratum, so each
+    # stratum's weights still sum to N_h): they vary within the strata, so Sequential models
+    # them (the weights step); design weights N_h / n_h alone would pass through unmodelled
+    adj = pd.Series(np.exp(0.15 * rng.normal(size=n)))
+    adj = (adj / adj.groupby(st).transform("mean")).to_numpy()
     df = pd.DataFrame({"stratum": st, "x_cont": x, "income": inc, "score": score,
                        "kids": kids, "owner": own, "region": reg, "rating": rating,
                        "fpc": [Nh[s] for s in st],
-                       "w": [Nh[s] / cnt[s] for s in st]})
+                       "w": np.array([Nh[s] / cnt[s] for s in st]) * adj})
     return df, SurveyDesign(df, strata="stratum", weights="w", fpc="fpc")
 
 
@@ -291,7 +296,8 @@ def test_missing_refused_or_modelled():
     ys = pd.Series(y).astype("Int64")
     miss = rng.uniform(size=n) < 0.25
     ys[miss] = pd.NA
-    df = pd.DataFrame({"x": x, "y": ys, "w": np.full(n, 5.0)})
+    # weights that vary (a constant weight would be a design weight, released unmodelled)
+    df = pd.DataFrame({"x": x, "y": ys, "w": 5.0 * np.exp(0.1 * rng.normal(size=n))})
     des = SurveyDesign(df, weights="w")
     vars_ = [{"name": "x", "type": "continuous"},
              {"name": "y", "type": "count", "bounds": (0, 20)}]
