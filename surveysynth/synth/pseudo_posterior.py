@@ -441,7 +441,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         last tuning fit, at least tol / 2): a final fit above the target is never released
         (c is lowered and the final fit repeated, each a fresh draw set); one below the band
         [(1 - tol) target, target] is released as it is (a stronger guarantee than asked) with
-        a note.
+        a note. A target above the unweighted bound (by more than tol) needs no weighting: a
+        final fit at alpha = 1 (c_ None), tuned only if its fresh bound exceeds the target
+        (:meth:`_weighted_fit`; Sequential's steps do the same).
         """
         cfg = self._validate()
         self._cfg_ = cfg
@@ -511,14 +513,15 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         tuning_rows: list[dict] = []
         warm_state = {"init": unw.last_inits()}
 
-        def evaluate(c: float, final: bool):
-            """One alpha-weighted refit at c with its own fresh Stan seed."""
-            alpha = lipschitz_weights(None, c=c, g=g, bounds=delta)
+        def evaluate(c: float | None, final: bool):
+            """One alpha-weighted refit at c with its own fresh Stan seed (c None: alpha = 1
+            for every record, no risk weighting)."""
+            alpha = np.ones(n) if c is None else lipschitz_weights(None, c=c, g=g, bounds=delta)
             draws = int(self.draws) if final else int(self.tune_draws or self.draws)
             wu = refit_warmup if final else int(self.tune_warmup or refit_warmup)
             t1 = time.perf_counter()
-            res = run(alpha, draws, wu, warm_state["init"], f"weighted (c={c:.4g})",
-                      child_seed(rng))
+            label = "final (alpha = 1)" if c is None else f"weighted (c={c:.4g})"
+            res = run(alpha, draws, wu, warm_state["init"], label, child_seed(rng))
             warm_state["init"] = res.last_inits()
             R = bounds_of(res)
             per = np.where(alpha > 0, alpha * R, 0.0)
@@ -530,18 +533,17 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 from tqdm.auto import tqdm
 
                 tqdm.write(f"{self.name} {'final' if final else 'tuning'} fit "
-                           f"{len(tuning_rows)}: c = {c:.4g}, Delta_alpha = {da:.4f}"
+                           f"{len(tuning_rows)}: "
+                           + ("alpha = 1" if c is None else f"c = {c:.4g}")
+                           + f", Delta_alpha = {da:.4f}"
                            + (f" (target {target:.4g})" if target else ""))
             return da, alpha, per, res, R
 
         t0 = time.perf_counter()
-        if target is None:
-            c_best = float(self.c)
-            da, alpha, per, res, _ = evaluate(c_best, True)
-        else:
-            c_best, (da, alpha, per, res, _) = self._tune(evaluate, target, delta, chain_maxima)
+        c_best, (da, alpha, per, res, _) = self._weighted_fit(evaluate, target, delta,
+                                                              chain_maxima)
         timings["tuning_and_weighted_fit"] = time.perf_counter() - t0
-        self.c_ = float(c_best)
+        self.c_ = None if c_best is None else float(c_best)
         self.g_ = g
         self.alpha_ = alpha
         self.delta_alpha_i_ = per
@@ -572,6 +574,31 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 "draw set is noisy at this sample size (see docs/pseudo_posterior.md).",
                 UserWarning, stacklevel=3)
 
+    def _weighted_fit(self, evaluate, target: float | None, delta: np.ndarray, chain_maxima):
+        """The released weighted fit: ``(c, (Delta_alpha, alpha, per_record, res, R))``.
+
+        Without a target: one final fit at the user's c. With a target whose unweighted bound
+        is already below it by more than tol (as in Sequential's steps): no risk weighting
+        (c None, alpha = 1), the bound that of a final fit with fresh draws, and only when
+        noise puts that above the target is c tuned (:meth:`_tune`). Otherwise :meth:`_tune`.
+        Whatever the path, a fit above the target is never returned (the privacy invariant)."""
+        if target is None:
+            c = float(self.c)
+            return c, evaluate(c, True)
+        c_best: float | None = None
+        if (np.isfinite(delta).all()
+                and float(np.max(delta)) < target * float(np.exp(-float(self.tol)))):
+            out = evaluate(None, True)
+            if out[0] > target:
+                c_best, out = self._tune(evaluate, target, delta, chain_maxima)
+        else:
+            c_best, out = self._tune(evaluate, target, delta, chain_maxima)
+        if not out[0] <= target:
+            raise TargetUnreachableError(
+                f"{self.name}: internal error: a fit with Delta_alpha {out[0]:.4g} above the "
+                f"target {target:.4g} reached release; nothing released.")
+        return c_best, out
+
     def _tune(self, evaluate, target: float, delta: np.ndarray, chain_maxima):
         """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
 
@@ -598,10 +625,17 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         TargetUnreachableError).
 
         Reachability: with g = 0, c -> 0 gives alpha -> 0 and any target > 0 is reachable;
-        with g > 0 the floor is the bound at c = 0 (alpha = g). Above
+        with g > 0 the floor is the bound at c = 0 (alpha = g): a target below it raises
+        TargetUnreachableError saying what is reachable. Above
         c_max = (1 - g) / (1 - D_(2)) every record but the riskiest has alpha = 1 and the bound
-        stops growing. Unreachable targets raise TargetUnreachableError saying what is
-        reachable.
+        stops growing. A tuning fit at c_max whose bound is below the band (f < (1 - tol)
+        target) is not an error: a bound below the target is safe, only weaker-than-allowed
+        utility. Tuning stops there and the final fit (fresh draws, as every final fit) is run at
+        c = c_max, the largest weights short of alpha = 1 everywhere; its bound is reported as
+        it is when <= target (below the band: the caller's below-band warning), and above the
+        target it is rejected and c lowered like any final fit. (An unweighted bound already
+        below the target is handled before tuning: the fit path's alpha = 1 final fit, tuned
+        only if that fit's fresh draws come out above the target.)
         """
         tol = float(self.tol)
         g = float(self.g)
@@ -614,13 +648,17 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         c = 0.0 if g > 0 and path.predict(0.0, path.R0) > target else path.plug_in(path.R0, aim)
         last = None
         fits = 0
+        ceiling = False
         while fits < int(self.max_refits) - 1:
             out = evaluate(c, False)
             fits += 1
-            self._check_reach(path, c, out[0], target, tol)
+            self._check_reach(path, c, out[0], target)
             self._check_floor(path, c, out[0], target)
             last = (c, out)
             if abs(out[0] - aim) <= tol * aim:
+                break
+            if self._at_ceiling(path, c, out[0], target, tol):
+                ceiling = True   # below the band at c_max: the final fit goes to c_max
                 break
             c = path.next_c(c, out[0], aim, out[4])
         if last is None:
@@ -633,8 +671,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
         margin = max(tol / 2.0, 1.645 * s_rel)
         goal = target * float(np.exp(-margin))
-        self.bound_spread_ = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal}
-        c_final = path.root(c, out[0], goal)
+        self.bound_spread_ = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal,
+                              "ceiling": ceiling}
+        c_final = c if ceiling else path.root(c, out[0], goal)
         # --- final fits: reported as they are when <= target
         while fits < int(self.max_refits):
             out = evaluate(c_final, True)
@@ -682,16 +721,17 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 f"of at least ~{1.1 * np.exp(ys.min()):.3g}, fewer cells (effects='main'), or "
                 "more records per cell.")
 
-    def _check_reach(self, path: TuningPath, c: float, f: float, target: float,
-                     tol: float) -> None:
+    def _at_ceiling(self, path: TuningPath, c: float, f: float, target: float,
+                    tol: float) -> bool:
+        """True when a tuning fit at c >= c_max (every record but the riskiest at alpha = 1)
+        has a bound below the band, f < (1 - tol) target: larger c cannot raise the bound, and
+        a bound below the target is a stronger guarantee than asked, not a refusal."""
+        return bool(f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12)
+
+    def _check_reach(self, path: TuningPath, c: float, f: float, target: float) -> None:
+        """Refuse a target below the floor with g > 0: at c -> 0 every alpha is g and the
+        bound cannot fall further (with g = 0, c -> 0 reaches any target)."""
         g = path.g
-        if f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12:
-            raise TargetUnreachableError(
-                f"{self.name}: target Delta_alpha {target:.4g} is above what weighting can "
-                f"reach: with every record but the riskiest at alpha = 1 the bound is "
-                f"{f:.4g} (unweighted {path.hi_d:.4g}). Reachable: "
-                f"[{0 if g == 0 else 'floor at c=0'}, {f:.4g}]. Use a smaller target, or "
-                "no target (c = 1).")
         if f > target and c <= 1e-12 and g > 0:
             raise TargetUnreachableError(
                 f"{self.name}: target Delta_alpha {target:.4g} is below the bound {f:.4g} "
