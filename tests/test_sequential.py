@@ -115,6 +115,68 @@ def test_stan_log_lik_is_the_numpy_density(family):
     np.testing.assert_allclose(ll, res["log_lik"], rtol=1e-7, atol=1e-8)
 
 
+def _n_unconstrained(family, P, K):
+    return {"normal": P + 2, "negbin": P + 2, "logistic": P + 1,
+            "categorical": (K - 1) * (P + 1), "ordinal": P + K - 1}[family]
+
+
+PATTERN_CASES = {
+    # untruncated normal: the sufficient-statistics program against the per-record one
+    "normal_ss": ("normal", lambda r, n: r.normal(2.0, 1.5, n).round(0),
+                  {"lo": None, "hi": None, "loc": 2.0, "scale": 1.5}),
+    "normal_truncated": ("normal", lambda r, n: r.integers(0, 5, n).astype(float),
+                         {"lo": 0.0, "hi": 4.0, "loc": 2.0, "scale": 1.0}),
+    "negbin": ("negbin", lambda r, n: r.integers(0, 6, n), {"hi": 5.0, "eta0": 1.0}),
+    "logistic": ("logistic", lambda r, n: r.integers(0, 2, n), {}),
+    "categorical": ("categorical", lambda r, n: r.integers(0, 3, n), {"K": 3}),
+    "ordinal": ("ordinal", lambda r, n: r.integers(0, 4, n), {"K": 4}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PATTERN_CASES))
+def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_density(case):
+    """What Sequential hands Stan (the distinct (x, y) patterns with summed alphas; for an
+    untruncated normal the weighted sums of seq_normal_ss.stan) has the same log posterior
+    density, at any parameter, as the per-record program with each record's own alpha. Kills:
+    counts instead of summed alphas, a lost normalising constant or a wrong cross-product in
+    the sufficient statistics, a pattern map that mixes records up."""
+    import stan
+
+    family, gen, spec = PATTERN_CASES[case]
+    model = sm.MODELS[family]
+    rng = np.random.default_rng(7)
+    n = 240
+    X = np.c_[rng.integers(0, 2, n), rng.integers(0, 3, n) - 1.0].astype(float)
+    y = np.asarray(gen(rng, n))
+    alpha = rng.uniform(0.05, 1.0, n)
+    first, inv = sm.patterns(X, y)
+    assert len(first) < n / 2                      # the patterns compress this data
+    np.testing.assert_array_equal(np.c_[X, y][first][inv], np.c_[X, y])
+    full = model.stan_data(y, X, alpha, spec, save_log_lik=True)
+    comp = model.stan_data(y[first], X[first], np.bincount(inv, weights=alpha), spec,
+                           save_log_lik=False)
+    prog_full = load_program(model.program_for(spec, save_log_lik=True))
+    prog_comp = load_program(model.program_for(spec))
+    assert (prog_comp != prog_full) == (case == "normal_ss")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pf = stan.build(prog_full, data=full, random_seed=1)
+        pc = stan.build(prog_comp, data=comp, random_seed=1)
+    k = _n_unconstrained(family, X.shape[1], spec.get("K", 2))
+    for _ in range(5):
+        theta = rng.normal(0, 0.7, k).tolist()
+        lf, lc = pf.log_prob(theta), pc.log_prob(theta)
+        assert np.isfinite(lf)
+        assert lc == pytest.approx(lf, rel=1e-10, abs=1e-8)
+    # and the pattern weights matter: counts in place of summed alphas change the density
+    wrong = model.stan_data(y[first], X[first], np.bincount(inv).astype(float), spec,
+                            save_log_lik=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pw = stan.build(prog_comp, data=wrong, random_seed=1)
+    assert abs(pw.log_prob(theta) - lf) > 1.0
+
+
 # ------------------------------------------------------------------ a mixed-type design
 def _mixed(n=300, seed=5):
     rng = np.random.default_rng(seed)

@@ -57,7 +57,7 @@ import pandas as pd
 
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._seq_models import MODELS
+from ._seq_models import MODELS, patterns
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
@@ -727,6 +727,7 @@ class Sequential(Synthesizer):
         rows = []
         for step, r in zip(self.steps_, self.step_fits_, strict=True):
             rows.append({"step": step.name, "type": step.type, "model": step.family,
+                         "stan_program": r["program"], "patterns": r["patterns"],
                          "share": step.share, "target_lipschitz": r["target"],
                          "delta_unweighted": r["delta_unweighted"],
                          "delta_alpha": r["delta_alpha"], "epsilon_per_set": 2 * r["delta_alpha"],
@@ -757,15 +758,20 @@ class _StepFit:
         self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
         self.rng, self.progress = rng, progress
         self.model = MODELS[step.family]
-        self.program = load_program(self.model.program)
+        self.program = load_program(self.model.program_for(step.spec))
         self.n = len(y)
+        # Stan and the bounds work on the distinct (x, y) patterns, exactly (see ``patterns``);
+        # ``inv`` maps them back to the records
+        first, self.inv = patterns(X, y)
+        self.yu, self.Xu = y[first], X[first]
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
                              else max(100, int(owner.warmup) // 2))
 
     def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
-        data = self.model.stan_data(self.y, self.X, alpha, self.step.spec, save_log_lik=False)
+        wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
+        data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
@@ -778,15 +784,17 @@ class _StepFit:
         return res
 
     def bounds_of(self, res: StanDraws) -> np.ndarray:
-        """max_s |log p_i(theta_s)| per record over the fit's draws (numpy, in chunks)."""
+        """max_s |log p_i(theta_s)| per record over the fit's draws (numpy, in chunks),
+        computed once per distinct (x, y) pattern and mapped back to the records."""
         S = res.chains * res.draws_per_chain
-        chunk = max(1, int(4e6 // max(1, self.n * self.step.spec.get("K", 1))))
-        out = np.zeros(self.n)
+        u = len(self.yu)
+        chunk = max(1, int(4e6 // max(1, u * self.step.spec.get("K", 1))))
+        out = np.zeros(u)
         for a in range(0, S, chunk):
-            ll = self.model.loglik(res.draws, slice(a, min(S, a + chunk)), self.y, self.X,
+            ll = self.model.loglik(res.draws, slice(a, min(S, a + chunk)), self.yu, self.Xu,
                                    self.step.spec)
             out = np.maximum(out, np.abs(ll).max(axis=0))
-        return out
+        return out[self.inv]
 
     def chain_maxima(self, res: StanDraws, alpha: np.ndarray) -> np.ndarray:
         out = []
@@ -852,7 +860,8 @@ class _StepFit:
         return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
                 "delta_unweighted": float(delta[finite].max()), "c": c,
                 "tuning": self.rows, "convergence": verdict,
-                "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1]}
+                "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1],
+                "patterns": len(self.yu), "program": self.model.program_for(self.step.spec)}
 
 
 # ====================================================================== helpers

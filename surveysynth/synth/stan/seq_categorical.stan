@@ -3,13 +3,16 @@
 // risk-weighted pseudo likelihood target += alpha_i * log p_i.
 // Priors: a ~ N(0, 5), B ~ N(0, 2.5) (x standardised).
 functions {
-  vector seq_cat_ll(array[] int y, matrix eta) {
-    int n = num_elements(y);
-    vector[n] ll;
-    for (i in 1:n) {
-      ll[i] = eta[i, y[i]] - log_sum_exp(eta[i]);
+  // log softmax(eta_i)[y_i] of every record, vectorized over records: the row-wise
+  // log-sum-exp is accumulated over the K columns (K is small) as lse + log1p_exp(e_k - lse),
+  // stable for any eta; the selected entry is a row-wise dot product with the one-hot codes.
+  vector seq_cat_ll(matrix Y1, matrix eta) {
+    int K = cols(eta);
+    vector[rows(eta)] lse = col(eta, 1);
+    for (k in 2:K) {
+      lse += log1p_exp(col(eta, k) - lse);
     }
-    return ll;
+    return rows_dot_product(Y1, eta) - lse;
   }
 }
 data {
@@ -18,8 +21,14 @@ data {
   int<lower=2> K;
   matrix[n, P] X;
   array[n] int<lower=1, upper=K> y;
-  vector<lower=0, upper=1>[n] alpha;
+  vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   int<lower=0, upper=1> save_log_lik;
+}
+transformed data {
+  matrix[n, K] Y1 = rep_matrix(0, n, K);   // one-hot codes
+  for (i in 1:n) {
+    Y1[i, y[i]] = 1;
+  }
 }
 parameters {
   vector[K - 1] a;
@@ -27,13 +36,13 @@ parameters {
 }
 model {
   matrix[n, K] eta = append_col(rep_vector(0, n), rep_matrix(a', n) + X * B);
-  target += dot_product(alpha, seq_cat_ll(y, eta));
+  target += dot_product(alpha, seq_cat_ll(Y1, eta));
   a ~ normal(0, 5);
   to_vector(B) ~ normal(0, 2.5);
 }
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    log_lik = seq_cat_ll(y, append_col(rep_vector(0, n), rep_matrix(a', n) + X * B));
+    log_lik = seq_cat_ll(Y1, append_col(rep_vector(0, n), rep_matrix(a', n) + X * B));
   }
 }

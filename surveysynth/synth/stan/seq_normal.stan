@@ -26,7 +26,7 @@ data {
   int<lower=0> P;
   matrix[n, P] X;
   vector[n] y;
-  vector<lower=0, upper=1>[n] alpha;
+  vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   real loc;
   real<lower=0> scale;
   int<lower=0, upper=1> has_lo;

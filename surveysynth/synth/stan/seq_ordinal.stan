@@ -17,7 +17,7 @@ data {
   int<lower=2> K;
   matrix[n, P] X;
   array[n] int<lower=1, upper=K> y;
-  vector<lower=0, upper=1>[n] alpha;
+  vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   int<lower=0, upper=1> save_log_lik;
 }
 parameters {
