@@ -120,6 +120,21 @@ def _n_unconstrained(family, P, K):
             "categorical": (K - 1) * (P + 1), "ordinal": P + K - 1}[family]
 
 
+def _unflatten(family, flat, P, K):
+    """Stan's constrained parameter vector as a one-draw dict (Stan's declaration order,
+    matrices column-major; the generated log_lik that follows is cut off)."""
+    v = np.asarray(flat, float)[:_n_unconstrained(family, P, K)]   # then generated quantities
+    if family == "normal" or family == "negbin":
+        last = "s" if family == "normal" else "phi"
+        return {"a": v[:1], "b": v[1:1 + P][None, :], last: v[1 + P:2 + P]}
+    if family == "logistic":
+        return {"a": v[:1], "b": v[1:1 + P][None, :]}
+    if family == "categorical":
+        return {"a": v[:K - 1][None, :],
+                "B": v[K - 1:].reshape(K - 1, P).T[None, :, :]}
+    return {"b": v[:P][None, :], "c": v[P:][None, :]}          # ordinal
+
+
 PATTERN_CASES = {
     # untruncated normal: the sufficient-statistics program against the per-record one
     "normal_ss": ("normal", lambda r, n: r.normal(2.0, 1.5, n).round(0),
@@ -162,12 +177,20 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
         warnings.simplefilter("ignore")
         pf = stan.build(prog_full, data=full, random_seed=1)
         pc = stan.build(prog_comp, data=comp, random_seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p0 = stan.build(prog_full, data=dict(full, alpha=np.zeros(n)), random_seed=1)
     k = _n_unconstrained(family, X.shape[1], spec.get("K", 2))
     for _ in range(5):
         theta = rng.normal(0, 0.7, k).tolist()
         lf, lc = pf.log_prob(theta), pc.log_prob(theta)
         assert np.isfinite(lf)
         assert lc == pytest.approx(lf, rel=1e-10, abs=1e-8)
+        # the model block's weighted likelihood (per-distinct-x normalisers included) is
+        # sum_i alpha_i log p_i with the numpy density: log_prob(alpha) - log_prob(alpha = 0)
+        draws = _unflatten(family, pf.constrain_pars(theta), X.shape[1], spec.get("K", 2))
+        ll = model.loglik(draws, slice(None), y, X, spec)[0]
+        assert lf - p0.log_prob(theta) == pytest.approx(float(alpha @ ll), rel=1e-9)
     # and the pattern weights matter: counts in place of summed alphas change the density
     wrong = model.stan_data(y[first], X[first], np.bincount(inv).astype(float), spec,
                             save_log_lik=False)

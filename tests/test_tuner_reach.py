@@ -272,6 +272,10 @@ def test_sequential_binary_step_target_above_unweighted_bound_real_stan():
     p = special.expit(res["a"][:, None] + np.zeros((1, n)))
     indep = float(np.max(alpha * np.abs(stats.bernoulli.logpmf(codes, p)).max(axis=0)))
     assert led[0]["delta_alpha"] == pytest.approx(indep, rel=1e-8)
+    # the guarantee says this step was released at alpha = 1, not with clip(c (1 - D_i)) weights
+    assert r["c"] is None and np.all(alpha == 1.0)
+    assert rel.privacy.facts["unweighted_steps"] == "b"
+    assert "the steps b were not risk-weighted (alpha = 1)" in rel.privacy.guarantee_text
 
 
 def _outlier_design():
@@ -301,7 +305,12 @@ def test_fbs_real_stan_target_above_reach_is_released_not_refused():
     assert a.c_ is None and np.all(a.alpha_ == 1.0)
     assert list(a.tuning_["role"]) == ["final"]
     assert a.delta_alpha_ == pytest.approx(float(a.delta_alpha_i_.max())) and a.delta_alpha_ <= 1e3
-    assert a.release().privacy.delta_alpha <= 1e3
+    rec_a = a.release().privacy
+    assert rec_a.delta_alpha <= 1e3
+    # the guarantee says no risk weighting was applied (and claims no tuned c)
+    assert rec_a.facts["alpha_source"] == "unweighted_target_met"
+    assert "No risk weighting was applied" in rec_a.guarantee_text
+    assert "tuned on the confidential" not in rec_a.guarantee_text
     T = float(a.delta_unweighted_)
     srt = np.sort(a.delta_)
     assert srt[-1] > 3 * srt[-2]                    # the outlier sets the unweighted bound
@@ -322,3 +331,5 @@ def test_fbs_real_stan_target_above_reach_is_released_not_refused():
     assert any("below the band" in str(w.message) for w in caught)
     rec = b.release().privacy
     assert rec.delta_alpha == pytest.approx(b.delta_alpha_) and rec.delta_alpha <= T
+    assert rec.facts["alpha_source"] == "lipschitz_tuned"
+    assert "tuned on the confidential" in rec.guarantee_text

@@ -37,7 +37,8 @@ def _fmt(x: Any) -> str:
 def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
     """Risk-weighted pseudo posterior (FBS, FBP, PBP, and the mixture/NB with Lipschitz alpha).
 
-    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller"),
+    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller", or
+    "unweighted_target_met": the unweighted bound was already below the target, so alpha = 1),
     ``draws`` (S, posterior draws the bound is a maximum over), ``bound_draws`` ("final_fit":
     draws that played no part in choosing c, or "same_fit"), ``delta_alpha``, ``m``,
     ``epsilon``.
@@ -71,7 +72,11 @@ def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
              "confidential data (not privatized)")
     how = ("The risk weights alpha_i = clip(c (1 - D_i) + g, 0, 1) are computed from the "
            "confidential data (each record's normalised bound D_i under the unweighted fit)")
-    if src == "lipschitz_tuned":
+    if src == "unweighted_target_met":
+        how = ("No risk weighting was applied (alpha_i = 1 for every record): the unweighted "
+               "fit's bound was already below the target, a comparison made on the confidential "
+               "data")
+    elif src == "lipschitz_tuned":
         how += (", and the constant c was tuned on the confidential data to bring the bound to a "
                 "target")
     how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
@@ -190,7 +195,9 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
     the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger;
     ``weights_step`` ("modelled", default, or "design": design weights released as collected,
-    no step; the record lists them as published without budget).
+    no step; the record lists them as published without budget); ``unweighted_steps`` (names,
+    comma-separated, of the steps released at alpha = 1 because their unweighted bound was already below their share
+    of the target).
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
     k = facts.get("steps")
@@ -239,6 +246,11 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
         if src == "lipschitz_tuned":
             how += (", and each step's c was tuned on the confidential data to bring its bound to "
                     "its share of the target")
+        unw = facts.get("unweighted_steps")
+        if unw:
+            how += (f"; the steps {unw} were not risk-weighted (alpha = 1), "
+                    "because their unweighted bound was already below their share of the "
+                    "target, a comparison made on the confidential data")
         how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
                 "given these weights, and a neighbouring database would in general get other "
                 "weights, so the loss between neighbours with recomputed weights can exceed the "

@@ -130,6 +130,16 @@ def _base(y, X, alpha, save_log_lik):
     return dict(n=len(y), P=X.shape[1], X=X, alpha=alpha, save_log_lik=int(save_log_lik))
 
 
+def _distinct_predictors(X: np.ndarray) -> dict[str, Any]:
+    """The distinct rows of X (Stan's ``Xd``, ``nd``) and each row's index into them (``xd``,
+    1-based): a truncation normaliser depends on the predictors only, so the truncated
+    programs compute it once per distinct row (exact)."""
+    if X.shape[1] == 0:
+        return dict(nd=1, Xd=np.zeros((1, 0)), xd=np.ones(len(X), dtype=np.int64))
+    Xd, inv = np.unique(X, axis=0, return_inverse=True)
+    return dict(nd=len(Xd), Xd=Xd, xd=inv.ravel().astype(np.int64) + 1)
+
+
 class NormalModel(_Model):
     """y (modelled scale) ~ N(loc + scale (a + x'b), scale s), truncated to (lo, hi)."""
 
@@ -153,7 +163,8 @@ class NormalModel(_Model):
                         q=float(alpha @ z**2), scale=spec["scale"])
         return dict(_base(y, X, alpha, save_log_lik), y=y, loc=spec["loc"], scale=spec["scale"],
                     has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
-                    has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi))
+                    has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi),
+                    **_distinct_predictors(X))
 
     def inits(self, y, X, spec, chains, rng):
         z = (y - spec["loc"]) / spec["scale"]
@@ -196,7 +207,8 @@ class NegBinModel(_Model):
     def stan_data(self, y, X, alpha, spec, save_log_lik):
         hi = spec["hi"]
         return dict(_base(y, X, alpha, save_log_lik), y=y.astype(np.int64), eta0=spec["eta0"],
-                    has_hi=int(hi is not None), hi=0 if hi is None else int(hi))
+                    has_hi=int(hi is not None), hi=0 if hi is None else int(hi),
+                    **_distinct_predictors(X))
 
     def inits(self, y, X, spec, chains, rng):
         m, v = float(np.mean(y)) + 0.5, float(np.var(y)) + 0.5

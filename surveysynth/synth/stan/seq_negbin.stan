@@ -1,7 +1,10 @@
 // Sequential synthesizer, negative binomial family (counts / integers; docs/sequential.md).
 // y_i = value - lower bound (>= 0) ~ NB2(mu_i, phi), log mu_i = eta0 + a + x_i' b, truncated
 // above at hi (the public upper bound minus the lower bound) when given: the pmf is divided by
-// its normaliser F(hi | mu_i, phi), the same truncated pmf that is synthesized from.
+// its normaliser F(hi | mu_i, phi), the same truncated pmf that is synthesized from. The
+// normaliser depends on a record's predictors only: it is computed once per DISTINCT predictor
+// row (Xd; xd maps rows of X to rows of Xd) and weighted by the summed alphas of the rows
+// sharing it (exact; see seq_normal.stan).
 // Risk-weighted pseudo likelihood target += alpha_i * log p_i.
 // Priors: a ~ N(0, 5), b ~ N(0, 2.5), phi ~ half-Cauchy(0, 10).
 functions {
@@ -27,14 +30,9 @@ functions {
   // lgamma(y + phi) - lgamma(phi) - lgamma(y + 1) [lgy1] + phi log(phi / (mu + phi))
   // + y log(mu / (mu + phi)), with log(phi / (mu + phi)) = -log1p_exp(eta - log phi)
   // (the same density as neg_binomial_2_log_lpmf, term by term).
-  vector seq_nb_ll(vector yv, vector lgy1, vector eta, real phi, int has_hi, int hi) {
+  vector seq_nb_ll(vector yv, vector lgy1, vector eta, real phi) {
     vector[num_elements(yv)] l1 = log1p_exp(eta - log(phi));
-    vector[num_elements(yv)] ll = lgamma(yv + phi) - lgamma(phi) - lgy1 - phi * l1
-                                  + yv .* (eta - log(phi) - l1);
-    if (has_hi) {
-      ll -= seq_nb_log_norm(eta, phi, hi);
-    }
-    return ll;
+    return lgamma(yv + phi) - lgamma(phi) - lgy1 - phi * l1 + yv .* (eta - log(phi) - l1);
   }
 }
 data {
@@ -46,11 +44,18 @@ data {
   real eta0;
   int<lower=0, upper=1> has_hi;
   int<lower=0> hi;
+  int<lower=1> nd;
+  matrix[nd, P] Xd;                        // the distinct rows of X
+  array[n] int<lower=1, upper=nd> xd;      // X[i] = Xd[xd[i]]
   int<lower=0, upper=1> save_log_lik;
 }
 transformed data {
   vector[n] yv = to_vector(y);
   vector[n] lgy1 = lgamma(yv + 1);
+  vector[nd] alpha_d = rep_vector(0, nd);  // summed alphas per distinct predictor row
+  for (i in 1:n) {
+    alpha_d[xd[i]] += alpha[i];
+  }
 }
 parameters {
   real a;
@@ -58,7 +63,10 @@ parameters {
   real<lower=0> phi;
 }
 model {
-  target += dot_product(alpha, seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi, has_hi, hi));
+  target += dot_product(alpha, seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi));
+  if (has_hi) {
+    target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + a + Xd * b, phi, hi));
+  }
   a ~ normal(0, 5);
   b ~ normal(0, 2.5);
   phi ~ cauchy(0, 10);
@@ -66,6 +74,10 @@ model {
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    log_lik = seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi, has_hi, hi);
+    log_lik = seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi);
+    if (has_hi) {
+      vector[nd] lz = seq_nb_log_norm(eta0 + a + Xd * b, phi, hi);
+      log_lik -= lz[xd];
+    }
   }
 }

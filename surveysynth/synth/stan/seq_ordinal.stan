@@ -1,12 +1,19 @@
 // Sequential synthesizer, ordered logistic (ordinal variables; docs/sequential.md).
 // y_i in 1..K, P(y_i > k) = inv_logit(x_i' b - c_k) with ordered cutpoints c; risk-weighted
 // pseudo likelihood target += alpha_i * log p_i. Priors: b ~ N(0, 2.5), c ~ N(0, 5).
+// log p_i vectorized over records (the same values as Stan's ordered_logistic_lpmf):
+//   y = 1: log(1 - inv_logit(eta - c_1)) = -log1p_exp(eta - c_1)
+//   y = K: log inv_logit(eta - c_{K-1}) = -log1p_exp(c_{K-1} - eta)
+//   else:  log(inv_logit(eta - c_{y-1}) - inv_logit(eta - c_y)), by log_diff_exp.
 functions {
-  vector seq_ord_ll(array[] int y, vector eta, vector c) {
-    int n = num_elements(y);
-    vector[n] ll;
-    for (i in 1:n) {
-      ll[i] = ordered_logistic_lpmf(y[i] | eta[i], c);
+  vector seq_ord_ll(vector eta, vector c, array[] int i1, array[] int iK, array[] int im,
+                    array[] int km, array[] int kl) {
+    int K = num_elements(c) + 1;
+    vector[num_elements(eta)] ll;
+    ll[i1] = -log1p_exp(eta[i1] - c[1]);
+    ll[iK] = -log1p_exp(c[K - 1] - eta[iK]);
+    if (size(im) > 0) {
+      ll[im] = log_diff_exp(log_inv_logit(eta[im] - c[kl]), log_inv_logit(eta[im] - c[km]));
     }
     return ll;
   }
@@ -20,18 +27,50 @@ data {
   vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   int<lower=0, upper=1> save_log_lik;
 }
+transformed data {
+  int n1 = 0;
+  int nK = 0;
+  for (i in 1:n) {
+    n1 += y[i] == 1;
+    nK += y[i] == K;
+  }
+  array[n1] int i1;
+  array[nK] int iK;
+  array[n - n1 - nK] int im;
+  array[n - n1 - nK] int km;   // a middle record's category y: P(y) uses c[y - 1], c[y]
+  array[n - n1 - nK] int kl;   // y - 1
+  {
+    int j1 = 0;
+    int jK = 0;
+    int jm = 0;
+    for (i in 1:n) {
+      if (y[i] == 1) {
+        j1 += 1;
+        i1[j1] = i;
+      } else if (y[i] == K) {
+        jK += 1;
+        iK[jK] = i;
+      } else {
+        jm += 1;
+        im[jm] = i;
+        km[jm] = y[i];
+        kl[jm] = y[i] - 1;
+      }
+    }
+  }
+}
 parameters {
   vector[P] b;
   ordered[K - 1] c;
 }
 model {
-  target += dot_product(alpha, seq_ord_ll(y, X * b, c));
+  target += dot_product(alpha, seq_ord_ll(X * b, c, i1, iK, im, km, kl));
   b ~ normal(0, 2.5);
   c ~ normal(0, 5);
 }
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    log_lik = seq_ord_ll(y, X * b, c);
+    log_lik = seq_ord_ll(X * b, c, i1, iK, im, km, kl);
   }
 }
