@@ -12,14 +12,18 @@ data {
 }
 transformed data {
   vector[n] yv = to_vector(y);
+  vector[n] ay = alpha .* yv;
+  real say = sum(ay);
+  vector[P] Xay = X' * ay;
 }
 parameters {
   real a;
   vector[P] b;
 }
 model {
-  vector[n] eta = a + X * b;
-  target += dot_product(alpha, yv .* eta - log1p_exp(eta));
+  // sum_i alpha_i (y_i eta_i - log1p_exp(eta_i)) with the linear part from data-only sums:
+  // sum_i alpha_i y_i eta_i = a sum(alpha y) + b' X'(alpha y)
+  target += a * say + dot_product(Xay, b) - dot_product(alpha, log1p_exp(a + X * b));
   a ~ normal(0, 5);
   b ~ normal(0, 2.5);
 }

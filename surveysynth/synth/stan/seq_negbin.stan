@@ -30,9 +30,12 @@ functions {
   // lgamma(y + phi) - lgamma(phi) - lgamma(y + 1) [lgy1] + phi log(phi / (mu + phi))
   // + y log(mu / (mu + phi)), with log(phi / (mu + phi)) = -log1p_exp(eta - log phi)
   // (the same density as neg_binomial_2_log_lpmf, term by term).
-  vector seq_nb_ll(vector yv, vector lgy1, vector eta, real phi) {
+  // The lgamma(y + phi) - lgamma(phi) term takes one value per distinct count: it is computed
+  // for k = 0..max(y) and indexed by y1 = y + 1 (exact; ymax + 1 lgammas instead of n).
+  vector seq_nb_ll(vector yv, array[] int y1, int ymax, vector lgy1, vector eta, real phi) {
     vector[num_elements(yv)] l1 = log1p_exp(eta - log(phi));
-    return lgamma(yv + phi) - lgamma(phi) - lgy1 - phi * l1 + yv .* (eta - log(phi) - l1);
+    vector[ymax + 1] lg = lgamma(linspaced_vector(ymax + 1, 0, ymax) + phi) - lgamma(phi);
+    return lg[y1] - lgy1 - phi * l1 + yv .* (eta - log(phi) - l1);
   }
 }
 data {
@@ -52,10 +55,25 @@ data {
 transformed data {
   vector[n] yv = to_vector(y);
   vector[n] lgy1 = lgamma(yv + 1);
+  int ymax = max(y);
+  array[n] int y1;
+  for (i in 1:n) {
+    y1[i] = y[i] + 1;
+  }
   vector[nd] alpha_d = rep_vector(0, nd);  // summed alphas per distinct predictor row
   for (i in 1:n) {
     alpha_d[xd[i]] += alpha[i];
   }
+  // the weighted likelihood's data-only pieces (model block below)
+  vector[n] ay = alpha .* yv;
+  real say = sum(ay);
+  vector[P] Xay = X' * ay;
+  real alpha_lgy1 = dot_product(alpha, lgy1);
+  vector[ymax + 1] A = rep_vector(0, ymax + 1);   // summed alphas per count value
+  for (i in 1:n) {
+    A[y1[i]] += alpha[i];
+  }
+  vector[ymax + 1] kv = linspaced_vector(ymax + 1, 0, ymax);
 }
 parameters {
   real a;
@@ -63,7 +81,15 @@ parameters {
   real<lower=0> phi;
 }
 model {
-  target += dot_product(alpha, seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi));
+  // sum_i alpha_i log p_i (= dot_product(alpha, seq_nb_ll(...)), rearranged so that only eta
+  // and l1 are per-record): with l1 = log1p_exp(eta - log phi), log p_i = lg[y_i] - lgy1_i
+  // - (phi + y_i) l1_i + y_i (eta_i - log phi) and eta_i = eta0 + a + x_i' b.
+  {
+    vector[n] l1 = log1p_exp(eta0 + a + X * b - log(phi));
+    vector[ymax + 1] lg = lgamma(kv + phi) - lgamma(phi);
+    target += dot_product(A, lg) - alpha_lgy1 + (eta0 + a - log(phi)) * say
+              + dot_product(Xay, b) - phi * dot_product(alpha, l1) - dot_product(ay, l1);
+  }
   if (has_hi) {
     target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + a + Xd * b, phi, hi));
   }
@@ -74,7 +100,7 @@ model {
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    log_lik = seq_nb_ll(yv, lgy1, eta0 + a + X * b, phi);
+    log_lik = seq_nb_ll(yv, y1, ymax, lgy1, eta0 + a + X * b, phi);
     if (has_hi) {
       vector[nd] lz = seq_nb_log_norm(eta0 + a + Xd * b, phi, hi);
       log_lik -= lz[xd];
