@@ -569,7 +569,7 @@ def main(argv=None) -> Path:
             "paper unweighted": {"FBS": "8.64", "FBP": "9.95", "PBP": "45.39"}[k],
             "achieved Delta_alpha": f"{f.delta_alpha_:.3f}",
             "epsilon (m = 10)": f"{f.epsilon_:.1f}",
-            "c": f"{f.c_:.3f}",
+            "c": "alpha = 1" if f.c_ is None else f"{f.c_:.3f}",
             "weighted refits": len(f.tuning_),
             "mean alpha": f"{f.alpha_.mean():.3f}",
             "share alpha = 1": f"{np.mean(f.alpha_ >= 1 - 1e-12):.2f}",
@@ -626,7 +626,7 @@ def main(argv=None) -> Path:
       "FBS and FBP refitted to Delta_alpha = 1.8 on the same sample (seed 000's one-sample "
       "study: unweighted bounds there 8.89 / 9.92, weighted about 1.8): achieved "
       + ", ".join(f"{k} {f.delta_alpha_:.2f} (unweighted {f.delta_unweighted_:.2f}, c "
-                  f"{f.c_:.3f}, mean alpha {f.alpha_.mean():.2f})" for k, f in fits18.items())
+                  f"{'none' if f.c_ is None else format(f.c_, '.3f')}, mean alpha {f.alpha_.mean():.2f})" for k, f in fits18.items())
       + "".join(f"; {k} refused by the package on this sample: {msg}"
                 for k, msg in refused18.items())
       + (".\n\n![seed 000 Fig. 3](seed000_fig3_risk_violins.png)\n\n" if fits18 else ".\n\n")

@@ -103,7 +103,7 @@ def _fit_facts(fit, delta: float, secs: float) -> dict:
     w = fit.diagnostics_["weighted"]
     return {"method": fit.name, "delta_target": delta,
             "delta_alpha": float(fit.delta_alpha_),
-            "delta_unweighted": float(fit.delta_unweighted_), "c": float(fit.c_),
+            "delta_unweighted": float(fit.delta_unweighted_), "c": float("nan") if fit.c_ is None else float(fit.c_),
             "mean_alpha": float(fit.alpha_.mean()),
             "share_alpha_1": float(np.mean(fit.alpha_ >= 1 - 1e-12)),
             "fits": len(fit.tuning_), "max_rhat": float(w["max_rhat"]),

@@ -315,7 +315,7 @@ def main(argv=None) -> Path:
            f"- guarantee (`rel.privacy.guarantee`): **{rec.guarantee}**",
            f"- differentially private: {rec.differentially_private}; epsilon = "
            f"{rec.epsilon:.3f} (= 2 x Delta_alpha {rec.delta_alpha:.4f} x m {rec.m})",
-           f"- unweighted bound {syn.delta_unweighted_:.3f}; c = {syn.c_:.4f}; "
+           f"- unweighted bound {syn.delta_unweighted_:.3f}; c = {'none (alpha = 1)' if syn.c_ is None else format(syn.c_, '.4f')}; "
            f"{len(syn.tuning_)} tuning fits; mean alpha {syn.alpha_.mean():.3f}",
            f"- final fit: max R-hat {diag['max_rhat']:.3f}, min bulk ESS "
            f"{diag['min_ess_bulk']:.0f}, divergences {diag['divergences']}; "
