@@ -135,7 +135,8 @@ def step_table(syn) -> pd.DataFrame:
     for st, r in zip(syn.steps_, syn.step_fits_, strict=True):
         roles = [t.get("role") for t in r.get("tuning", [])]
         rows.append({"step": st.name, "family": st.family, "Stan program": r.get("program"),
-                     "rows in Stan": r.get("patterns"), "fits": 1 + sum(
+                     "rows in Stan": ("sums" if r.get("program") == "seq_normal_ss"
+                                      else r.get("patterns")), "fits": 1 + sum(
             x not in ("unweighted",) for x in roles), "c": r.get("c"),
             "delta_alpha": r["delta_alpha"], "seconds": syn.timings_.get(st.name, np.nan),
             "s per fit": syn.timings_.get(st.name, np.nan) / (1 + sum(
