@@ -15,11 +15,6 @@ CASES = [
     ("FBS / FBP / PBP, risk weights tuned to a target", "pseudo_posterior",
      dict(epsilon=20.4, delta_alpha=3.4, m=3,
           facts={"alpha_source": "lipschitz_tuned", "draws": 4000, "bound_draws": "final_fit"})),
-    ("FBS / FBP / PBP, target above the unweighted bound (no risk weighting needed)",
-     "pseudo_posterior",
-     dict(epsilon=30.0, delta_alpha=5.0, m=3,
-          facts={"alpha_source": "unweighted_target_met", "draws": 4000,
-                 "bound_draws": "final_fit"})),
     ("Mixture / NB with computed identification-risk weights", "identification_risk",
      dict(epsilon=None, m=5, facts={"weights": "pairwise", "r": 0.2, "known": "field, gender"})),
     ("Mixture / NB with caller-supplied alpha", "pseudo_posterior",
@@ -56,11 +51,6 @@ CASES = [
      dict(epsilon=30.0, delta_alpha=5.0, m=3,
           facts={"alpha_source": "lipschitz_tuned", "steps": 6, "draws": 4000,
                  "bound_draws": "final_fit", "weights_step": "design"})),
-    ("Sequential synthesis, some steps' targets met without risk weighting",
-     "pseudo_posterior_sequential",
-     dict(epsilon=30.0, delta_alpha=5.0, m=3,
-          facts={"alpha_source": "lipschitz_tuned", "steps": 7, "draws": 4000,
-                 "bound_draws": "final_fit", "unweighted_steps": "female, region"})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
 ]
 

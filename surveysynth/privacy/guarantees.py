@@ -34,11 +34,18 @@ def _fmt(x: Any) -> str:
     return "unknown" if x is None else f"{float(x):.4g}"
 
 
+#: The rule, not its outcome: which fits took the alpha = 1 branch is a function of the
+#: confidential data outside the budget, so the public text states the rule for every tuned
+#: release and the outcome stays in the confidential report (c = None there).
+_TARGET_MET = ("when the unweighted fit's bound is already below the target, no risk weighting "
+               "is applied (alpha_i = 1 for every record), a comparison also made on the "
+               "confidential data")
+
+
 def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
     """Risk-weighted pseudo posterior (FBS, FBP, PBP, and the mixture/NB with Lipschitz alpha).
 
-    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller", or
-    "unweighted_target_met": the unweighted bound was already below the target, so alpha = 1),
+    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller"),
     ``draws`` (S, posterior draws the bound is a maximum over), ``bound_draws`` ("final_fit":
     draws that played no part in choosing c, or "same_fit"), ``delta_alpha``, ``m``,
     ``epsilon``.
@@ -72,13 +79,9 @@ def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
              "confidential data (not privatized)")
     how = ("The risk weights alpha_i = clip(c (1 - D_i) + g, 0, 1) are computed from the "
            "confidential data (each record's normalised bound D_i under the unweighted fit)")
-    if src == "unweighted_target_met":
-        how = ("No risk weighting was applied (alpha_i = 1 for every record): the unweighted "
-               "fit's bound was already below the target, a comparison made on the confidential "
-               "data")
-    elif src == "lipschitz_tuned":
+    if src == "lipschitz_tuned":
         how += (", and the constant c was tuned on the confidential data to bring the bound to a "
-                "target")
+                "target; " + _TARGET_MET)
     how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
             "given these weights, and a neighbouring database would in general get other "
             "weights, so the loss between neighbours with recomputed weights can exceed the "
@@ -195,9 +198,7 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
     the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger;
     ``weights_step`` ("modelled", default, or "design": design weights released as collected,
-    no step; the record lists them as published without budget); ``unweighted_steps`` (names,
-    comma-separated, of the steps released at alpha = 1 because their unweighted bound was already below their share
-    of the target).
+    no step; the record lists them as published without budget).
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
     k = facts.get("steps")
@@ -245,12 +246,8 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
                "from the confidential data")
         if src == "lipschitz_tuned":
             how += (", and each step's c was tuned on the confidential data to bring its bound to "
-                    "its share of the target")
-        unw = facts.get("unweighted_steps")
-        if unw:
-            how += (f"; the steps {unw} were not risk-weighted (alpha = 1), "
-                    "because their unweighted bound was already below their share of the "
-                    "target, a comparison made on the confidential data")
+                    "its share of the target; " + _TARGET_MET.replace("the target", "its share "
+                                                                       "of the target"))
         how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
                 "given these weights, and a neighbouring database would in general get other "
                 "weights, so the loss between neighbours with recomputed weights can exceed the "

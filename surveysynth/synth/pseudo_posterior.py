@@ -178,9 +178,9 @@ class _FittedMethods:
                          "with cell-constant weights the standard errors of counts are too "
                          "small (they miss the sampling variability of the weights); use FBS "
                          "for counts (docs/pseudo_posterior.md).")
-        if self.target_lipschitz_ is not None and self.c_ is None:
-            src = "unweighted_target_met"   # alpha = 1: the unweighted bound met the target
-        elif self.target_lipschitz_ is not None:
+        if self.target_lipschitz_ is not None:
+            # also when the alpha = 1 branch was taken (c_ None): the public text states the
+            # rule, not which branch this data took (guarantees._TARGET_MET)
             src = "lipschitz_tuned"
         else:
             src = "lipschitz_fixed_c"

@@ -712,10 +712,6 @@ class Sequential(Synthesizer):
                                                         for r in self.step_fits_)),
                       "weights": "design" if self.design_weights_ else self.weights,
                       "weights_step": "design" if self.design_weights_ else "modelled",
-                      "unweighted_steps": ", ".join(
-                          s.name for s, r in zip(self.steps_, self.step_fits_, strict=True)
-                          if r["c"] is None and self.risk_weights != "none"
-                          and self.target_epsilon is not None) or None,
                       "convergence_gates": ", ".join(
                           f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                           for k, v in self.convergence_["gates"].items())},
