@@ -389,9 +389,9 @@ RMSE_REASONS = (
 def outside_summary(marks: list[str], methods: list[str], level: float = 0.95) -> str:
     """How many (row, method) entries are outside, against the number expected by chance
     when every entry is within (each is outside with probability 1 - level)."""
-    k = sum(len([p for p in m[4:].split("), ") if p]) for m in marks if m.startswith("no"))
     total = len(marks) * len(methods)
     by = {mth: sum(f"{mth} (" in m for m in marks) for mth in methods}
+    k = sum(by.values())
     return (f"Outside entries: {k} of {total} (expected by chance alone at {level:.0%}: "
             f"{(1 - level) * total:.1f}); by method: "
             + ", ".join(f"{m} {v}" for m, v in by.items()) + ".")
