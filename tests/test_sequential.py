@@ -604,3 +604,31 @@ def test_adjusted_weights_still_take_the_weights_step(api):
     assert not any("'pw'" in p["item"] for p in rec.published_without_budget)
     for f in syn.synthesize(2):
         assert not np.isin(f["pw"].to_numpy(), df["pw"].to_numpy()).any()
+
+
+def test_step_bounds_on_patterns_are_each_records_own_bound():
+    """_StepFit.bounds_of works on the distinct (x, y) patterns and maps back: each record gets
+    max_s |log p(y_i | x_i, theta_s)| of its own row (numpy, per record, no patterns), and the
+    Stan weights are the per-pattern sums of the records' alphas. Kills a map that permutes
+    patterns (which the max over all records alone would not see) and counts in place of sums."""
+    from surveysynth.synth._stan import StanDraws  # noqa: PLC2701 - the step internals under test
+    from surveysynth.synth.sequential import _StepFit  # noqa: PLC2701
+
+    rng = np.random.default_rng(3)
+    n, S = 400, 50
+    X = np.c_[rng.integers(0, 3, n) - 1.0, rng.integers(0, 2, n)].astype(float)
+    y = rng.integers(0, 2, n)
+    fit = object.__new__(_StepFit)
+    fit.model, fit.step = sm.MODELS["logistic"], type("S", (), {"spec": {}})()
+    first, fit.inv = sm.patterns(X, y)
+    fit.yu, fit.Xu, fit.n = y[first], X[first], n
+    assert len(first) == 12
+    draws = {"a": rng.normal(0, 1, S), "b": rng.normal(0, 1, (S, 2))}
+    res = StanDraws(draws, 1, S, pd.DataFrame(), {}, ["a", "b"], {})
+    own = np.abs(sm.logistic_loglik(y, draws["a"][:, None] + draws["b"] @ X.T)).max(axis=0)
+    np.testing.assert_allclose(fit.bounds_of(res), own, rtol=1e-12)
+    alpha = rng.uniform(size=n)
+    wsum = np.bincount(fit.inv, weights=alpha, minlength=len(first))
+    for j in range(len(first)):
+        same = (X == fit.Xu[j]).all(axis=1) & (y == fit.yu[j])
+        assert wsum[j] == pytest.approx(alpha[same].sum(), rel=1e-12)
