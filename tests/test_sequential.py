@@ -120,19 +120,18 @@ def _n_unconstrained(family, P, K):
             "categorical": (K - 1) * (P + 1), "ordinal": P + K - 1}[family]
 
 
-def _unflatten(family, flat, P, K):
-    """Stan's constrained parameter vector as a one-draw dict (Stan's declaration order,
-    matrices column-major; the generated log_lik that follows is cut off)."""
-    v = np.asarray(flat, float)[:_n_unconstrained(family, P, K)]   # then generated quantities
-    if family == "normal" or family == "negbin":
-        last = "s" if family == "normal" else "phi"
-        return {"a": v[:1], "b": v[1:1 + P][None, :], last: v[1 + P:2 + P]}
-    if family == "logistic":
-        return {"a": v[:1], "b": v[1:1 + P][None, :]}
-    if family == "categorical":
-        return {"a": v[:K - 1][None, :],
-                "B": v[K - 1:].reshape(K - 1, P).T[None, :, :]}
-    return {"b": v[:P][None, :], "c": v[P:][None, :]}          # ordinal
+def _unflatten(post, flat, names):
+    """Stan's constrained values (``constrain_pars``) of the named parameters as a one-draw
+    dict: the natural parameters (a, b / B, c, s / phi; transformed parameters of the
+    per-record programs, which sample a centred, whitened version of them)."""
+    flat = np.asarray(flat, float)
+    out = {}
+    for name in names:
+        idx = [i for i, c in enumerate(post.constrained_param_names)
+               if c == name or c.startswith(name + ".")]
+        dims = post.dims[post.param_names.index(name)]
+        out[name] = flat[idx].reshape(tuple(dims), order="F")[None, ...]
+    return out
 
 
 PATTERN_CASES = {
@@ -167,9 +166,10 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     first, inv = sm.patterns(X, y)
     assert len(first) < n / 2                      # the patterns compress this data
     np.testing.assert_array_equal(np.c_[X, y][first][inv], np.c_[X, y])
-    full = model.stan_data(y, X, alpha, spec, save_log_lik=True)
+    pre = sm.preconditioner(X)            # the records' parametrization, as _StepFit does
+    full = model.stan_data(y, X, alpha, spec, save_log_lik=True, pre=pre)
     comp = model.stan_data(y[first], X[first], np.bincount(inv, weights=alpha), spec,
-                           save_log_lik=False)
+                           save_log_lik=False, pre=pre)
     prog_full = load_program(model.program_for(spec, save_log_lik=True))
     prog_comp = load_program(model.program_for(spec))
     assert (prog_comp != prog_full) == (case == "normal_ss")
@@ -183,21 +183,64 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     k = _n_unconstrained(family, X.shape[1], spec.get("K", 2))
     for _ in range(5):
         theta = rng.normal(0, 0.7, k).tolist()
-        lf, lc = pf.log_prob(theta), pc.log_prob(theta)
+        lf = pf.log_prob(theta)
+        draws = _unflatten(pf, pf.constrain_pars(theta), model.params)
+        # seq_normal_ss samples (a, b, s) themselves: the same point in its coordinates (the
+        # whitening is linear and adds no Jacobian term, so the densities are equal)
+        theta_c = (pc.unconstrain_pars({k: v[0].tolist() for k, v in draws.items()})
+                   if case == "normal_ss" else theta)
+        lc = pc.log_prob(theta_c)
         assert np.isfinite(lf)
         assert lc == pytest.approx(lf, rel=1e-10, abs=1e-8)
         # the model block's weighted likelihood (per-distinct-x normalisers included) is
         # sum_i alpha_i log p_i with the numpy density: log_prob(alpha) - log_prob(alpha = 0)
-        draws = _unflatten(family, pf.constrain_pars(theta), X.shape[1], spec.get("K", 2))
         ll = model.loglik(draws, slice(None), y, X, spec)[0]
         assert lf - p0.log_prob(theta) == pytest.approx(float(alpha @ ll), rel=1e-9)
     # and the pattern weights matter: counts in place of summed alphas change the density
     wrong = model.stan_data(y[first], X[first], np.bincount(inv).astype(float), spec,
-                            save_log_lik=False)
+                            save_log_lik=False, pre=pre)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pw = stan.build(prog_comp, data=wrong, random_seed=1)
-    assert abs(pw.log_prob(theta) - lf) > 1.0
+    assert abs(pw.log_prob(theta_c) - lf) > 1.0
+
+
+@pytest.mark.parametrize("family", sorted(STAN_CASES))
+def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family):
+    """The per-record programs sample centred, whitened coordinates (b = L bt, a = at - xbar' b;
+    ordinal c = ct + xbar' b; categorical B = L Bt): the natural inits converted by
+    ``sampler_inits`` map back through the program's transformed parameters to themselves, and
+    the parametrization really is a whitening (kills an init put in the wrong coordinates)."""
+    import stan
+
+    case = STAN_CASES[family]
+    model = sm.MODELS[family]
+    rng = np.random.default_rng(11)
+    X = np.c_[rng.normal(3.0, 2.0, N), rng.normal(0, 1, N)]
+    X[:, 1] += 0.9 * X[:, 0]                            # correlated, off-centre predictors
+    y = np.asarray(case["y"])
+    pre = sm.preconditioner(X)
+    Z = (X - pre["xbar"]) @ pre["L"]
+    np.testing.assert_allclose(Z.T @ Z / N, np.eye(2), atol=1e-10)
+    nat = model.inits(y, X, case["spec"], 2, rng)
+    for d in nat:                                       # inits far from zero in every slot
+        for k in d:
+            d[k] = (np.asarray(d[k], float) + rng.normal(0, 0.3, np.shape(d[k]))).tolist()
+        if family == "ordinal":
+            d["c"] = np.sort(d["c"]).tolist()
+    smp = model.sampler_inits(nat, case["spec"], pre)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = stan.build(load_program(model.program),
+                          data=model.stan_data(y, X, np.ones(N), case["spec"], False, pre=pre),
+                          random_seed=1)
+    for d_nat, d_smp in zip(nat, smp, strict=True):
+        back = _unflatten(post, post.constrain_pars(post.unconstrain_pars(d_smp)), model.params)
+        for k in model.params:
+            if family == "normal" and k == "s" or family == "negbin" and k == "phi":
+                continue                                # scale parameters are not transformed
+            np.testing.assert_allclose(back[k][0], np.asarray(d_nat[k], float), rtol=1e-9,
+                                       atol=1e-9)
 
 
 # ------------------------------------------------------------------ a mixed-type design

@@ -57,7 +57,7 @@ import pandas as pd
 
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._seq_models import MODELS, patterns
+from ._seq_models import MODELS, patterns, preconditioner
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
@@ -764,6 +764,9 @@ class _StepFit:
         # ``inv`` maps them back to the records
         first, self.inv = patterns(X, y)
         self.yu, self.Xu = y[first], X[first]
+        # the sampling parametrization (centred, whitened predictors; exact): from the records'
+        # predictors, once per step, so warm starts carry over between this step's fits
+        self.pre = preconditioner(X)
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
@@ -771,7 +774,8 @@ class _StepFit:
 
     def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
-        data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False)
+        data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False,
+                                    pre=self.pre)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
@@ -832,8 +836,10 @@ class _StepFit:
 
     def run_all(self) -> dict[str, Any]:
         n, target = self.n, self.target
-        init0 = self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
-                                 np.random.default_rng(child_seed(self.rng)))
+        init0 = self.model.sampler_inits(
+            self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
+                             np.random.default_rng(child_seed(self.rng))),
+            self.step.spec, self.pre)
         unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
         self.delta = delta = self.bounds_of(unw)
         self.warm = unw.last_inits()

@@ -7,6 +7,8 @@
 // sharing it (exact; see seq_normal.stan).
 // Risk-weighted pseudo likelihood target += alpha_i * log p_i.
 // Priors: a ~ N(0, 5), b ~ N(0, 2.5), phi ~ half-Cauchy(0, 10).
+// Sampled in a centred, whitened parametrization (exact; see seq_normal.stan): b = L bt,
+// a = at - xbar' b, so eta0 + a + x' b = eta0 + at + ((x - xbar)' L) bt.
 functions {
   // log F(hi | mu, phi) of every record, the truncation normaliser: log of the sum of the pmf
   // over the support 0..hi, log F_i = l0_i + log_sum_exp_k(c_k + k lq_i) with
@@ -42,6 +44,8 @@ data {
   int<lower=1> n;
   int<lower=0> P;
   matrix[n, P] X;
+  vector[P] xbar;                          // predictor centring (sequential: the records' means)
+  matrix[P, P] L;                          // whitening: b = L bt (invertible)
   array[n] int<lower=0> y;
   vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   real eta0;
@@ -53,6 +57,8 @@ data {
   int<lower=0, upper=1> save_log_lik;
 }
 transformed data {
+  matrix[n, P] XL = (X - rep_matrix(xbar', n)) * L;
+  matrix[nd, P] XdL = (Xd - rep_matrix(xbar', nd)) * L;
   vector[n] yv = to_vector(y);
   vector[n] lgy1 = lgamma(yv + 1);
   int ymax = max(y);
@@ -67,7 +73,7 @@ transformed data {
   // the weighted likelihood's data-only pieces (model block below)
   vector[n] ay = alpha .* yv;
   real say = sum(ay);
-  vector[P] Xay = X' * ay;
+  vector[P] XLay = XL' * ay;
   real alpha_lgy1 = dot_product(alpha, lgy1);
   vector[ymax + 1] A = rep_vector(0, ymax + 1);   // summed alphas per count value
   for (i in 1:n) {
@@ -76,24 +82,28 @@ transformed data {
   vector[ymax + 1] kv = linspaced_vector(ymax + 1, 0, ymax);
 }
 parameters {
-  real a;
-  vector[P] b;
+  real at;
+  vector[P] bt;
   real<lower=0> phi;
+}
+transformed parameters {
+  vector[P] b = L * bt;
+  real a = at - dot_product(xbar, b);
 }
 model {
   // sum_i alpha_i log p_i (= dot_product(alpha, seq_nb_ll(...)), rearranged so that only eta
   // and l1 are per-record): with l1 = log1p_exp(eta - log phi), log p_i = lg[y_i] - lgy1_i
-  // - (phi + y_i) l1_i + y_i (eta_i - log phi) and eta_i = eta0 + a + x_i' b.
+  // - (phi + y_i) l1_i + y_i (eta_i - log phi) and eta_i = eta0 + at + XL_i bt.
   {
-    vector[n] l1 = log1p_exp(eta0 + a + X * b - log(phi));
+    vector[n] l1 = log1p_exp(eta0 + at + XL * bt - log(phi));
     vector[ymax + 1] lg = lgamma(kv + phi) - lgamma(phi);
-    target += dot_product(A, lg) - alpha_lgy1 + (eta0 + a - log(phi)) * say
-              + dot_product(Xay, b) - phi * dot_product(alpha, l1) - dot_product(ay, l1);
+    target += dot_product(A, lg) - alpha_lgy1 + (eta0 + at - log(phi)) * say
+              + dot_product(XLay, bt) - phi * dot_product(alpha, l1) - dot_product(ay, l1);
   }
   if (has_hi) {
-    target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + a + Xd * b, phi, hi));
+    target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + at + XdL * bt, phi, hi));
   }
-  a ~ normal(0, 5);
+  a ~ normal(0, 5);   // priors on the natural parameters (linear in at, bt: constant Jacobian)
   b ~ normal(0, 2.5);
   phi ~ cauchy(0, 10);
 }

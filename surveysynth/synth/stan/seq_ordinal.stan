@@ -1,6 +1,8 @@
 // Sequential synthesizer, ordered logistic (ordinal variables; docs/sequential.md).
 // y_i in 1..K, P(y_i > k) = inv_logit(x_i' b - c_k) with ordered cutpoints c; risk-weighted
 // pseudo likelihood target += alpha_i * log p_i. Priors: b ~ N(0, 2.5), c ~ N(0, 5).
+// Sampled in a centred, whitened parametrization (exact; see seq_normal.stan): b = L bt,
+// c = ct + xbar' b (a common shift keeps c ordered), so x' b - c = ((x - xbar)' L) bt - ct.
 // log p_i vectorized over records (the same values as Stan's ordered_logistic_lpmf):
 //   y = 1: log(1 - inv_logit(eta - c_1)) = -log1p_exp(eta - c_1)
 //   y = K: log inv_logit(eta - c_{K-1}) = -log1p_exp(c_{K-1} - eta)
@@ -23,11 +25,14 @@ data {
   int<lower=0> P;
   int<lower=2> K;
   matrix[n, P] X;
+  vector[P] xbar;                          // predictor centring (sequential: the records' means)
+  matrix[P, P] L;                          // whitening: b = L bt (invertible)
   array[n] int<lower=1, upper=K> y;
   vector<lower=0>[n] alpha;  // alpha_i summed over identical records (sequential.py)
   int<lower=0, upper=1> save_log_lik;
 }
 transformed data {
+  matrix[n, P] XL = (X - rep_matrix(xbar', n)) * L;
   int n1 = 0;
   int nK = 0;
   for (i in 1:n) {
@@ -60,12 +65,16 @@ transformed data {
   }
 }
 parameters {
-  vector[P] b;
-  ordered[K - 1] c;
+  vector[P] bt;
+  ordered[K - 1] ct;
+}
+transformed parameters {
+  vector[P] b = L * bt;
+  vector[K - 1] c = ct + dot_product(xbar, b);
 }
 model {
-  target += dot_product(alpha, seq_ord_ll(X * b, c, i1, iK, im, km, kl));
-  b ~ normal(0, 2.5);
+  target += dot_product(alpha, seq_ord_ll(XL * bt, ct, i1, iK, im, km, kl));
+  b ~ normal(0, 2.5);   // priors on the natural parameters (constant Jacobian)
   c ~ normal(0, 5);
 }
 generated quantities {
