@@ -166,10 +166,12 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     first, inv = sm.patterns(X, y)
     assert len(first) < n / 2                      # the patterns compress this data
     np.testing.assert_array_equal(np.c_[X, y][first][inv], np.c_[X, y])
-    pre = sm.preconditioner(X)            # the records' parametrization, as _StepFit does
-    full = model.stan_data(y, X, alpha, spec, save_log_lik=True, pre=pre)
+    full = model.stan_data(y, X, alpha, spec, save_log_lik=True)
     comp = model.stan_data(y[first], X[first], np.bincount(inv, weights=alpha), spec,
-                           save_log_lik=False, pre=pre)
+                           save_log_lik=False)
+    if case != "normal_ss":   # records and patterns: the same sampling parametrization
+        np.testing.assert_allclose(comp["L"], full["L"], rtol=1e-12)
+        np.testing.assert_allclose(comp["xbar"], full["xbar"], rtol=1e-12)
     prog_full = load_program(model.program_for(spec, save_log_lik=True))
     prog_comp = load_program(model.program_for(spec))
     assert (prog_comp != prog_full) == (case == "normal_ss")
@@ -198,7 +200,9 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
         assert lf - p0.log_prob(theta) == pytest.approx(float(alpha @ ll), rel=1e-9)
     # and the pattern weights matter: counts in place of summed alphas change the density
     wrong = model.stan_data(y[first], X[first], np.bincount(inv).astype(float), spec,
-                            save_log_lik=False, pre=pre)
+                            save_log_lik=False)
+    if case != "normal_ss":   # the same parametrization, so theta_c is the same point
+        wrong.update(xbar=comp["xbar"], L=comp["L"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pw = stan.build(prog_comp, data=wrong, random_seed=1)
@@ -207,10 +211,13 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
 
 @pytest.mark.parametrize("family", sorted(STAN_CASES))
 def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family):
-    """The per-record programs sample centred, whitened coordinates (b = L bt, a = at - xbar' b;
-    ordinal c = ct + xbar' b; categorical B = L Bt): the natural inits converted by
-    ``sampler_inits`` map back through the program's transformed parameters to themselves, and
-    the parametrization really is a whitening (kills an init put in the wrong coordinates)."""
+    """The per-record programs sample (at, bt) with b = L bt, a = at - xbar' b (ordinal:
+    c = ct + xbar' b; categorical: B = L Bt, a = at - B' xbar). (1) The parametrization
+    decorrelates the normal approximation of the posterior, H = kappa U' diag(alpha) U +
+    prior precisions: T' H T has an identity block for bt and no at-bt cross terms (kills a
+    whitening of the predictors alone, without the alphas or the priors, or a wrong xbar).
+    (2) ``sampler_inits`` puts natural inits into those coordinates: they map back through the
+    program's transformed parameters to themselves."""
     import stan
 
     case = STAN_CASES[family]
@@ -218,22 +225,31 @@ def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family)
     rng = np.random.default_rng(11)
     X = np.c_[rng.normal(3.0, 2.0, N), rng.normal(0, 1, N)]
     X[:, 1] += 0.9 * X[:, 0]                            # correlated, off-centre predictors
+    alpha = rng.uniform(0, 1, N) * (X[:, 0] > 2.5)      # no data in part of the x range
     y = np.asarray(case["y"])
-    pre = sm.preconditioner(X)
-    Z = (X - pre["xbar"]) @ pre["L"]
-    np.testing.assert_allclose(Z.T @ Z / N, np.eye(2), atol=1e-10)
+    data = model.stan_data(y, X, alpha, case["spec"], False)
+    xbar, L = data["xbar"], data["L"]
+    kappa = model.curvature(y, alpha, case["spec"])
+    U = np.c_[np.ones(N), X]
+    prior_a = model.prior_a or 5.0
+    H = kappa * (U * alpha[:, None]).T @ U + np.diag([prior_a**-2, 2.5**-2, 2.5**-2])
+    T = np.zeros((3, 3))
+    T[0, 0] = 1.0
+    T[0, 1:] = -xbar @ L
+    T[1:, 1:] = L
+    THT = T.T @ H @ T
+    np.testing.assert_allclose(THT[1:, 1:], np.eye(2), atol=1e-9)
+    np.testing.assert_allclose(THT[0, 1:], 0.0, atol=1e-9 * THT[0, 0])
     nat = model.inits(y, X, case["spec"], 2, rng)
     for d in nat:                                       # inits far from zero in every slot
         for k in d:
             d[k] = (np.asarray(d[k], float) + rng.normal(0, 0.3, np.shape(d[k]))).tolist()
         if family == "ordinal":
             d["c"] = np.sort(d["c"]).tolist()
-    smp = model.sampler_inits(nat, case["spec"], pre)
+    smp = model.sampler_inits(nat, case["spec"], {"xbar": xbar, "L": L})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = stan.build(load_program(model.program),
-                          data=model.stan_data(y, X, np.ones(N), case["spec"], False, pre=pre),
-                          random_seed=1)
+        post = stan.build(load_program(model.program), data=data, random_seed=1)
     for d_nat, d_smp in zip(nat, smp, strict=True):
         back = _unflatten(post, post.constrain_pars(post.unconstrain_pars(d_smp)), model.params)
         for k in model.params:

@@ -104,28 +104,39 @@ def patterns(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inv.ravel()
 
 
-def preconditioner(X: np.ndarray) -> dict[str, np.ndarray]:
-    """The per-record programs' sampling parametrization: ``xbar`` (the predictor means) and
-    ``L``, the inverse symmetric square root of the predictors' covariance (directions without
-    variance are left unscaled), so that (X - xbar) L has uncorrelated unit-variance columns.
+def preconditioner(X: np.ndarray, alpha: np.ndarray, kappa: float,
+                   prior_a: float | None = 5.0, prior_b: float = 2.5) -> dict[str, np.ndarray]:
+    """The per-record programs' sampling parametrization: Stan samples (at, bt) with
+    b = L bt and a = at - xbar' b, where ``xbar`` and ``L`` make (at, bt) nearly uncorrelated
+    with unit-scale bt under a normal approximation of the posterior.
 
-    Stan samples (at, bt) with b = L bt and a = at - xbar' b: a linear, invertible change of
-    variables, so the posterior of (a, b), the log densities and the bounds are exactly those
-    of the model in (a, b) (the priors stay on a and b; the Jacobian is constant). What changes
-    is the geometry NUTS sees: correlated predictors (hours with employed, log savings with log
-    income) give a posterior with correlated coordinates and long trajectories; whitened, the
-    count step of the benchmark takes about half the leapfrog steps. Computed once per step
-    from the records' predictors (not from alpha), so the warm starts of the tuning fits stay
-    in one parametrization. Why by hand: a dozen lines of numpy (``numpy.linalg.eigh``)."""
+    The approximation: the log posterior's curvature in beta = (a, b) is about
+    H = kappa sum_i alpha_i u_i u_i' + diag(1 / prior_a^2, 1 / prior_b^2, ...), u_i = (1, x_i),
+    with ``kappa`` the family's curvature per unit weight (``_Model.curvature``). Then
+    xbar = H_ab / H_aa (a given b has mean - xbar' b) and L = S^(-1/2) with S the Schur
+    complement H_bb - H_ba H_ab / H_aa, the curvature of b once a is profiled out. Both the
+    alphas and the priors matter: where the risk weights leave a direction of b with little data
+    (a small stratum whose records all get alpha near 0), the prior sets its scale, and a
+    whitening of the predictors alone would stretch that direction by 1 / sd(x) and tie it to
+    the intercept (seen as R-hat 1.015 at ESS 3,400 in a binary step given 5 strata).
+
+    The map is linear and invertible, so the posterior of (a, b), the log densities and the
+    bounds are exactly those of the model in (a, b) (the priors stay on a and b; the Jacobian is
+    a constant). ``alpha`` enters only through sums over records, so records and their distinct
+    patterns with summed alphas give the same parametrization. ``prior_a=None``: no intercept
+    (the ordered logistic's cutpoints take its role, with c = ct + xbar' b). Why by hand: a
+    dozen lines of numpy (``numpy.linalg.eigh``)."""
     P = X.shape[1]
     if P == 0:
         return dict(xbar=np.zeros(0), L=np.zeros((0, 0)))
-    xbar = X.mean(axis=0)
-    Xc = X - xbar
-    lam, V = np.linalg.eigh(Xc.T @ Xc / max(len(X), 1))
-    keep = lam > 1e-10 * max(float(lam.max()), 1e-300)
-    inv_sqrt = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 1.0)
-    return dict(xbar=xbar, L=(V * inv_sqrt) @ V.T)
+    w = kappa * np.asarray(alpha, float)
+    h_aa = float(w.sum()) + (1.0 / prior_a**2 if prior_a else 1.0 / 25.0)
+    h_ab = X.T @ w
+    xbar = h_ab / h_aa
+    S = (X * w[:, None]).T @ X + np.eye(P) / prior_b**2 - np.outer(h_ab, h_ab) / h_aa
+    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    lam = np.maximum(lam, 1.0 / prior_b**2 * 1e-6)
+    return dict(xbar=xbar, L=(V / np.sqrt(lam)) @ V.T)
 
 
 # -------------------------------------------------------------------------------- models
@@ -137,11 +148,29 @@ class _Model:
         """Name of the Stan program that fits this model with these constants."""
         return self.program
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):  # pragma: no cover
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):  # pragma: no cover
         raise NotImplementedError
 
     def inits(self, y, X, spec, chains, rng) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
+
+    #: prior sd of the intercept (None: no intercept) and of the coefficients, as in the programs
+    prior_a: float | None = 5.0
+    prior_b: float = 2.5
+
+    def curvature(self, y: np.ndarray, alpha: np.ndarray, spec: dict[str, Any]) -> float:
+        """The log likelihood's curvature in the linear predictor per unit of weight, roughly
+        (``preconditioner``; only the sampler's efficiency depends on it)."""
+        return 1.0
+
+    def pre(self, y, X, alpha, spec, whiten=True) -> dict[str, np.ndarray]:
+        """The sampling parametrization for these data (``preconditioner``); ``whiten=False``:
+        the identity (at = a, bt = b), the programs' original coordinates."""
+        if not whiten:
+            return dict(xbar=np.zeros(X.shape[1]), L=np.eye(X.shape[1]))
+        alpha = np.asarray(alpha, float)
+        return preconditioner(X, alpha, self.curvature(np.asarray(y), alpha, spec),
+                              self.prior_a, self.prior_b)
 
     def sampler_inits(self, inits: list[dict[str, Any]], spec: dict[str, Any],
                       pre: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -166,10 +195,19 @@ class _Model:
         raise NotImplementedError
 
 
-def _base(y, X, alpha, save_log_lik, pre=None):
-    """Data every per-record program takes; ``pre`` the sampling parametrization
-    (``preconditioner``; by default that of X itself)."""
-    pre = preconditioner(X) if pre is None else pre
+#: Sequential whitens a step's coefficients (``preconditioner``) when Stan gets at least this many
+#: rows: there the gradient's cost makes the number of leapfrog steps matter (docs/benchmarks.md,
+#: "Sequential synthesis"). With few rows a fit takes seconds in any coordinates, and the
+#: normal approximation behind the whitening can be poor: a binary given 5 strata, one of them
+#: nearly all ones (a skewed, prior-bounded direction), mixed worse whitened (18 leapfrog steps
+#: per draw instead of 8; max R-hat 1.0036-1.0104 over 5 seeds, unwhitened 1.0023-1.0088).
+WHITEN_MIN_ROWS = 1000
+
+
+def _base(model, y, X, alpha, spec, save_log_lik, whiten=True):
+    """Data every per-record program takes, with its sampling parametrization
+    (``preconditioner``, from these data: records or their patterns give the same)."""
+    pre = model.pre(y, X, alpha, spec, whiten)
     return dict(n=len(y), P=X.shape[1], X=X, alpha=alpha, save_log_lik=int(save_log_lik),
                 xbar=pre["xbar"], L=pre["L"])
 
@@ -196,7 +234,16 @@ class NormalModel(_Model):
         untruncated = spec["lo"] is None and spec["hi"] is None
         return "seq_normal_ss" if untruncated and not save_log_lik else "seq_normal"
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+    def curvature(self, y, alpha, spec):
+        """1 / sigma^2 on the standardised scale, taken as 1 / the alpha-weighted variance of
+        the standardised y (about 1; the residual variance is smaller, and the sampler's
+        adapted step sizes absorb the difference in scale)."""
+        z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
+        W = max(float(alpha.sum()), 1e-12)
+        m = float(alpha @ z) / W
+        return 1.0 / max(float(alpha @ (z - m) ** 2) / W, 1e-2)
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
         lo, hi = spec["lo"], spec["hi"]
         if self.program_for(spec, save_log_lik) == "seq_normal_ss":
             z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
@@ -205,7 +252,7 @@ class NormalModel(_Model):
             G = Ua.T @ U
             return dict(P=X.shape[1], W=float(alpha.sum()), G=0.5 * (G + G.T), h=Ua.T @ z,
                         q=float(alpha @ z**2), scale=spec["scale"])
-        return dict(_base(y, X, alpha, save_log_lik, pre), y=y, loc=spec["loc"],
+        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y, loc=spec["loc"],
                     scale=spec["scale"],
                     has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
                     has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi),
@@ -249,9 +296,17 @@ class NegBinModel(_Model):
     program = "seq_negbin"
     params = ("a", "b", "phi")
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+    def curvature(self, y, alpha, spec):
+        """m^2 / v for weighted mean m and variance v of the counts (NB2: mu phi / (mu + phi)
+        with phi from the moments; m when v <= m, the Poisson limit)."""
+        W = max(float(alpha.sum()), 1e-12)
+        m = max(float(alpha @ y) / W, 1e-3)
+        v = float(alpha @ (y - m) ** 2) / W
+        return m * m / max(v, m)
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
         hi = spec["hi"]
-        return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64),
+        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y.astype(np.int64),
                     eta0=spec["eta0"],
                     has_hi=int(hi is not None), hi=0 if hi is None else int(hi),
                     **_distinct_predictors(X))
@@ -289,8 +344,13 @@ class LogisticModel(_Model):
     program = "seq_logistic"
     params = ("a", "b")
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
-        return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64))
+    def curvature(self, y, alpha, spec):
+        """p (1 - p) at the weighted share p of ones."""
+        p = float(np.clip(float(alpha @ y) / max(float(alpha.sum()), 1e-12), 0.01, 0.99))
+        return p * (1.0 - p)
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
+        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y.astype(np.int64))
 
     def inits(self, y, X, spec, chains, rng):
         p = float(np.clip(np.mean(y), 0.02, 0.98))
@@ -312,8 +372,13 @@ class CategoricalModel(_Model):
     program = "seq_categorical"
     params = ("a", "B")
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
-        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
+    def curvature(self, y, alpha, spec):
+        """The mean of p_k (1 - p_k) over the non-reference levels (weighted shares)."""
+        p = np.bincount(y, weights=alpha, minlength=spec["K"]) / max(float(alpha.sum()), 1e-12)
+        return float(np.clip(np.mean(p[1:] * (1 - p[1:])), 0.01, 0.25))
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
+        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), K=spec["K"],
                     y=y.astype(np.int64) + 1)
 
     def inits(self, y, X, spec, chains, rng):
@@ -350,8 +415,16 @@ class OrdinalModel(_Model):
     program = "seq_ordinal"
     params = ("b", "c")
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
-        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
+    prior_a = None      # no intercept: the cutpoints (prior N(0, 5)) take its role
+
+    def curvature(self, y, alpha, spec):
+        """(1 - sum_k p_k^3) / 3, the proportional-odds information on a location shift
+        (weighted shares p_k)."""
+        p = np.bincount(y, weights=alpha, minlength=spec["K"]) / max(float(alpha.sum()), 1e-12)
+        return float(max((1.0 - np.sum(p**3)) / 3.0, 0.01))
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
+        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), K=spec["K"],
                     y=y.astype(np.int64) + 1)
 
     def inits(self, y, X, spec, chains, rng):

@@ -57,7 +57,7 @@ import pandas as pd
 
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._seq_models import MODELS, patterns, preconditioner
+from ._seq_models import MODELS, WHITEN_MIN_ROWS, patterns
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
@@ -764,9 +764,6 @@ class _StepFit:
         # ``inv`` maps them back to the records
         first, self.inv = patterns(X, y)
         self.yu, self.Xu = y[first], X[first]
-        # the sampling parametrization (centred, whitened predictors; exact): from the records'
-        # predictors, once per step, so warm starts carry over between this step's fits
-        self.pre = preconditioner(X)
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
@@ -775,7 +772,12 @@ class _StepFit:
     def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
         data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False,
-                                    pre=self.pre)
+                                    whiten=len(self.yu) >= WHITEN_MIN_ROWS)
+        # inits are kept in the natural parameters; each fit's sampling parametrization
+        # (depends on alpha; _seq_models.preconditioner) gets them converted
+        if init is not None:
+            init = self.model.sampler_inits(init, self.step.spec,
+                                            {"xbar": data.get("xbar"), "L": data.get("L")})
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
@@ -811,7 +813,7 @@ class _StepFit:
 
     def _weighted(self, alpha: np.ndarray, label: str, role: str, c: float | None):
         res = self.run(alpha, self.refit_warmup, self.warm, label)
-        self.warm = res.last_inits()
+        self.warm = res.last_inits(list(self.model.params))
         R = self.bounds_of(res)
         per = np.where(alpha > 0, alpha * R, 0.0)
         da = float(per.max())
@@ -836,13 +838,11 @@ class _StepFit:
 
     def run_all(self) -> dict[str, Any]:
         n, target = self.n, self.target
-        init0 = self.model.sampler_inits(
-            self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
-                             np.random.default_rng(child_seed(self.rng))),
-            self.step.spec, self.pre)
+        init0 = self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
+                                 np.random.default_rng(child_seed(self.rng)))
         unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
         self.delta = delta = self.bounds_of(unw)
-        self.warm = unw.last_inits()
+        self.warm = unw.last_inits(list(self.model.params))
         finite = np.isfinite(delta)
         if self.o.risk_weights == "none":
             alpha, res, c, R = np.ones(n), unw, None, delta
