@@ -166,12 +166,10 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     first, inv = sm.patterns(X, y)
     assert len(first) < n / 2                      # the patterns compress this data
     np.testing.assert_array_equal(np.c_[X, y][first][inv], np.c_[X, y])
-    full = model.stan_data(y, X, alpha, spec, save_log_lik=True)
+    pre = sm.whitening(X)      # a non-trivial sampling parametrization, the same for both
+    full = model.stan_data(y, X, alpha, spec, save_log_lik=True, pre=pre)
     comp = model.stan_data(y[first], X[first], np.bincount(inv, weights=alpha), spec,
-                           save_log_lik=False)
-    if case != "normal_ss":   # records and patterns: the same sampling parametrization
-        np.testing.assert_allclose(comp["L"], full["L"], rtol=1e-12)
-        np.testing.assert_allclose(comp["xbar"], full["xbar"], rtol=1e-12)
+                           save_log_lik=False, pre=pre)
     prog_full = load_program(model.program_for(spec, save_log_lik=True))
     prog_comp = load_program(model.program_for(spec))
     assert (prog_comp != prog_full) == (case == "normal_ss")
@@ -200,23 +198,35 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
         assert lf - p0.log_prob(theta) == pytest.approx(float(alpha @ ll), rel=1e-9)
     # and the pattern weights matter: counts in place of summed alphas change the density
     wrong = model.stan_data(y[first], X[first], np.bincount(inv).astype(float), spec,
-                            save_log_lik=False)
-    if case != "normal_ss":   # the same parametrization, so theta_c is the same point
-        wrong.update(xbar=comp["xbar"], L=comp["L"])
+                            save_log_lik=False, pre=pre)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pw = stan.build(prog_comp, data=wrong, random_seed=1)
     assert abs(pw.log_prob(theta_c) - lf) > 1.0
 
 
+def _to_sampler(family, d, pre):
+    """Natural draws (S rows) -> the sampled coordinates, by the programs' inverse map."""
+    L, xbar = pre["L"], pre["xbar"]
+    if family == "categorical":
+        Bt = np.linalg.solve(L, d["B"])                       # (S, P, K-1)
+        return np.c_[d["a"] + np.einsum("spk,p->sk", d["B"], xbar), Bt.reshape(len(Bt), -1)]
+    bt = np.linalg.solve(L, d["b"].T).T
+    if family == "ordinal":
+        return np.c_[bt, d["c"] - (d["b"] @ xbar)[:, None]]
+    return np.c_[d["a"] + d["b"] @ xbar, bt]
+
+
 @pytest.mark.parametrize("family", sorted(STAN_CASES))
 def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family):
     """The per-record programs sample (at, bt) with b = L bt, a = at - xbar' b (ordinal:
-    c = ct + xbar' b; categorical: B = L Bt, a = at - B' xbar). (1) The parametrization
-    decorrelates the normal approximation of the posterior, H = kappa U' diag(alpha) U +
-    prior precisions: T' H T has an identity block for bt and no at-bt cross terms (kills a
-    whitening of the predictors alone, without the alphas or the priors, or a wrong xbar).
-    (2) ``sampler_inits`` puts natural inits into those coordinates: they map back through the
+    c = ct + xbar' b; categorical: B = L Bt, a = at - B' xbar).
+    (1) ``whitening``: (X - xbar) L has identity covariance.
+    (2) ``pre_from_draws``: correlated, off-centre draws of the natural parameters, mapped to
+    the sampled coordinates by the inverse map, have identity covariance for bt and none
+    between at (ct) and bt (categorical and ordinal: on average over the columns / cutpoints)
+    (kills a wrong sign of xbar, L^-1 for L, a covariance of the wrong block).
+    (3) ``sampler_inits`` puts natural inits into those coordinates: they map back through the
     program's transformed parameters to themselves."""
     import stan
 
@@ -225,28 +235,44 @@ def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family)
     rng = np.random.default_rng(11)
     X = np.c_[rng.normal(3.0, 2.0, N), rng.normal(0, 1, N)]
     X[:, 1] += 0.9 * X[:, 0]                            # correlated, off-centre predictors
-    alpha = rng.uniform(0, 1, N) * (X[:, 0] > 2.5)      # no data in part of the x range
     y = np.asarray(case["y"])
-    data = model.stan_data(y, X, alpha, case["spec"], False)
-    xbar, L = data["xbar"], data["L"]
-    kappa = model.curvature(y, alpha, case["spec"])
-    U = np.c_[np.ones(N), X]
-    prior_a = model.prior_a or 5.0
-    H = kappa * (U * alpha[:, None]).T @ U + np.diag([prior_a**-2, 2.5**-2, 2.5**-2])
-    T = np.zeros((3, 3))
-    T[0, 0] = 1.0
-    T[0, 1:] = -xbar @ L
-    T[1:, 1:] = L
-    THT = T.T @ H @ T
-    np.testing.assert_allclose(THT[1:, 1:], np.eye(2), atol=1e-9)
-    np.testing.assert_allclose(THT[0, 1:], 0.0, atol=1e-9 * THT[0, 0])
+    w = sm.whitening(X)
+    Z = (X - w["xbar"]) @ w["L"]
+    np.testing.assert_allclose(Z.T @ Z / N, np.eye(2), atol=1e-10)
+    # (2) draws: natural parameters with a correlated covariance
+    S, P = 4000, 2
+    M = rng.normal(size=(6, 6)) + 2 * np.eye(6)
+    V = rng.normal(size=(S, 6)) @ M + np.array([1.0, -2.0, 0.5, 3.0, 1.0, 2.0])
+    if family == "categorical":
+        d = {"a": V[:, :2], "B": V[:, 2:6].reshape(S, P, 2)}
+    elif family == "ordinal":
+        d = {"b": V[:, :2], "c": np.sort(V[:, 2:5], axis=1)}
+    else:
+        d = {"a": V[:, 0], "b": V[:, 1:3]}
+    pre = model.pre_from_draws(d)
+    T = _to_sampler(family, d, pre)
+    C = np.cov(T, rowvar=False)
+    if family == "categorical":
+        Cb = sum(np.cov(T[:, [2 + k, 4 + k]], rowvar=False) for k in range(2)) / 2  # Bt columns
+        np.testing.assert_allclose(Cb, np.eye(2), atol=1e-8)
+        cross = sum(np.cov(np.c_[T[:, k], T[:, [2 + k, 4 + k]]], rowvar=False)[0, 1:]
+                    for k in range(2)) / 2
+        np.testing.assert_allclose(cross, 0.0, atol=1e-8)
+    elif family == "ordinal":
+        np.testing.assert_allclose(C[:2, :2], np.eye(2), atol=1e-8)
+        np.testing.assert_allclose(C[:2, 2:].mean(axis=1), 0.0, atol=1e-8)
+    else:
+        np.testing.assert_allclose(C[1:, 1:], np.eye(2), atol=1e-8)
+        np.testing.assert_allclose(C[0, 1:], 0.0, atol=1e-8)
+    # (3) inits round trip through the Stan program
     nat = model.inits(y, X, case["spec"], 2, rng)
-    for d in nat:                                       # inits far from zero in every slot
-        for k in d:
-            d[k] = (np.asarray(d[k], float) + rng.normal(0, 0.3, np.shape(d[k]))).tolist()
+    for d0 in nat:                                      # inits far from zero in every slot
+        for k in d0:
+            d0[k] = (np.asarray(d0[k], float) + rng.normal(0, 0.3, np.shape(d0[k]))).tolist()
         if family == "ordinal":
-            d["c"] = np.sort(d["c"]).tolist()
-    smp = model.sampler_inits(nat, case["spec"], {"xbar": xbar, "L": L})
+            d0["c"] = np.sort(d0["c"]).tolist()
+    smp = model.sampler_inits(nat, case["spec"], pre)
+    data = model.stan_data(y, X, np.ones(N), case["spec"], False, pre=pre)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = stan.build(load_program(model.program), data=data, random_seed=1)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MODELS", "patterns", "preconditioner", "normal_loglik", "negbin_loglik", "logistic_loglik",
+__all__ = ["MODELS", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik", "logistic_loglik",
            "categorical_loglik", "ordinal_loglik"]
 
 _LOG2PI = float(np.log(2 * np.pi))
@@ -104,41 +104,40 @@ def patterns(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inv.ravel()
 
 
-def preconditioner(X: np.ndarray, alpha: np.ndarray, kappa: float,
-                   prior_a: float | None = 5.0, prior_b: float = 2.5) -> dict[str, np.ndarray]:
-    """The per-record programs' sampling parametrization: Stan samples (at, bt) with
-    b = L bt and a = at - xbar' b, where ``xbar`` and ``L`` make (at, bt) nearly uncorrelated
-    with unit-scale bt under a normal approximation of the posterior.
+def identity_pre(P: int) -> dict[str, np.ndarray]:
+    """The programs' original coordinates: at = a, bt = b."""
+    return dict(xbar=np.zeros(P), L=np.eye(P))
 
-    The approximation: the log posterior's curvature in beta = (a, b) is about
-    H = kappa sum_i alpha_i u_i u_i' + diag(1 / prior_a^2, 1 / prior_b^2, ...), u_i = (1, x_i),
-    with ``kappa`` the family's curvature per unit weight (``_Model.curvature``). Then
-    xbar = H_ab / H_aa (a given b has mean - xbar' b) and L = S^(-1/2) with S the Schur
-    complement H_bb - H_ba H_ab / H_aa, the curvature of b once a is profiled out. Both the
-    alphas and the priors matter: where the risk weights leave a direction of b with little data
-    (a small stratum whose records all get alpha near 0), the prior sets its scale, and a
-    whitening of the predictors alone would stretch that direction by 1 / sd(x) and tie it to
-    the intercept (seen as R-hat 1.015 at ESS 3,400 in a binary step given 5 strata).
 
-    The map is linear and invertible, so the posterior of (a, b), the log densities and the
-    bounds are exactly those of the model in (a, b) (the priors stay on a and b; the Jacobian is
-    a constant). ``alpha`` enters only through sums over records, so records and their distinct
-    patterns with summed alphas give the same parametrization. ``prior_a=None``: no intercept
-    (the ordered logistic's cutpoints take its role, with c = ct + xbar' b). Why by hand: a
-    dozen lines of numpy (``numpy.linalg.eigh``)."""
+def _sym_sqrt(S: np.ndarray, power: float) -> np.ndarray:
+    """S^power (+-1/2) of a symmetric positive semi-definite S, eigenvalues floored at 1e-12 of
+    the largest (a direction without variance is left nearly unscaled rather than infinite)."""
+    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    lam = np.maximum(lam, 1e-12 * max(float(lam.max()), 1e-300))
+    return (V * lam**power) @ V.T
+
+
+def whitening(X: np.ndarray) -> dict[str, np.ndarray]:
+    """The first fit's sampling parametrization: xbar the predictor means, L = Cov(X)^(-1/2),
+    so that (X - xbar) L has uncorrelated unit-variance columns (b = L bt, a = at - xbar' b:
+    a + x'b = at + ((x - xbar)' L) bt). With n records and alpha = 1 the posterior precision
+    of b is about X'X-shaped, so the coordinates are nearly uncorrelated."""
     P = X.shape[1]
     if P == 0:
-        return dict(xbar=np.zeros(0), L=np.zeros((0, 0)))
-    w = kappa * np.asarray(alpha, float)
-    h_aa = float(w.sum()) + (1.0 / prior_a**2 if prior_a else 1.0 / 25.0)
-    h_ab = X.T @ w
-    xbar = h_ab / h_aa
-    S = (X * w[:, None]).T @ X + np.eye(P) / prior_b**2 - np.outer(h_ab, h_ab) / h_aa
-    lam, V = np.linalg.eigh(0.5 * (S + S.T))
-    lam = np.maximum(lam, 1.0 / prior_b**2 * 1e-6)
-    return dict(xbar=xbar, L=(V / np.sqrt(lam)) @ V.T)
+        return identity_pre(0)
+    xbar = X.mean(axis=0)
+    return dict(xbar=xbar, L=_sym_sqrt((X - xbar).T @ (X - xbar) / len(X), -0.5))
 
 
+def _from_cov(S_bb: np.ndarray, s_ba: np.ndarray) -> dict[str, np.ndarray]:
+    """L = S_bb^(1/2) and xbar = -S_bb^-1 s_ba: then bt = L^-1 b has identity covariance and
+    at = a + xbar' b is uncorrelated with b."""
+    L = _sym_sqrt(S_bb, 0.5)
+    Linv = _sym_sqrt(S_bb, -0.5)
+    return dict(xbar=-(Linv @ (Linv @ s_ba)), L=L)
+
+
+# -------------------------------------------------------------------------------- models
 # -------------------------------------------------------------------------------- models
 class _Model:
     program = ""
@@ -148,34 +147,30 @@ class _Model:
         """Name of the Stan program that fits this model with these constants."""
         return self.program
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):  # pragma: no cover
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):  # pragma: no cover
         raise NotImplementedError
 
     def inits(self, y, X, spec, chains, rng) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
 
-    #: prior sd of the intercept (None: no intercept) and of the coefficients, as in the programs
-    prior_a: float | None = 5.0
-    prior_b: float = 2.5
-
-    def curvature(self, y: np.ndarray, alpha: np.ndarray, spec: dict[str, Any]) -> float:
-        """The log likelihood's curvature in the linear predictor per unit of weight, roughly
-        (``preconditioner``; only the sampler's efficiency depends on it)."""
-        return 1.0
-
-    def pre(self, y, X, alpha, spec, whiten=True) -> dict[str, np.ndarray]:
-        """The sampling parametrization for these data (``preconditioner``); ``whiten=False``:
-        the identity (at = a, bt = b), the programs' original coordinates."""
-        if not whiten:
-            return dict(xbar=np.zeros(X.shape[1]), L=np.eye(X.shape[1]))
-        alpha = np.asarray(alpha, float)
-        return preconditioner(X, alpha, self.curvature(np.asarray(y), alpha, spec),
-                              self.prior_a, self.prior_b)
+    def pre_from_draws(self, draws: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The next fit's sampling parametrization from a fit's draws of the natural
+        parameters: (at, bt) uncorrelated with identity covariance for bt under these draws'
+        covariance (``_from_cov``). A step's fits differ only in their alphas, so the previous
+        fit's posterior shape (skewed, prior-bounded directions included) is a close guess of the
+        next one's: this is a dense mass matrix carried from fit to fit (pystan samples with a
+        diagonal one only)."""
+        a, b = np.asarray(draws["a"], float), np.asarray(draws["b"], float)
+        if b.shape[1] == 0:
+            return identity_pre(0)
+        C = np.cov(np.c_[a, b], rowvar=False)
+        return _from_cov(C[1:, 1:], C[1:, 0])
 
     def sampler_inits(self, inits: list[dict[str, Any]], spec: dict[str, Any],
                       pre: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         """Initial values of the natural parameters (``inits``) as the sampled ones of the
-        program chosen for ``spec`` (``preconditioner``): bt = L^-1 b, at = a + xbar' b."""
+        program chosen for ``spec`` (``pre``: ``whitening``, ``pre_from_draws`` or
+        ``identity_pre``): bt = L^-1 b, at = a + xbar' b."""
         if self.program_for(spec) == "seq_normal_ss":
             return inits
         out = []
@@ -195,19 +190,17 @@ class _Model:
         raise NotImplementedError
 
 
-#: Sequential whitens a step's coefficients (``preconditioner``) when Stan gets at least this many
-#: rows: there the gradient's cost makes the number of leapfrog steps matter (docs/benchmarks.md,
-#: "Sequential synthesis"). With few rows a fit takes seconds in any coordinates, and the
-#: normal approximation behind the whitening can be poor: a binary given 5 strata, one of them
-#: nearly all ones (a skewed, prior-bounded direction), mixed worse whitened (18 leapfrog steps
-#: per draw instead of 8; max R-hat 1.0036-1.0104 over 5 seeds, unwhitened 1.0023-1.0088).
+#: Sequential reparametrizes a step's coefficients (``whitening`` for its first fit,
+#: ``pre_from_draws`` for the next ones) when Stan gets at least this many rows: there the
+#: gradient's cost makes the number of leapfrog steps matter (docs/benchmarks.md, "Sequential
+#: synthesis"). With few rows a fit takes seconds in any coordinates.
 WHITEN_MIN_ROWS = 1000
 
 
-def _base(model, y, X, alpha, spec, save_log_lik, whiten=True):
-    """Data every per-record program takes, with its sampling parametrization
-    (``preconditioner``, from these data: records or their patterns give the same)."""
-    pre = model.pre(y, X, alpha, spec, whiten)
+def _base(y, X, alpha, save_log_lik, pre=None):
+    """Data every per-record program takes, with its sampling parametrization ``pre``
+    (default: the programs' original coordinates, ``identity_pre``)."""
+    pre = identity_pre(X.shape[1]) if pre is None else pre
     return dict(n=len(y), P=X.shape[1], X=X, alpha=alpha, save_log_lik=int(save_log_lik),
                 xbar=pre["xbar"], L=pre["L"])
 
@@ -234,16 +227,7 @@ class NormalModel(_Model):
         untruncated = spec["lo"] is None and spec["hi"] is None
         return "seq_normal_ss" if untruncated and not save_log_lik else "seq_normal"
 
-    def curvature(self, y, alpha, spec):
-        """1 / sigma^2 on the standardised scale, taken as 1 / the alpha-weighted variance of
-        the standardised y (about 1; the residual variance is smaller, and the sampler's
-        adapted step sizes absorb the difference in scale)."""
-        z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
-        W = max(float(alpha.sum()), 1e-12)
-        m = float(alpha @ z) / W
-        return 1.0 / max(float(alpha @ (z - m) ** 2) / W, 1e-2)
-
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         lo, hi = spec["lo"], spec["hi"]
         if self.program_for(spec, save_log_lik) == "seq_normal_ss":
             z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
@@ -252,7 +236,7 @@ class NormalModel(_Model):
             G = Ua.T @ U
             return dict(P=X.shape[1], W=float(alpha.sum()), G=0.5 * (G + G.T), h=Ua.T @ z,
                         q=float(alpha @ z**2), scale=spec["scale"])
-        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y, loc=spec["loc"],
+        return dict(_base(y, X, alpha, save_log_lik, pre), y=y, loc=spec["loc"],
                     scale=spec["scale"],
                     has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
                     has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi),
@@ -296,17 +280,10 @@ class NegBinModel(_Model):
     program = "seq_negbin"
     params = ("a", "b", "phi")
 
-    def curvature(self, y, alpha, spec):
-        """m^2 / v for weighted mean m and variance v of the counts (NB2: mu phi / (mu + phi)
-        with phi from the moments; m when v <= m, the Poisson limit)."""
-        W = max(float(alpha.sum()), 1e-12)
-        m = max(float(alpha @ y) / W, 1e-3)
-        v = float(alpha @ (y - m) ** 2) / W
-        return m * m / max(v, m)
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         hi = spec["hi"]
-        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y.astype(np.int64),
+        return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64),
                     eta0=spec["eta0"],
                     has_hi=int(hi is not None), hi=0 if hi is None else int(hi),
                     **_distinct_predictors(X))
@@ -344,13 +321,9 @@ class LogisticModel(_Model):
     program = "seq_logistic"
     params = ("a", "b")
 
-    def curvature(self, y, alpha, spec):
-        """p (1 - p) at the weighted share p of ones."""
-        p = float(np.clip(float(alpha @ y) / max(float(alpha.sum()), 1e-12), 0.01, 0.99))
-        return p * (1.0 - p)
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
-        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), y=y.astype(np.int64))
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64))
 
     def inits(self, y, X, spec, chains, rng):
         p = float(np.clip(np.mean(y), 0.02, 0.98))
@@ -372,13 +345,9 @@ class CategoricalModel(_Model):
     program = "seq_categorical"
     params = ("a", "B")
 
-    def curvature(self, y, alpha, spec):
-        """The mean of p_k (1 - p_k) over the non-reference levels (weighted shares)."""
-        p = np.bincount(y, weights=alpha, minlength=spec["K"]) / max(float(alpha.sum()), 1e-12)
-        return float(np.clip(np.mean(p[1:] * (1 - p[1:])), 0.01, 0.25))
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
-        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), K=spec["K"],
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
                     y=y.astype(np.int64) + 1)
 
     def inits(self, y, X, spec, chains, rng):
@@ -388,6 +357,20 @@ class CategoricalModel(_Model):
         return [dict(a=(a + 0.05 * rng.standard_normal(K - 1)).tolist(),
                      B=(0.05 * rng.standard_normal((X.shape[1], K - 1))).tolist())
                 for _ in range(chains)]
+
+    def pre_from_draws(self, draws):
+        """One L and xbar for the K - 1 columns: B_k = L Bt_k, a_k = at_k - B_k' xbar, from the
+        draws' covariances averaged over the columns k."""
+        a, B = np.asarray(draws["a"], float), np.asarray(draws["B"], float)   # (S,K-1), (S,P,K-1)
+        P, K1 = B.shape[1], B.shape[2]
+        if P == 0:
+            return identity_pre(0)
+        S_bb, s_ba = np.zeros((P, P)), np.zeros(P)
+        for k in range(K1):
+            C = np.cov(np.c_[a[:, k], B[:, :, k]], rowvar=False)
+            S_bb += C[1:, 1:] / K1
+            s_ba += C[1:, 0] / K1
+        return _from_cov(S_bb, s_ba)
 
     def sampler_inits(self, inits, spec, pre):
         """B = L Bt, a = at - B' xbar (seq_categorical.stan)."""
@@ -415,16 +398,9 @@ class OrdinalModel(_Model):
     program = "seq_ordinal"
     params = ("b", "c")
 
-    prior_a = None      # no intercept: the cutpoints (prior N(0, 5)) take its role
 
-    def curvature(self, y, alpha, spec):
-        """(1 - sum_k p_k^3) / 3, the proportional-odds information on a location shift
-        (weighted shares p_k)."""
-        p = np.bincount(y, weights=alpha, minlength=spec["K"]) / max(float(alpha.sum()), 1e-12)
-        return float(max((1.0 - np.sum(p**3)) / 3.0, 0.01))
-
-    def stan_data(self, y, X, alpha, spec, save_log_lik, whiten=True):
-        return dict(_base(self, y, X, alpha, spec, save_log_lik, whiten), K=spec["K"],
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
                     y=y.astype(np.int64) + 1)
 
     def inits(self, y, X, spec, chains, rng):
@@ -434,6 +410,17 @@ class OrdinalModel(_Model):
         c = np.maximum.accumulate(c + np.arange(K - 1) * 1e-3)
         return [dict(b=(0.05 * rng.standard_normal(X.shape[1])).tolist(),
                      c=(c + 0.02 * rng.standard_normal() ).tolist()) for _ in range(chains)]
+
+    def pre_from_draws(self, draws):
+        """c = ct + xbar' b with one xbar for all cutpoints: ct is uncorrelated with b on
+        average over the cutpoints (the cutpoints play the intercept's role, with its sign
+        reversed)."""
+        b, c = np.asarray(draws["b"], float), np.asarray(draws["c"], float)
+        if b.shape[1] == 0:
+            return identity_pre(0)
+        C = np.cov(np.c_[b, c], rowvar=False)
+        P = b.shape[1]
+        return _from_cov(C[:P, :P], -C[:P, P:].mean(axis=1))
 
     def sampler_inits(self, inits, spec, pre):
         """b = L bt, c = ct + xbar' b (seq_ordinal.stan)."""

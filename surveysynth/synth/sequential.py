@@ -57,7 +57,7 @@ import pandas as pd
 
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._seq_models import MODELS, WHITEN_MIN_ROWS, patterns
+from ._seq_models import MODELS, WHITEN_MIN_ROWS, identity_pre, patterns, whitening
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
@@ -764,6 +764,8 @@ class _StepFit:
         # ``inv`` maps them back to the records
         first, self.inv = patterns(X, y)
         self.yu, self.Xu = y[first], X[first]
+        self.reparam = len(self.yu) >= WHITEN_MIN_ROWS
+        self.next_pre = whitening(X)
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
@@ -771,13 +773,14 @@ class _StepFit:
 
     def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
+        # the sampling parametrization (exact; _seq_models.whitening / pre_from_draws): the
+        # predictors whitened for the first fit, then the previous fit's posterior covariance;
+        # inits are kept in the natural parameters and converted
+        pre = self.next_pre if self.reparam else identity_pre(self.Xu.shape[1])
         data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False,
-                                    whiten=len(self.yu) >= WHITEN_MIN_ROWS)
-        # inits are kept in the natural parameters; each fit's sampling parametrization
-        # (depends on alpha; _seq_models.preconditioner) gets them converted
+                                    pre=pre)
         if init is not None:
-            init = self.model.sampler_inits(init, self.step.spec,
-                                            {"xbar": data.get("xbar"), "L": data.get("L")})
+            init = self.model.sampler_inits(init, self.step.spec, pre)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
@@ -787,6 +790,8 @@ class _StepFit:
             if issubclass(wm.category, ConvergenceWarning):
                 warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
                               ConvergenceWarning, stacklevel=4)
+        if self.reparam:
+            self.next_pre = self.model.pre_from_draws(res.draws)
         return res
 
     def bounds_of(self, res: StanDraws) -> np.ndarray:
