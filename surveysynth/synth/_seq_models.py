@@ -129,14 +129,6 @@ def whitening(X: np.ndarray) -> dict[str, np.ndarray]:
     return dict(xbar=xbar, L=_sym_sqrt((X - xbar).T @ (X - xbar) / len(X), -0.5))
 
 
-def _from_cov(S_bb: np.ndarray, s_ba: np.ndarray) -> dict[str, np.ndarray]:
-    """L = S_bb^(1/2) and xbar = -S_bb^-1 s_ba: then bt = L^-1 b has identity covariance and
-    at = a + xbar' b is uncorrelated with b."""
-    L = _sym_sqrt(S_bb, 0.5)
-    Linv = _sym_sqrt(S_bb, -0.5)
-    return dict(xbar=-(Linv @ (Linv @ s_ba)), L=L)
-
-
 # -------------------------------------------------------------------------------- models
 # -------------------------------------------------------------------------------- models
 class _Model:
@@ -153,24 +145,11 @@ class _Model:
     def inits(self, y, X, spec, chains, rng) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
 
-    def pre_from_draws(self, draws: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The next fit's sampling parametrization from a fit's draws of the natural
-        parameters: (at, bt) uncorrelated with identity covariance for bt under these draws'
-        covariance (``_from_cov``). A step's fits differ only in their alphas, so the previous
-        fit's posterior shape (skewed, prior-bounded directions included) is a close guess of the
-        next one's: this is a dense mass matrix carried from fit to fit (pystan samples with a
-        diagonal one only)."""
-        a, b = np.asarray(draws["a"], float), np.asarray(draws["b"], float)
-        if b.shape[1] == 0:
-            return identity_pre(0)
-        C = np.cov(np.c_[a, b], rowvar=False)
-        return _from_cov(C[1:, 1:], C[1:, 0])
-
     def sampler_inits(self, inits: list[dict[str, Any]], spec: dict[str, Any],
                       pre: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         """Initial values of the natural parameters (``inits``) as the sampled ones of the
-        program chosen for ``spec`` (``pre``: ``whitening``, ``pre_from_draws`` or
-        ``identity_pre``): bt = L^-1 b, at = a + xbar' b."""
+        program chosen for ``spec`` (``pre``: ``whitening`` or ``identity_pre``):
+        bt = L^-1 b, at = a + xbar' b."""
         if self.program_for(spec) == "seq_normal_ss":
             return inits
         out = []
@@ -190,10 +169,12 @@ class _Model:
         raise NotImplementedError
 
 
-#: Sequential reparametrizes a step's coefficients (``whitening`` for its first fit,
-#: ``pre_from_draws`` for the next ones) when Stan gets at least this many rows: there the
-#: gradient's cost makes the number of leapfrog steps matter (docs/benchmarks.md, "Sequential
-#: synthesis"). With few rows a fit takes seconds in any coordinates.
+#: Sequential samples a step's coefficients in whitened coordinates (``whitening``) when Stan gets
+#: at least this many rows: there the gradient's cost makes the number of leapfrog steps matter
+#: (docs/sequential.md). With few rows a fit takes seconds in any coordinates, and a few rows
+#: are what discrete predictors give, where whitening can hurt: a binary given 5 strata, one of
+#: them nearly all ones (a skewed, prior-bounded direction), mixed worse whitened (~17 leapfrog
+#: steps per draw instead of ~8; max R-hat 1.0045-1.0156 over 5 seeds, unwhitened 1.0023-1.0088).
 WHITEN_MIN_ROWS = 1000
 
 
@@ -358,20 +339,6 @@ class CategoricalModel(_Model):
                      B=(0.05 * rng.standard_normal((X.shape[1], K - 1))).tolist())
                 for _ in range(chains)]
 
-    def pre_from_draws(self, draws):
-        """One L and xbar for the K - 1 columns: B_k = L Bt_k, a_k = at_k - B_k' xbar, from the
-        draws' covariances averaged over the columns k."""
-        a, B = np.asarray(draws["a"], float), np.asarray(draws["B"], float)   # (S,K-1), (S,P,K-1)
-        P, K1 = B.shape[1], B.shape[2]
-        if P == 0:
-            return identity_pre(0)
-        S_bb, s_ba = np.zeros((P, P)), np.zeros(P)
-        for k in range(K1):
-            C = np.cov(np.c_[a[:, k], B[:, :, k]], rowvar=False)
-            S_bb += C[1:, 1:] / K1
-            s_ba += C[1:, 0] / K1
-        return _from_cov(S_bb, s_ba)
-
     def sampler_inits(self, inits, spec, pre):
         """B = L Bt, a = at - B' xbar (seq_categorical.stan)."""
         out = []
@@ -410,17 +377,6 @@ class OrdinalModel(_Model):
         c = np.maximum.accumulate(c + np.arange(K - 1) * 1e-3)
         return [dict(b=(0.05 * rng.standard_normal(X.shape[1])).tolist(),
                      c=(c + 0.02 * rng.standard_normal() ).tolist()) for _ in range(chains)]
-
-    def pre_from_draws(self, draws):
-        """c = ct + xbar' b with one xbar for all cutpoints: ct is uncorrelated with b on
-        average over the cutpoints (the cutpoints play the intercept's role, with its sign
-        reversed)."""
-        b, c = np.asarray(draws["b"], float), np.asarray(draws["c"], float)
-        if b.shape[1] == 0:
-            return identity_pre(0)
-        C = np.cov(np.c_[b, c], rowvar=False)
-        P = b.shape[1]
-        return _from_cov(C[:P, :P], -C[:P, P:].mean(axis=1))
 
     def sampler_inits(self, inits, spec, pre):
         """b = L bt, c = ct + xbar' b (seq_ordinal.stan)."""

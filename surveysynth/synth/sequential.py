@@ -764,8 +764,10 @@ class _StepFit:
         # ``inv`` maps them back to the records
         first, self.inv = patterns(X, y)
         self.yu, self.Xu = y[first], X[first]
-        self.reparam = len(self.yu) >= WHITEN_MIN_ROWS
-        self.next_pre = whitening(X)
+        # whitened predictors (exact reparametrization; records' X, so the same for every fit of
+        # the step) when Stan gets many rows; the programs' own coordinates otherwise
+        self.pre = (whitening(X) if len(self.yu) >= WHITEN_MIN_ROWS
+                    else identity_pre(X.shape[1]))
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
@@ -773,14 +775,12 @@ class _StepFit:
 
     def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
-        # the sampling parametrization (exact; _seq_models.whitening / pre_from_draws): the
-        # predictors whitened for the first fit, then the previous fit's posterior covariance;
-        # inits are kept in the natural parameters and converted
-        pre = self.next_pre if self.reparam else identity_pre(self.Xu.shape[1])
+        # the sampling parametrization (exact; _seq_models.whitening); inits are kept in the
+        # natural parameters and converted
         data = self.model.stan_data(self.yu, self.Xu, wsum, self.step.spec, save_log_lik=False,
-                                    pre=pre)
+                                    pre=self.pre)
         if init is not None:
-            init = self.model.sampler_inits(init, self.step.spec, pre)
+            init = self.model.sampler_inits(init, self.step.spec, self.pre)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
@@ -790,8 +790,6 @@ class _StepFit:
             if issubclass(wm.category, ConvergenceWarning):
                 warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
                               ConvergenceWarning, stacklevel=4)
-        if self.reparam:
-            self.next_pre = self.model.pre_from_draws(res.draws)
         return res
 
     def bounds_of(self, res: StanDraws) -> np.ndarray:
