@@ -431,7 +431,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     key = {"variables": variables, "epsilon": a.epsilon, "m": a.m, "shares": a.shares,
            "chains": a.chains, "draws": a.draws, "adapt_delta": a.adapt_delta,
            "seed": a.seed, "fast": a.fast, "allow_unconverged": a.allow_unconverged}
-    if seq_pkl is not None and seq_pkl.exists():
+    seq_cached = seq_pkl is not None and seq_pkl.exists()
+    if seq_cached:
         seq = pickle.loads(seq_pkl.read_bytes())
         if seq.get("key") != key:
             raise ValueError(f"--cache {a.cache}: its Sequential release was made with other "
@@ -505,12 +506,17 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
         sn_pkl = a.cache / f"{method}.pkl" if a.cache else None
         if sn_pkl is not None and sn_pkl.exists():
             got, info = pickle.loads(sn_pkl.read_bytes())
+            if not np.isclose(info.get("epsilon", np.nan), eps, rtol=1e-12):
+                raise ValueError(f"--cache {a.cache}: {sn_pkl.name} was run at epsilon "
+                                 f"{info.get('epsilon')}, not at Sequential's {eps:.6g}; use "
+                                 "another cache directory or delete the file.")
             notes.append(f"{method.upper()} samples read from the cache {sn_pkl.name} (a run "
                          f"of this epsilon and data, its own seed).")
         else:
             got, info = smartnoise(method, codes, sizes, eps, a.m, sn_seed,
                                    rounds=3 * len(cols) if a.fast else a.aim_rounds)
             info["seconds"] = time.perf_counter() - t
+            info["epsilon"] = eps
             if sn_pkl is not None and got is not None:
                 sn_pkl.write_bytes(pickle.dumps((got, info)))
         label = method.upper()
@@ -610,7 +616,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           + f" (max R-hat {conv.get('max_rhat', np.nan):.4f}, min bulk ESS "
           f"{conv.get('min_ess_bulk', np.nan):.0f}, {conv.get('divergent', 0)} divergent). "
           f"Run time {time.perf_counter() - t0:.0f} s"
-          + (" (this rendering: the fits read from the cache)" if a.cache else "")
+          + (" (this rendering: Sequential's fits read from the cache)" if seq_cached else "")
           + f"; Sequential's fit {seq['seconds']:.0f} s.", "",
           f"Columns (every method): `{STRATA}` and " + ", ".join(
               f"`{v['name']}` ({v['type']}{', ' + str(v['bounds']) if 'bounds' in v else ''})"
