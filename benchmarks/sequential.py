@@ -112,14 +112,21 @@ def run(n: int, epsilon: float | None, fast: bool, seed: int, progress: bool = F
     if progress:
         sys.stdout = _Stamped(stdout)
     t0 = time.perf_counter()
+    from surveysynth.synth.base import ConvergenceError
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         syn.fit(d)
         t1 = time.perf_counter()
-        rel = syn.release()
+        try:
+            rel = syn.release()
+        except ConvergenceError as exc:    # the gates refused the release: reported, not hidden
+            rel = None
+            print(f"release refused: {exc}", flush=True)
     t2 = time.perf_counter()
     sys.stdout = stdout
-    return {"fit": t1 - t0, "release": t2 - t1, "total": t2 - t0, "epsilon": rel.epsilon,
+    return {"fit": t1 - t0, "release": t2 - t1, "total": t2 - t0,
+            "epsilon": rel.epsilon if rel is not None else float("nan"),
             "release_obj": rel, "synth": syn}
 
 
@@ -207,7 +214,8 @@ def main(argv=None) -> None:
         rel, syn = r["release_obj"], r["synth"]
         cv = syn.convergence_
         body.append(f"| {label} | {r['fit']:.1f} | {r['release']:.1f} | **{r['total']:.1f}** | "
-                    f"{r['total'] < 300} | {rel.epsilon:.4g} | "
+                    f"{r['total'] < 300} | "
+                    + (f"{rel.epsilon:.4g}" if rel is not None else "refused (gates)") + " | "
                     f"{'passed' if cv['passed'] else 'FAILED'} | {cv['max_rhat']:.4f} | "
                     f"{cv['min_ess_bulk']:.0f} | {cv['divergent']} |")
         steps = step_table(syn)
