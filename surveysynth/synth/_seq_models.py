@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MODELS", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik", "logistic_loglik",
-           "categorical_loglik", "ordinal_loglik"]
+__all__ = ["MODELS", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik",
+           "logistic_loglik", "categorical_loglik", "ordinal_loglik"]
 
 _LOG2PI = float(np.log(2 * np.pi))
 
@@ -118,10 +118,11 @@ def _sym_sqrt(S: np.ndarray, power: float) -> np.ndarray:
 
 
 def whitening(X: np.ndarray) -> dict[str, np.ndarray]:
-    """The first fit's sampling parametrization: xbar the predictor means, L = Cov(X)^(-1/2),
-    so that (X - xbar) L has uncorrelated unit-variance columns (b = L bt, a = at - xbar' b:
-    a + x'b = at + ((x - xbar)' L) bt). With n records and alpha = 1 the posterior precision
-    of b is about X'X-shaped, so the coordinates are nearly uncorrelated."""
+    """The sampling parametrization of a step with many rows in Stan (``WHITEN_MIN_ROWS``):
+    xbar the predictor means, L = Cov(X)^(-1/2), so that (X - xbar) L has uncorrelated
+    unit-variance columns (b = L bt, a = at - xbar' b: a + x'b = at + ((x - xbar)' L) bt).
+    The posterior precision of b is roughly X'X-shaped, so the sampled coordinates are nearly
+    uncorrelated; computed once per step from the records' X, it serves all its fits."""
     P = X.shape[1]
     if P == 0:
         return identity_pre(0)
@@ -129,7 +130,6 @@ def whitening(X: np.ndarray) -> dict[str, np.ndarray]:
     return dict(xbar=xbar, L=_sym_sqrt((X - xbar).T @ (X - xbar) / len(X), -0.5))
 
 
-# -------------------------------------------------------------------------------- models
 # -------------------------------------------------------------------------------- models
 class _Model:
     program = ""
@@ -261,7 +261,6 @@ class NegBinModel(_Model):
     program = "seq_negbin"
     params = ("a", "b", "phi")
 
-
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         hi = spec["hi"]
         return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64),
@@ -302,7 +301,6 @@ class LogisticModel(_Model):
     program = "seq_logistic"
     params = ("a", "b")
 
-
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         return dict(_base(y, X, alpha, save_log_lik, pre), y=y.astype(np.int64))
 
@@ -325,7 +323,6 @@ class LogisticModel(_Model):
 class CategoricalModel(_Model):
     program = "seq_categorical"
     params = ("a", "B")
-
 
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
@@ -364,7 +361,6 @@ class CategoricalModel(_Model):
 class OrdinalModel(_Model):
     program = "seq_ordinal"
     params = ("b", "c")
-
 
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
