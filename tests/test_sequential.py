@@ -245,6 +245,28 @@ def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family)
                                        atol=1e-9)
 
 
+@pytest.mark.parametrize("family", sorted(STAN_CASES))
+def test_sampler_inits_without_predictors(family):
+    """A step with no predictors (the first variable, no public columns): the inits convert
+    (P = 0) and the program starts from them at the same point."""
+    import stan
+
+    case = STAN_CASES[family]
+    model = sm.MODELS[family]
+    X = np.zeros((N, 0))
+    y = np.asarray(case["y"])
+    nat = model.inits(y, X, case["spec"], 1, np.random.default_rng(2))
+    smp = model.sampler_inits(nat, case["spec"], sm.identity_pre(0))
+    data = model.stan_data(y, X, np.ones(N), case["spec"], False, pre=sm.identity_pre(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = stan.build(load_program(model.program), data=data, random_seed=1)
+    back = _unflatten(post, post.constrain_pars(post.unconstrain_pars(smp[0])), model.params)
+    for k in model.params:
+        np.testing.assert_allclose(back[k][0].ravel(), np.ravel(np.asarray(nat[0][k], float)),
+                                   rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------------ a mixed-type design
 def _mixed(n=300, seed=5):
     rng = np.random.default_rng(seed)

@@ -340,9 +340,10 @@ class CategoricalModel(_Model):
         """B = L Bt, a = at - B' xbar (seq_categorical.stan)."""
         out = []
         for d in inits:
-            B = np.asarray(d["B"], float).reshape(len(pre["xbar"]), -1)
+            a = np.asarray(d["a"], float)
+            B = np.asarray(d["B"], float).reshape(len(pre["xbar"]), len(a))  # P may be 0
             out.append(dict(Bt=np.linalg.solve(pre["L"], B).tolist() if B.size else B.tolist(),
-                            at=(np.asarray(d["a"], float) + B.T @ pre["xbar"]).tolist()))
+                            at=(a + B.T @ pre["xbar"]).tolist()))
         return out
 
     def _eta(self, draws, s, X):
