@@ -35,9 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # loglik="stan": keep Stan's generated per-record log densities, the reference the numpy
 # evaluation (the default) is tested against below.
 # short test chains: the release gates are lowered explicitly (the gates themselves are tested
-# in test_convergence_gate_stops_a_short_fit)
+# in test_convergence_gate_stops_a_short_fit). Bulk ESS is over the real chains since run_stan
+# orders draws chain by chain (before, interleaved chains inflated it): FBP's beta[1] has ~80
+# of 500 draws here, so the test floor is 50
 FAST = dict(chains=2, draws=250, warmup=250, progress=False, loglik="stan",
-            convergence={"ess_bulk": 100, "rhat": 1.05, "divergent_share": 0.01})
+            convergence={"ess_bulk": 50, "rhat": 1.05, "divergent_share": 0.01})
 
 pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.ConvergenceWarning")
 

@@ -68,3 +68,65 @@ def test_first_build_keeps_the_compiler_quiet():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "draws 20" in out.stdout
     assert "In file included" not in out.stderr and "warning:" not in out.stderr, out.stderr[-2000:]
+
+
+LAYOUT = """
+parameters { real y; vector[2] v; matrix[2, 3] M; }
+model { }
+"""
+
+
+def test_draws_are_chain_major_as_stan_draws_says():
+    """pystan's ``fit[name]`` interleaves the chains (chain varying fastest); ``StanDraws``
+    promises chain 0's draws first. ``fixed_param`` keeps every chain at its own init, so each
+    block of ``draws`` rows must be one chain's init, for scalars, vectors and matrices (column-
+    major in Stan, row-major here). Kills: reading the interleaved axis as chain-major (the old
+    ``_extract``), which puts every chain in every block."""
+    import io
+    from contextlib import redirect_stderr
+
+    import stan
+
+    from surveysynth.synth._stan import _extract  # noqa: PLC2701 - the layout under test
+
+    chains, draws = 3, 5
+    inits = [{"y": 10.0 * (c + 1), "v": [c + 0.1, c + 0.2],
+              "M": (np.arange(6.0).reshape(2, 3) + 100 * c).tolist()} for c in range(chains)]
+    with redirect_stderr(io.StringIO()):
+        post = stan.build(LAYOUT, data={}, random_seed=1)
+        fit = post.fixed_param(num_chains=chains, num_samples=draws, init=inits)
+    out, _, sampler = _extract(fit, chains, draws, ())
+    assert out["y"].shape == (chains * draws,)
+    assert out["M"].shape == (chains * draws, 2, 3)
+    for c in range(chains):
+        block = slice(c * draws, (c + 1) * draws)
+        np.testing.assert_array_equal(out["y"][block], inits[c]["y"])
+        np.testing.assert_array_equal(out["v"][block], np.tile(inits[c]["v"], (draws, 1)))
+        np.testing.assert_array_equal(out["M"][block],
+                                      np.tile(np.asarray(inits[c]["M"]), (draws, 1, 1)))
+        assert np.all(sampler["lp__"][block] == sampler["lp__"][block][0])
+
+
+BIMODAL = """
+parameters { real y; }
+model { target += log_mix(0.5, normal_lpdf(y | -30, 1), normal_lpdf(y | 30, 1)); }
+"""
+
+
+def test_rhat_sees_a_chain_stuck_in_another_mode():
+    """Two chains start in each of two modes 60 SDs apart (no chain crosses): the draws are
+    a fine sample of neither mode alone, and R-hat over the real chains is far above 1.01,
+    while each chain is a good sample of its mode. Kills an R-hat computed over blocks of
+    interleaved chains (each block holds both modes: R-hat ~ 1, the gate blind)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_stan(BIMODAL, {}, chains=4, draws=200, warmup=200, seed=11, progress=False,
+                       init=[{"y": -30.0}, {"y": -30.0}, {"y": 30.0}, {"y": 30.0}], warn=False)
+    y = res["y"].reshape(4, 200)
+    np.testing.assert_array_less(y[:2].max(axis=1), 0.0)     # chain-major: modes per chain
+    assert (y[2:].min(axis=1) > 0.0).all()
+    assert res.summary["max_rhat"] > 1.5
+    # the last draw of each chain warm-starts that chain's refit (its own mode)
+    assert [np.sign(d["y"]) for d in res.last_inits()] == [-1, -1, 1, 1]

@@ -54,10 +54,14 @@ def negbin_loglik(y: np.ndarray, mu: np.ndarray, phi: np.ndarray,
                   hi: float | None = None) -> np.ndarray:
     """log NB2(y | mu, phi) (mean mu, variance mu + mu^2 / phi), truncated above at ``hi``
     (divided by F(hi) = I_p(phi, hi + 1), p = phi / (phi + mu)): full, normalised."""
-    lp = np.log(phi) - np.logaddexp(np.log(phi), np.log(mu))      # log p
-    l1p = np.log(mu) - np.logaddexp(np.log(phi), np.log(mu))      # log (1 - p)
-    ll = (special.gammaln(y + phi) - special.gammaln(phi) - special.gammaln(y + 1.0)
-          + phi * lp + y * l1p)
+    r = np.log(mu) - np.log(phi)
+    lp = -np.logaddexp(0.0, r)                                    # log p
+    l1p = -np.logaddexp(0.0, -r)                                  # log (1 - p)
+    # lgamma(y + phi) - lgamma(phi) - lgamma(y + 1) as -log B(phi, y + 1) - log(phi + y):
+    # scipy's betaln is accurate for large phi, where the difference of two gammalns loses
+    # |gammaln(phi)| x 1e-16 (0.01-0.1 at phi ~ 1e13; seq_negbin.stan sums logs instead), and
+    # phi * log p from -log1p(mu / phi) (log phi - log(phi + mu) cancels likewise)
+    ll = -special.betaln(phi, y + 1.0) - np.log(phi + y) + phi * lp + y * l1p
     if hi is not None:
         with np.errstate(divide="ignore"):
             ll = ll - np.log(special.betainc(phi, hi + 1.0, np.exp(lp)))

@@ -342,18 +342,36 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
     return post, fit, t1 - t0, t2 - t1
 
 
+def _chain_major(arr: np.ndarray, chains: int, draws: int) -> np.ndarray:
+    """pystan's ``fit[name]`` (shape ``(*dims, draws * chains)``) as ``(chains * draws, *dims)``
+    with chain 0's draws first.
+
+    pystan 3 stores draws as (param, draw, chain) and flattens the last two axes with the
+    CHAIN varying fastest: ``fit[name][..., k]`` is draw ``k // chains`` of chain
+    ``k % chains`` (interleaved; checked against ``fixed_param`` fits in
+    tests/test_stan_runner.py). Taking that axis as chain-major, as this module did before,
+    split the draws into consecutive blocks of the interleaved sequence: every block mixed all
+    chains, so R-hat could not see a chain that disagreed with the others and bulk ESS read
+    independent chains as one."""
+    dims = arr.shape[:-1]
+    arr = arr.reshape((*dims, draws, chains))           # C order: the chain is the last axis
+    arr = np.moveaxis(arr, (-1, -2), (0, 1))            # (chains, draws, *dims)
+    return arr.reshape((chains * draws, *dims))
+
+
 def _extract(fit: Any, chains: int, draws: int, skip_diagnostics: tuple[str, ...]):
-    """pystan's draws with the draw axis first, R-hat / bulk ESS per scalar entry (constant
-    entries such as the fixed 1s of a Cholesky factor left out), and the sampler's columns."""
+    """pystan's draws with the draw axis first (chain-major: :func:`_chain_major`), R-hat /
+    bulk ESS per scalar entry over the real chains (constant entries such as the fixed 1s of a
+    Cholesky factor left out), and the sampler's columns (chain-major too)."""
     out: dict[str, np.ndarray] = {}
     flat_for_diag = []
     diag_names: list[str] = []
     for name, dims in zip(fit.param_names, fit.dims, strict=False):
-        arr = np.asarray(fit[name])  # (*dims, chains*draws), chain-major in the last axis
+        arr = np.asarray(fit[name])  # (*dims, draws * chains), chains interleaved
         if arr.size == 0:  # zero-size quantity (e.g. log_lik switched off)
             arr = np.zeros((chains * draws, *tuple(dims)))
         else:
-            arr = np.moveaxis(arr, -1, 0).reshape((-1, *tuple(dims)))
+            arr = _chain_major(arr.reshape((*tuple(dims), -1)), chains, draws)
         out[name] = arr
         if name in skip_diagnostics:
             continue
@@ -367,7 +385,7 @@ def _extract(fit: Any, chains: int, draws: int, skip_diagnostics: tuple[str, ...
     sampler = {}
     for name in ("lp__", "divergent__", "treedepth__", "stepsize__", "n_leapfrog__"):
         if name in fit.sample_and_sampler_param_names:
-            sampler[name] = np.asarray(fit[name]).reshape(-1)
+            sampler[name] = _chain_major(np.asarray(fit[name]).reshape(-1), chains, draws)
     if flat_for_diag:
         allp = np.concatenate(flat_for_diag, axis=1)
         cd = allp.reshape(chains, draws, allp.shape[1])

@@ -10,9 +10,21 @@
 // Sampled in a centred, whitened parametrization (exact; see seq_normal.stan): b = L bt,
 // a = at - xbar' b, so eta0 + a + x' b = eta0 + at + ((x - xbar)' L) bt.
 functions {
+  // log Gamma(k + phi) - log Gamma(phi) for k = 0..kmax, as sum_{j < k} log(phi + j) (a
+  // cumulative sum: exact to rounding for every phi). The difference of two lgammas loses
+  // |lgamma(phi)| x 1e-16 to cancellation: 0.01-0.1 per count at phi ~ 1e13, which made a
+  // spurious high-density region at huge phi where chains stuck at tree depth 10 (a
+  // Poisson-like count under small alphas lets phi wander there in early warm-up).
+  vector seq_nb_lpoch(real phi, int kmax) {
+    vector[kmax + 1] out = rep_vector(0, kmax + 1);
+    if (kmax > 0) {
+      out[2:(kmax + 1)] = cumulative_sum(log(phi + linspaced_vector(kmax, 0, kmax - 1)));
+    }
+    return out;
+  }
   // log F(hi | mu, phi) of every record, the truncation normaliser: log of the sum of the pmf
   // over the support 0..hi, log F_i = l0_i + log_sum_exp_k(c_k + k lq_i) with
-  // c_k = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1), l0 = phi log(phi / (mu + phi)),
+  // c_k = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1) (seq_nb_lpoch), l0 = phi log(phi / (mu + phi)),
   // lq = log(mu / (mu + phi)) (exact; Stan's neg_binomial_2_lcdf differentiates the incomplete
   // beta function in phi by a slow series). One outer product and n row log_sum_exps.
   vector seq_nb_log_norm(vector eta, real phi, int hi) {
@@ -20,7 +32,7 @@ functions {
     vector[n] lq = -log1p_exp(log(phi) - eta);
     vector[n] l0 = -phi * log1p_exp(eta - log(phi));
     row_vector[hi + 1] k = linspaced_row_vector(hi + 1, 0, hi);
-    row_vector[hi + 1] ck = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1);
+    row_vector[hi + 1] ck = seq_nb_lpoch(phi, hi)' - lgamma(k + 1);
     matrix[n, hi + 1] M = lq * k + rep_matrix(ck, n);
     vector[n] out;
     for (i in 1:n) {
@@ -33,10 +45,11 @@ functions {
   // + y log(mu / (mu + phi)), with log(phi / (mu + phi)) = -log1p_exp(eta - log phi)
   // (the same density as neg_binomial_2_log_lpmf, term by term).
   // The lgamma(y + phi) - lgamma(phi) term takes one value per distinct count: it is computed
-  // for k = 0..max(y) and indexed by y1 = y + 1 (exact; ymax + 1 lgammas instead of n).
+  // for k = 0..max(y) (seq_nb_lpoch) and indexed by y1 = y + 1 (exact; ymax logs instead of
+  // n lgammas).
   vector seq_nb_ll(vector yv, array[] int y1, int ymax, vector lgy1, vector eta, real phi) {
     vector[num_elements(yv)] l1 = log1p_exp(eta - log(phi));
-    vector[ymax + 1] lg = lgamma(linspaced_vector(ymax + 1, 0, ymax) + phi) - lgamma(phi);
+    vector[ymax + 1] lg = seq_nb_lpoch(phi, ymax);
     return lg[y1] - lgy1 - phi * l1 + yv .* (eta - log(phi) - l1);
   }
 }
@@ -79,7 +92,6 @@ transformed data {
   for (i in 1:n) {
     A[y1[i]] += alpha[i];
   }
-  vector[ymax + 1] kv = linspaced_vector(ymax + 1, 0, ymax);
 }
 parameters {
   real at;
@@ -96,7 +108,7 @@ model {
   // - (phi + y_i) l1_i + y_i (eta_i - log phi) and eta_i = eta0 + at + XL_i bt.
   {
     vector[n] l1 = log1p_exp(eta0 + at + XL * bt - log(phi));
-    vector[ymax + 1] lg = lgamma(kv + phi) - lgamma(phi);
+    vector[ymax + 1] lg = seq_nb_lpoch(phi, ymax);
     target += dot_product(A, lg) - alpha_lgy1 + (eta0 + at - log(phi)) * say
               + dot_product(XLay, bt) - phi * dot_product(alpha, l1) - dot_product(ay, l1);
   }
