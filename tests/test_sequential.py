@@ -78,27 +78,33 @@ def _negbin_exact(y, mu, phi):
                      for k, m in zip(y, mu, strict=True)])
 
 
+@pytest.mark.parametrize("hi", [None, 12])
 @pytest.mark.parametrize("phi", [1e13, 1e15])
-def test_negbin_density_is_exact_at_huge_phi_in_numpy_and_stan(phi):
+def test_negbin_density_is_exact_at_huge_phi_in_numpy_and_stan(phi, hi):
     """At huge phi (a Poisson-like count lets phi wander there) the difference of two lgammas
     loses |lgamma(phi)| x 1e-16 to cancellation: 0.01-0.1 per count at 1e13, which made a
     spurious high-density region where Stan chains stuck at tree depth 10. The numpy density
     (bounds) and the program's weighted likelihood must equal the exact one there. Kills:
-    gammaln(y + phi) - gammaln(phi) in numpy, lgamma(k + phi) - lgamma(phi) in the program."""
+    gammaln(y + phi) - gammaln(phi) in numpy, lgamma(k + phi) - lgamma(phi) in the program,
+    also in the truncation normaliser (hi = 12: the exact pmf summed over 0..hi)."""
     import stan
 
-    y = np.array([0, 1, 2, 3, 5, 8, 13, 2, 1, 0])
+    y = np.array([0, 1, 2, 3, 5, 8, 12, 2, 1, 0])
     X = np.linspace(-1, 1, len(y))[:, None]
     a, b = 0.4, 0.3
     mu = np.exp(a + b * X[:, 0])
     ref = _negbin_exact(y, mu, phi)
-    got = sm.negbin_loglik(y.astype(float), mu[None, :], np.array([[phi]]))[0]
+    if hi is not None:
+        k = np.arange(hi + 1)
+        ref = ref - np.array([special.logsumexp(_negbin_exact(k, np.full(hi + 1, m), phi))
+                              for m in mu])
+    got = sm.negbin_loglik(y.astype(float), mu[None, :], np.array([[phi]]), hi)[0]
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7)
     naive = special.gammaln(y + phi) - special.gammaln(phi)
     exact_part = np.array([sum(np.log(phi + j) for j in range(k)) for k in y])
     assert np.max(np.abs(naive - exact_part)) > 1e-3      # the cancellation is real here
     model = sm.MODELS["negbin"]
-    spec = {"hi": None, "eta0": 0.0}
+    spec = {"hi": None if hi is None else float(hi), "eta0": 0.0}
     alpha = np.linspace(0.2, 1.0, len(y))
     data = model.stan_data(y, X, alpha, spec, save_log_lik=False)
     with warnings.catch_warnings():
