@@ -61,3 +61,32 @@ def test_bias_rows_recomputed_from_the_store():
     # refused samples are absent, not zeros: every FBP estimate row that exists is finite
     fbp = rep[rep["method"].str.startswith("FBP")]
     assert np.isfinite(fbp["estimate"].dropna()).all()
+
+
+def test_a_run_resumes_only_a_store_of_the_same_code(tmp_path):
+    """Resuming after an interruption must not mix two code versions in one report: a store
+    whose samples record other code, or none (made before code stamps), is refused with the
+    fix; a store of the current code, or an empty one, resumes. The stamp is the SHA-256 of the
+    study's PROVENANCE depends, so it kills a check that compares only the commit (a changed
+    work tree at the same commit) and one that trusts an unstamped store."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "vignettes"))
+    import sdr_monte_carlo as mc
+
+    stamp = mc.code_stamp()
+    assert len(stamp["code_sha256"]) == 64
+    mc.check_resumable(tmp_path, stamp)                       # nothing stored yet: fine
+    (tmp_path / "rep_00000.parquet").write_bytes(b"")
+    (tmp_path / "config.json").write_text(json.dumps({"chains": 2}))
+    with pytest.raises(SystemExit, match="do not record the code"):
+        mc.check_resumable(tmp_path, stamp)
+    other = {**stamp, "code_sha256": "0" * 64}
+    (tmp_path / "config.json").write_text(json.dumps({"chains": 2, "code": other}))
+    with pytest.raises(SystemExit, match="has changed since"):
+        mc.check_resumable(tmp_path, stamp)
+    (tmp_path / "config.json").write_text(json.dumps({"chains": 2, "code": stamp}))
+    mc.check_resumable(tmp_path, stamp)
+    # the legacy committed stores cannot be resumed by the current code
+    with pytest.raises(SystemExit):
+        mc.check_resumable(STORE, stamp)

@@ -245,6 +245,38 @@ def run_truth(pop: pd.DataFrame) -> pd.Series:
                      index=cell_keys("count") + cell_keys("mean"))
 
 
+def code_stamp() -> dict:
+    """The commit and the SHA-256 of the code the study's numbers depend on (the ``depends`` of
+    its entry in vignettes/output/PROVENANCE.json, hashed as scripts/provenance.py does)."""
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    import provenance
+
+    entry = provenance.load()["vignettes/output/sdr_monte_carlo.md"]
+    return {"commit": provenance._commit(), "code_sha256": provenance.code_hash(entry["depends"])}
+
+
+def check_resumable(store: Path, stamp: dict) -> None:
+    """A run resumes a store only when its samples come from the same code: a store of another
+    code (or of code the store did not record) would mix two versions' numbers in one report.
+    SystemExit naming the store, the commits and the fix."""
+    if not any(store.glob("rep_*.parquet")):
+        return
+    saved = (json.loads((store / "config.json").read_text()).get("code")
+             if (store / "config.json").exists() else None)
+    if saved is None:
+        raise SystemExit(
+            f"{store}: its samples do not record the code they come from (a store made before "
+            "code stamps); resuming it would mix them with samples of the current code "
+            f"(commit {stamp['commit']}). Fix: run into a new --store, or render this one "
+            "with --report-only.")
+    if saved["code_sha256"] != stamp["code_sha256"]:
+        raise SystemExit(
+            f"{store}: its samples come from the code at commit {saved['commit']}; the code "
+            f"they depend on has changed since (now commit {stamp['commit']}). Resuming would "
+            "mix two versions' numbers in one report. Fix: run into a new --store (or restore "
+            "that code to finish this one).")
+
+
 def main(argv=None) -> Path | None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=100)
@@ -275,6 +307,9 @@ def main(argv=None) -> Path | None:
         cfg.update(chains=2, draws=150, warmup=150, gates={"ess_bulk": 20, "rhat": 1.2})
         args.reps = min(args.reps, 2)
     store = Path(args.store)
+    stamp = code_stamp()
+    if not (args.report_only or args.refit_fbp or args.fast):
+        check_resumable(store, stamp)
     if args.report_only or args.refit_fbp:
         done = sorted(store.glob("rep_*.parquet"))
         if not done:
@@ -295,6 +330,8 @@ def main(argv=None) -> Path | None:
         (store / "config.json").write_text(json.dumps(saved))
     config = json.loads((store / "config.json").read_text()) if (
         store / "config.json").exists() else {}
+    if not (args.report_only or args.refit_fbp or args.fast) and "code" not in config:
+        config["code"] = stamp       # the code the store's samples come from (check_resumable)
     (store / "config.json").write_text(json.dumps({**config, **cfg, "seed": args.seed}))
     t0 = time.perf_counter()
     mc = run(cfg, args.reps, args.seed, store, not args.quiet)
@@ -460,6 +497,8 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
     for f in sorted(store.glob("fits_*.json")):
         facts.extend(json.loads(f.read_text()))
     facts = pd.DataFrame(facts)
+    code = (json.loads((store / "config.json").read_text()).get("code")
+            if (store / "config.json").exists() else None)
     R = int(s["reps"].max())
     # the Delta 3.4 study (seed 001 Tables 8-9) is sdr_monte_carlo.md; other bounds get their own
     stem = ("sdr_monte_carlo" + ("" if tuple(cfg["deltas"]) == (3.4,) else
@@ -478,7 +517,9 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
              "intervals, partial-synthesis rule. The papers use R = 100 samples; "
              f"the Monte Carlo SE of a coverage of 0.95 is {np.sqrt(0.95 * 0.05 / R):.3f} "
              f"here and {np.sqrt(0.95 * 0.05 / 100):.3f} in the papers. Rendered in "
-             f"{seconds:.0f} s from the store.\n")
+             f"{seconds:.0f} s from the store."
+             + (f" Samples from the code at commit {code['commit']} (code SHA-256 "
+                f"{code['code_sha256'][:12]})." if code else "") + "\n")
     unreach = (facts[facts["unreachable"].notna()] if "unreachable" in facts
                else facts.iloc[:0])
     if len(unreach):
