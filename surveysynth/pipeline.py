@@ -627,8 +627,9 @@ def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
         out["predictors"] = _as_list(out["predictors"])
     if "variables" in out:
         out["variables"] = _as_list(out["variables"])
-    if method in ("mixture", "nb"):
-        out["alpha"] = s.get("weights", "pairwise")
+    if method in ("mixture", "nb", "sequential"):
+        if method != "sequential":
+            out["alpha"] = s.get("weights", "pairwise")
         if "known" in s:
             out["known"] = _as_list(s["known"])
         if "r" in s:

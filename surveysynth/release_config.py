@@ -159,10 +159,12 @@ SCHEMA: tuple[Section, ...] = (
         Key("population_size", "number", "public population size N the released weights sum "
             "to (default: the sum of the confidential weights, then listed as published "
             "without budget)", positive=True),
-        Key("known", "strings", "variables an intruder is assumed to know (risk weights)",
-            methods=("mixture", "nb")),
-        Key("r", "number", "identification-risk radius (relative) of the risk weights",
-            positive=True, methods=("mixture", "nb")),
+        Key("known", "strings", "variables an intruder is assumed to know (risk weights; "
+            "sequential: with init.risk_weights = \"identification\")",
+            methods=("mixture", "nb", "sequential")),
+        Key("r", "number", "identification-risk radius (relative) of the risk weights "
+            "(sequential: with init.risk_weights = \"identification\")",
+            positive=True, methods=("mixture", "nb", "sequential")),
         Key("weights", "string", "risk weights alpha of the mixture / NB synthesizers",
             default="pairwise", allowed=("pairwise", "marginal"), methods=("mixture", "nb")),
         Key("init", "table", "further constructor settings of the method's class (see "

@@ -44,7 +44,14 @@ def test_each_label_is_exact(title, family, kw):
         assert "not privatized" in rec.guarantee
         assert "played no part in choosing" in rec.guarantee_text
         assert "tuned on the confidential" in rec.guarantee_text
-    if not not_dp and facts.get("alpha_source") == "lipschitz_tuned":
+    if facts.get("alpha_source", "").startswith("identification"):
+        # which risk the weights normalise, with its pattern and radius (kills a text that
+        # passes identification weights off as the Lipschitz ones)
+        assert "identification risk" in rec.guarantee_text
+        assert f"({facts['known']})" in rec.guarantee_text and f"r = {facts['r']}" in rec.guarantee_text
+    elif family == "pseudo_posterior_sequential":
+        assert "identification risk" not in rec.guarantee_text
+    if not not_dp and facts.get("alpha_source", "").endswith("_tuned"):
         # the alpha = 1 branch (unweighted bound already below the target) is stated as a rule
         # in every tuned text, never as this data's outcome (a bit outside the budget)
         assert "no risk weighting is applied (alpha_i = 1 for every record)" in rec.guarantee_text

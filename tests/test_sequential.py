@@ -753,3 +753,128 @@ def test_step_bounds_on_patterns_are_each_records_own_bound():
     for j in range(len(first)):
         same = (X == fit.Xu[j]).all(axis=1) & (y == fit.yu[j])
         assert wsum[j] == pytest.approx(alpha[same].sum(), rel=1e-12)
+
+
+# ------------------------------------------------------------ identification-risk weights
+def _ir_by_loop(values, groups, r=None):
+    """IR^c_i by the definition, record by record (O(n^2)): the share of i's pattern whose value
+    is outside [y_i - r|y_i|, y_i + r|y_i|] (r None: whose value differs)."""
+    values, groups = np.asarray(values), np.asarray(groups)
+    out = np.empty(len(values))
+    for i in range(len(values)):
+        mates = values[groups == groups[i]]
+        if r is None:
+            out[i] = np.mean(mates != values[i])
+        else:
+            out[i] = np.mean(np.abs(mates - values[i]) > r * abs(values[i]))
+    return out
+
+
+def test_step_identification_risk_is_the_definition_on_the_original_scale():
+    """Each step's IR^c on the variable's ORIGINAL scale within the known patterns: kills a risk
+    computed on the modelled scale (log income, count minus its shift), across patterns, or with
+    a ball on category codes."""
+    from surveysynth.synth.sequential import step_identification_risk
+
+    df, des = _mixed(n=240, seed=9)
+    syn = Sequential(variables=VARS + [{"name": "x_cont2", "type": "count",
+                                        "bounds": (3, None)}],
+                     risk_weights="identification", known=["stratum"], r=0.1, **FAST)
+    df["x_cont2"] = 3 + np.minimum(np.random.default_rng(2).poisson(2, len(df)), 9)
+    des = SurveyDesign(df, strata="stratum", weights="w", fpc="fpc")
+    cfg = syn._validate_design(des)                      # noqa: SLF001
+    cfg["design_weights"] = False
+    steps = syn._build_steps(df, des.weights, cfg)       # noqa: SLF001
+    groups = pd.factorize(df["stratum"])[0]
+    checked = set()
+    for step in steps:
+        rows, y = syn._response(step, df, np.asarray(des.weights, float))   # noqa: SLF001
+        got = step_identification_risk(step, y, groups[rows], 0.1)
+        if step.role == "weights":
+            orig, r = np.asarray(des.weights, float), 0.1
+        elif step.family in ("normal", "negbin"):
+            orig, r = pd.to_numeric(df[step.column]).to_numpy(float), 0.1
+        else:
+            orig, r = df[step.column].astype(str).to_numpy(), None
+        np.testing.assert_allclose(got, _ir_by_loop(orig[rows], groups[rows], r), atol=1e-12,
+                                   err_msg=step.name)
+        checked.add(step.family)
+    assert checked == {"normal", "negbin", "logistic", "categorical", "ordinal"}
+    # patterns matter: the same values with one pattern give other risks
+    step = next(s for s in steps if s.name == "income")
+    rows, y = syn._response(step, df, np.asarray(des.weights, float))   # noqa: SLF001
+    assert not np.allclose(step_identification_risk(step, y, np.zeros(rows.sum(), int), 0.1),
+                           step_identification_risk(step, y, groups[rows], 0.1))
+
+
+def test_identification_weighted_release_tunes_each_step_and_says_so():
+    """risk_weights='identification': every step's alpha is clip(c (1 - D_i), 0, 1) with D_i its
+    records' normalised identification risks (recomputed here), its bound <= its share of the
+    target, epsilon composed as with the Lipschitz weights, and the guarantee names the known
+    pattern and r. Kills: the Lipschitz bounds used in place of the risks, an untuned c, a label
+    that hides which weights were used."""
+    from surveysynth.privacy.lipschitz import lipschitz_weights
+
+    df, des = _mixed(n=240, seed=3)
+    vars3 = [VARS[1], VARS[3], VARS[4]]               # positive, count, binary
+    syn = Sequential(variables=vars3, target_epsilon=30.0, m=2, random_state=5,
+                     population_size=9000, risk_weights="identification", known=["stratum"],
+                     **FAST)
+    _quiet(syn.fit, des)
+    rel = _quiet(syn.release)
+    groups = pd.factorize(df["stratum"])[0]
+    from surveysynth.synth.sequential import step_identification_risk
+
+    weighted = 0
+    for step, r in zip(syn.steps_, syn.step_fits_, strict=True):
+        target = 30.0 * step.share / (2 * 2)
+        assert r["delta_alpha"] <= target + 1e-12, step.name
+        rows, y = syn._response(step, df, np.asarray(des.weights, float))   # noqa: SLF001
+        risk = step_identification_risk(step, y, groups[rows], 0.2)
+        if r["c"] is None:                          # alpha = 1 branch: target already met
+            np.testing.assert_array_equal(r["alpha"], 1.0)
+            continue
+        weighted += 1
+        base = np.where(np.isfinite(r["delta"]), risk, np.inf)
+        np.testing.assert_allclose(r["alpha"], lipschitz_weights(None, c=r["c"], bounds=base),
+                                   atol=1e-15, err_msg=step.name)
+        lips = lipschitz_weights(None, c=r["c"], bounds=r["delta"])
+        assert not np.allclose(r["alpha"], lips), step.name
+    assert weighted >= 2
+    rec = rel.privacy
+    da = np.array([r["delta_alpha"] for r in syn.step_fits_])
+    assert rec.epsilon == pytest.approx(2 * 2 * da.sum(), rel=1e-12) and rec.epsilon <= 30.0
+    assert rec.facts["alpha_source"] == "identification_tuned"
+    assert "identification risk" in rec.guarantee_text and "(stratum)" in rec.guarantee_text
+    assert "r = 0.2" in rec.guarantee_text and rec.differentially_private
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(known=["stratum"]), "apply only with risk_weights='identification'"),
+    (dict(r=0.3), "apply only with risk_weights='identification'"),
+    (dict(risk_weights="identification", known=["income"]), r"known: \['income'\] are synthesized"),
+    (dict(risk_weights="identification", known=["nope"]), "not in the design's data"),
+    (dict(risk_weights="identification", r=0), "r must be a positive"),
+])
+def test_identification_settings_refused_with_the_fix(kw, match):
+    df, des = _mixed(n=60, seed=1)
+    with pytest.raises(ValueError, match=match):
+        Sequential(variables=[VARS[1]], **{**FAST, **kw}).fit(des)
+
+
+def test_release_config_passes_identification_settings_to_sequential():
+    """[synthesizer] known / r and init.risk_weights reach Sequential (no MCMC): kills a
+    pipeline that drops them for method = "sequential" (they were mixture / NB keys), and the
+    schema refuses neither."""
+    import tomllib
+
+    from surveysynth.pipeline import _construct  # noqa: PLC2701 - the settings builder
+    from surveysynth.release_config import check_keys, example_config
+
+    cfg = tomllib.loads(example_config("sequential"))
+    s = cfg["synthesizer"]
+    s.update(known=["gender"], r=0.3)
+    s.setdefault("init", {})["risk_weights"] = "identification"
+    check_keys(cfg)
+    syn = _construct("sequential", {**s, "variables": cfg["variables"]})
+    assert (syn.risk_weights, syn.known, syn.r) == ("identification", ["gender"], 0.3)

@@ -194,7 +194,8 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     (surveysynth.synth.Sequential).
 
     facts: ``steps`` (number of mechanisms: variables, missing indicators, the weights model),
-    ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "unweighted"), ``draws`` (S of
+    ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "identification_tuned",
+    "identification_fixed_c", "unweighted"; identification adds ``known`` and ``r``), ``draws`` (S of
     each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
     the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger;
     ``weights_step`` ("modelled", default, or "design": design weights released as collected,
@@ -244,7 +245,13 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     else:
         how = (" The risk weights alpha_i = clip(c (1 - D_i), 0, 1) of each step are computed "
                "from the confidential data")
-        if src == "lipschitz_tuned":
+        if src.startswith("identification"):
+            how += (", with D_i record i's identification risk for the step's variable (Hu, "
+                    "Savitsky & Williams): the share of the records of its intruder-known "
+                    f"pattern ({facts.get('known')}) whose value lies outside [y_i - r|y_i|, "
+                    f"y_i + r|y_i|], r = {facts.get('r')} (for a discrete variable: whose value "
+                    "differs), normalised to [0, 1] over the step's records")
+        if src.endswith("_tuned"):
             how += (", and each step's c was tuned on the confidential data to bring its bound to "
                     "its share of the target; " + _TARGET_MET.replace("the target", "its share "
                                                                        "of the target"))

@@ -13,7 +13,9 @@ pseudo posterior model in Stan suited to its type (docs/sequential.md):
   logit), ordinal (ordered logistic); each with per-record risk weights alpha_i
   (``target += alpha_i * log p_i``);
 * per variable: an unweighted fit gives Delta_i = max_s |log p_i|, alpha =
-  :func:`~surveysynth.privacy.lipschitz.lipschitz_weights`, and c is tuned by the pseudo
+  :func:`~surveysynth.privacy.lipschitz.lipschitz_weights` (or, with
+  ``risk_weights="identification"``, the same map applied to the records' identification risks:
+  see :func:`step_identification_risk`), and c is tuned by the pseudo
   posterior synthesizers' own tuning code (:meth:`_PseudoPosterior._tune`: tuning fits, then a
   final fit with fresh draws whose bound is reported and never above the target) to the
   variable's share of the budget, Delta_alpha_j <= eps_j / (2 m);
@@ -55,6 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..privacy.identification import check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._seq_models import MODELS, WHITEN_MIN_ROWS, identity_pre, patterns, whitening
@@ -124,8 +127,18 @@ class Sequential(Synthesizer):
         None: no tuning, alpha at c = 1 for every step.
     budget : dict variable (or the weights column) -> share of target_epsilon, shares
         summing to 1; default equal shares. Design weights take no share (no weights step).
-    risk_weights : "lipschitz" (default) or "none" (alpha = 1: the unweighted posterior;
-        its bound is still measured and composed).
+    risk_weights : "lipschitz" (default: D_i the normalised per-record Lipschitz bounds of the
+        step's unweighted fit), "identification" (D_i the normalised identification risks
+        IR^c_i of the step's variable within the intruder-known patterns ``known``, seed 002;
+        :func:`step_identification_risk`) or "none" (alpha = 1: the unweighted posterior; its
+        bound is still measured and composed). Lipschitz and identification weights are both
+        alpha_i = clip(c (1 - D_i), 0, 1) with c tuned to the step's share of the budget, and
+        both releases carry the same measured, composed bound.
+    known : with risk_weights="identification": the intruder-known columns whose
+        cross-classification forms the patterns (released as collected: public, design or
+        unlisted="public" columns; default: the public variables and the strata).
+    r : with risk_weights="identification": the ball radius as a fraction of |y_i| for
+        numeric variables (default 0.2, seed 002's); discrete variables use the exact value.
     m : number of synthetic data sets (one posterior draw of every step each).
     chains : MCMC chains per fit.
     draws : post-warm-up draws per chain of every fit.
@@ -157,6 +170,8 @@ class Sequential(Synthesizer):
         target_epsilon: float | None = None,
         budget: dict[str, float] | None = None,
         risk_weights: str = "lipschitz",
+        known: list[str] | None = None,
+        r: float | None = None,
         m: int = 5,
         chains: int = 4,
         draws: int = 1000,
@@ -179,6 +194,8 @@ class Sequential(Synthesizer):
         self.target_epsilon = target_epsilon
         self.budget = budget
         self.risk_weights = risk_weights
+        self.known = known
+        self.r = r
         self.m = m
         self.chains = chains
         self.draws = draws
@@ -202,7 +219,7 @@ class Sequential(Synthesizer):
         choices = {"unlisted": (self.unlisted, ("drop", "public")),
                    "weights": (self.weights, ("smoothed", "synthesized")),
                    "missing": (self.missing, ("refuse", "model")),
-                   "risk_weights": (self.risk_weights, ("lipschitz", "none"))}
+                   "risk_weights": (self.risk_weights, ("lipschitz", "identification", "none"))}
         for key, (v, allowed) in choices.items():
             if v not in allowed:
                 raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
@@ -218,6 +235,7 @@ class Sequential(Synthesizer):
         if self.risk_weights == "none" and self.target_epsilon is not None:
             raise ValueError("risk_weights='none' (alpha = 1) cannot be tuned to target_epsilon; "
                              "drop target_epsilon or use risk_weights='lipschitz'.")
+        r = self._identification_radius()
         gates = dict(self.convergence or {})
         bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
         if bad:
@@ -242,7 +260,18 @@ class Sequential(Synthesizer):
             raise ValueError(f"variables: {dup} listed more than once; list each variable once.")
         public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
             else list(self.public)
-        return {"specs": specs, "public": public, "m": m, "gates": gates}
+        return {"specs": specs, "public": public, "m": m, "gates": gates, "r": r}
+
+    def _identification_radius(self) -> float | None:
+        """The ball radius r of risk_weights="identification" (default 0.2); known and r with
+        another risk_weights are refused (they would be silently unused)."""
+        if self.risk_weights != "identification":
+            if self.known is not None or self.r is not None:
+                raise ValueError("known and r define identification risks; they apply only with "
+                                 f"risk_weights='identification' (now {self.risk_weights!r}). "
+                                 "Set risk_weights='identification' or drop them.")
+            return None
+        return check_radius(0.2 if self.r is None else self.r)
 
     def _validate_design(self, design: Any) -> dict[str, Any]:
         cfg = self._validate()
@@ -272,8 +301,29 @@ class Sequential(Synthesizer):
                              "without budget when they are exactly constant within each "
                              "stratum x fpc cell (design weights). Remove it from public.")
         predictors = list(dict.fromkeys(_cols(design.strata_vars) + public))
+        known: list[str] = []
+        if self.risk_weights == "identification":
+            known = predictors if self.known is None else _cols(self.known)
+            released = set(public) | set(design_cols) | (
+                set(cols) - {n for n, _, _ in specs} - {wname}
+                if self.unlisted == "public" else set())
+            bad = [k for k in known if k not in cols]
+            if bad:
+                raise ValueError(f"known: columns {bad} are not in the design's data. Fix the "
+                                 "names.")
+            hidden = [k for k in known if k not in released]
+            if hidden:
+                raise ValueError(
+                    f"known: {hidden} are synthesized, the weights, or not released; the "
+                    "intruder-known pattern variables must be released as collected (public, "
+                    f"design columns {design_cols}, or unlisted='public'). Fix: list only such "
+                    "columns in known.")
+            na = data[known].isna().any(axis=1).to_numpy() if known else np.zeros(0, bool)
+            if na.any():
+                raise ValueError(f"known: the pattern columns {known} are missing at rows "
+                                 f"{_first(na, data.index)}; recode missing as a category.")
         return {**cfg, "predictors": predictors, "weights_name": wname,
-                "design_cols": design_cols}
+                "design_cols": design_cols, "known": known}
 
     # ================================================================== steps
     def _build_steps(self, data: pd.DataFrame, w: np.ndarray, cfg: dict) -> list[_Step]:
@@ -441,12 +491,16 @@ class Sequential(Synthesizer):
         t_all = time.perf_counter()
         conf_enc: list[np.ndarray] = []     # encoded confidential columns of earlier steps
         results = []
+        groups = (pattern_codes(data, cfg["known"]) if self.risk_weights == "identification"
+                  else None)
         for step in steps:
             X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
             rows, y = self._response(step, data, w)
             target = None if eps is None else eps * step.share / (2.0 * m)
+            risk = (None if groups is None else
+                    step_identification_risk(step, y, groups[rows], cfg["r"]))
             t0 = time.perf_counter()
-            res = self._fit_step(step, y, X[rows], target, rng, progress)
+            res = self._fit_step(step, y, X[rows], target, rng, progress, risk)
             res["seconds"] = time.perf_counter() - t0
             res["rows"] = rows
             res["target"] = target
@@ -526,9 +580,10 @@ class Sequential(Synthesizer):
         return out
 
     def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
-                  rng: np.random.Generator, progress: bool) -> dict[str, Any]:
+                  rng: np.random.Generator, progress: bool,
+                  risk: np.ndarray | None = None) -> dict[str, Any]:
         """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
-        return _StepFit(self, step, y, X, target, rng, progress).run_all()
+        return _StepFit(self, step, y, X, target, rng, progress, risk).run_all()
 
     # ================================================================== synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
@@ -663,8 +718,9 @@ class Sequential(Synthesizer):
                            "epsilon": 2.0 * r["delta_alpha"] * m})
         total = float(sum(e["epsilon"] for e in ledger))
         da = float(sum(r["delta_alpha"] for r in self.step_fits_))
+        kind = "identification" if self.risk_weights == "identification" else "lipschitz"
         src = ("unweighted" if self.risk_weights == "none" else
-               "lipschitz_tuned" if self.target_epsilon is not None else "lipschitz_fixed_c")
+               f"{kind}_tuned" if self.target_epsilon is not None else f"{kind}_fixed_c")
         cfg = self._cfg_
         notes = [
             "Sequential: each listed variable (and the log weights, last, unless they are "
@@ -712,6 +768,9 @@ class Sequential(Synthesizer):
                                                         for r in self.step_fits_)),
                       "weights": "design" if self.design_weights_ else self.weights,
                       "weights_step": "design" if self.design_weights_ else "modelled",
+                      **({"known": ", ".join(map(str, self._cfg_["known"])) or "none (one "
+                          "pattern)", "r": self._cfg_["r"]} if kind == "identification"
+                         and src != "unweighted" else {}),
                       "convergence_gates": ", ".join(
                           f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                           for k, v in self.convergence_["gates"].items())},
@@ -754,8 +813,10 @@ class _StepFit:
     pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model)."""
 
     def __init__(self, owner: Sequential, step: _Step, y: np.ndarray, X: np.ndarray,
-                 target: float | None, rng: np.random.Generator, progress: bool) -> None:
+                 target: float | None, rng: np.random.Generator, progress: bool,
+                 risk: np.ndarray | None = None) -> None:
         self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
+        self.risk = risk     # identification risks IR^c_i (risk_weights="identification")
         self.rng, self.progress = rng, progress
         self.model = MODELS[step.family]
         self.program = load_program(self.model.program_for(step.spec))
@@ -827,14 +888,16 @@ class _StepFit:
         return da, alpha, per, res, R
 
     def evaluate(self, c: float, final: bool):
-        """One alpha-weighted refit at c (the tuning loop's callback)."""
-        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=self.delta)
+        """One alpha-weighted refit at c (the tuning loop's callback): alpha = clip(c (1 -
+        D_i), 0, 1), D_i the min-max normalised ``base`` (the Lipschitz bounds, or the
+        identification risks)."""
+        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=self.base)
         return self._weighted(alpha, f"weighted (c={c:.4g})", "final" if final else "tuning", c)
 
     def tune(self):
         tuner = _Tuner(f"Sequential {self.step.name}", float(self.o.tol), int(self.o.max_refits))
         try:
-            return tuner._tune(self.evaluate, self.target, self.delta,  # noqa: SLF001
+            return tuner._tune(self.evaluate, self.target, self.base,  # noqa: SLF001
                                self.chain_maxima)
         except TargetUnreachableError as exc:
             raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
@@ -845,6 +908,10 @@ class _StepFit:
                                  np.random.default_rng(child_seed(self.rng)))
         unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
         self.delta = delta = self.bounds_of(unw)
+        # what the weights normalise: the Lipschitz bounds, or the identification risks (a
+        # record whose log density is not finite gets alpha = 0 either way)
+        self.base = (delta if self.risk is None
+                     else np.where(np.isfinite(delta), self.risk, np.inf))
         self.warm = unw.last_inits(list(self.model.params))
         finite = np.isfinite(delta)
         if self.o.risk_weights == "none":
@@ -874,6 +941,33 @@ class _StepFit:
 
 
 # ====================================================================== helpers
+def step_identification_risk(step: _Step, y: np.ndarray, groups: np.ndarray,
+                             r: float) -> np.ndarray:
+    """IR^c_i of one step's records (seed 002 eq. 2): the share of the records in i's known
+    pattern whose value is NOT close to y_i, on the variable's ORIGINAL scale.
+
+    Numeric variables (normal and count families; the weights): "close" is the ball
+    [y_i - r|y_i|, y_i + r|y_i|] (the exact range counts of
+    :func:`surveysynth.privacy.identification.risk_counts`). Discrete variables (binary,
+    categorical, ordinal, missing indicators): **Decision**: the same value (a ball on category
+    codes has no meaning), so IR^c_i = 1 - #{h in M_i: y_h = y_i} / |M_i|. ``y`` is the step's
+    response as fitted (``Sequential._response``), ``groups`` the pattern codes of its rows.
+    Derived from the confidential data: it only shapes the weights, never leaves the fit."""
+    groups = np.asarray(groups, dtype=np.int64)
+    if step.family in ("normal", "negbin"):
+        v = np.asarray(y, dtype=float)
+        if step.family == "normal" and step.type == "positive":
+            v = np.exp(v)                         # positive variables (and w) are fitted as log
+        elif step.family == "negbin":
+            v = v + float(step.spec.get("shift", 0.0))
+        return risk_counts(v, groups, float(r), pairwise=False)[0]
+    codes = np.asarray(y, dtype=np.int64)
+    key = groups * (int(codes.max(initial=0)) + 1) + codes
+    same = np.bincount(key)[key]
+    size = np.bincount(groups)[groups]
+    return 1.0 - same / size
+
+
 def _design_weights(w: np.ndarray, N: float) -> np.ndarray:
     """Design weights as released: unchanged (a copy) when the public N is their sum (up to
     float rounding of the sum, 1e-12 relative), else times the one public factor N / sum(w)."""
