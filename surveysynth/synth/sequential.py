@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..privacy.identification import check_radius, pattern_codes, risk_counts
+from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._seq_models import MODELS, WHITEN_MIN_ROWS, identity_pre, patterns, whitening
@@ -307,10 +307,7 @@ class Sequential(Synthesizer):
             released = set(public) | set(design_cols) | (
                 set(cols) - {n for n, _, _ in specs} - {wname}
                 if self.unlisted == "public" else set())
-            bad = [k for k in known if k not in cols]
-            if bad:
-                raise ValueError(f"known: columns {bad} are not in the design's data. Fix the "
-                                 "names.")
+            check_known(data, known, "the design's data")   # present, no missing values
             hidden = [k for k in known if k not in released]
             if hidden:
                 raise ValueError(
@@ -318,10 +315,6 @@ class Sequential(Synthesizer):
                     "intruder-known pattern variables must be released as collected (public, "
                     f"design columns {design_cols}, or unlisted='public'). Fix: list only such "
                     "columns in known.")
-            na = data[known].isna().any(axis=1).to_numpy() if known else np.zeros(0, bool)
-            if na.any():
-                raise ValueError(f"known: the pattern columns {known} are missing at rows "
-                                 f"{_first(na, data.index)}; recode missing as a category.")
         return {**cfg, "predictors": predictors, "weights_name": wname,
                 "design_cols": design_cols, "known": known}
 
