@@ -715,3 +715,145 @@ def test_tuning_refuses_a_target_below_the_floor_of_a_flat_map():
 ])
 def test_tuning_floor_check_leaves_ordinary_paths_alone(points, c, f):
     FBP("salary", ["field", "gender"])._check_floor(_path_with(points), c, f, 3.4)
+
+
+# ------------------------------------------------------------------ minimum weight per cell
+def _floor(delta, groupings, scale=1.0, k=1.0, g=0.0):
+    from surveysynth.synth.tuning import CellWeightFloor, TuningPath
+
+    return CellWeightFloor(TuningPath(np.asarray(delta, float), g, 3.4), groupings, scale, k)
+
+
+def test_cell_weight_floor_is_the_smallest_c_keeping_every_cell_k_records():
+    """c_min against a brute-force grid of the definition min_j sum_{i in j} alpha_i(c) s_i >= k,
+    with a non-unit scale (PBP's normalised weights): kills record counts in place of summed
+    alpha, a dropped scale, a mean alpha per cell, and the wrong group binding."""
+    rng = np.random.default_rng(5)
+    n = 60
+    delta = rng.uniform(1.0, 9.0, n)
+    codes = np.repeat(np.arange(4), [30, 20, 7, 3])
+    delta[codes == 3] = [8.0, 8.5, 8.9]          # a small, risky cell
+    scale = rng.uniform(0.5, 1.5, n)
+    labels = ["a (30 records)", "b (20 records)", "c (7 records)", "d (3 records)"]
+    fl = _floor(delta, [(labels, codes)], scale, k=1.0)
+    D = (delta - delta.min()) / (delta.max() - delta.min())
+
+    def smallest(c):
+        a = np.clip(c * (1 - D), 0, 1) * scale
+        return np.bincount(codes, weights=a, minlength=4).min()
+
+    grid = np.linspace(0, fl.path.c_max, 200001)
+    ok = np.array([smallest(c) >= 1.0 for c in grid[::100]])
+    brute = grid[::100][np.argmax(ok)]
+    assert abs(fl.c - brute) <= grid[100] - grid[0]
+    assert smallest(fl.c) >= 1.0 - 1e-9 and smallest(fl.c * (1 - 1e-6)) < 1.0
+    assert fl.binding == "d (3 records)"
+    # k scales the floor; k = 0 or no groups turn it off
+    assert _floor(delta, [(labels, codes)], scale, k=2.0).c > fl.c
+    assert _floor(delta, [(labels, codes)], scale, k=0.0).c == 0.0
+    assert _floor(delta, [], scale, k=1.0).c == 0.0
+
+
+def test_cell_weight_floor_infinite_when_a_cell_is_only_the_riskiest_record():
+    """With g = 0 the riskiest record has alpha = 0 at every c: alone in its cell, that cell can
+    never keep a record's worth, and the tuner refuses before any fit, naming the cell."""
+    delta = np.r_[np.linspace(1, 5, 20), 9.0]
+    codes = np.r_[np.zeros(20, int), 1]
+    labels = ["big (20 records)", "lone (1 records)"]
+    fl = _floor(delta, [(labels, codes)])
+    assert np.isinf(fl.c) and fl.binding == "lone (1 records)"
+    syn = FBP("salary", ["field"])
+    syn._prep_ = {"groupings": [(labels, codes)]}
+    calls = []
+    with pytest.raises(TargetUnreachableError, match=r"lone \(1 records\).*any c"):
+        syn._tune(lambda c, final: calls.append(c), 3.4, delta, None)
+    assert calls == []
+
+
+def test_tuner_never_goes_below_the_cell_floor_and_refuses_there():
+    """A map that would meet the target only on the prior branch (the bound keeps falling as
+    c -> 0): every evaluated c is >= c_min, and the fit at c_min above the target is refused
+    with the binding cell named. Without the floor (k = 0) the same map is tuned below c_min
+    (so it is the floor that refuses)."""
+    rng = np.random.default_rng(3)
+    delta = np.r_[rng.uniform(1, 6, 200), [7.5, 8.0]]
+    codes = np.r_[np.zeros(200, int), [1, 1]]
+    labels = ["big (200 records)", "small (2 records)"]
+    seen = []
+
+    def evaluate(c, final):
+        seen.append(c)
+        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=delta)
+        per = alpha * delta * 1.2
+        return float(per.max()), alpha, per, {"c": c}, delta * 1.2
+
+    def chain_maxima(res, alpha):
+        f = float(np.max(alpha * delta * 1.2))
+        return np.array([f * 0.98, f * 1.02])
+
+    syn = FBP("salary", ["field"], tol=0.1)
+    syn._prep_ = {"groupings": [(labels, codes)]}
+    c_min = _floor(delta, [(labels, codes)]).c
+    assert c_min > 0
+    target = 0.5 * float(np.max(lipschitz_weights(None, c=c_min, g=0.0, bounds=delta) * delta))
+    with pytest.raises(TargetUnreachableError, match=r"min_cell_weight = 1 .*small \(2 records\)"):
+        syn._tune(evaluate, target, delta, chain_maxima)
+    assert seen and min(seen) >= c_min * (1 - 1e-12)
+    assert syn.cell_weight_floor_["c_min"] == pytest.approx(c_min)
+    seen.clear()
+    syn.min_cell_weight = 0.0
+    c_rel, out = syn._tune(evaluate, target, delta, chain_maxima)
+    assert out[0] <= target and c_rel < c_min
+
+
+def test_weight_groupings_cells_and_main_effects():
+    from surveysynth.synth.cells import build_cells, weight_groupings
+
+    df = pd.DataFrame({"f": ["x", "x", "y", "y", "y"], "g": ["m", "f", "m", "m", "f"]})
+    cells = build_cells(df, ["f", "g"], "cells")
+    (labels, codes), = weight_groupings(df, ["f", "g"], "cells", cells)
+    got = {labels[k] for k in codes}
+    assert got == {"f=x:g=m (1 records)", "f=x:g=f (1 records)", "f=y:g=m (2 records)",
+                   "f=y:g=f (1 records)"}
+    main = weight_groupings(df, ["f", "g"], "main", build_cells(df, ["f", "g"], "main"))
+    assert [sorted(lab) for lab, _ in main] == [["f=x (2 records)", "f=y (3 records)"],
+                                                ["g=f (2 records)", "g=m (3 records)"]]
+    for lab, codes in main:
+        assert np.bincount(codes).tolist() == [int(s.split("(")[1].split()[0]) for s in lab]
+    assert weight_groupings(df, [], "cells", build_cells(df, [], "cells")) == []
+
+
+def test_min_cell_weight_setting_is_validated(small_design):
+    for bad in (-1, float("nan"), "1", True):
+        with pytest.raises(ValueError, match="min_cell_weight"):
+            FBP("salary", ["field", "gender"], min_cell_weight=bad, **FAST).fit(small_design)
+
+
+def _mc_sample(r: int):
+    """Sample r of the SDR Monte Carlo study (vignettes/sdr_monte_carlo.py, seed 2021) and the
+    fit seeds it draws (FBS, then FBP)."""
+    rng = np.random.default_rng(2021 + 30).spawn(r + 1)[r]
+    rng.integers(0, 2**62)
+    design = sdr_sample(sdr_population(seed=2021), n=1000, seed=rng)
+    return design, [int(rng.integers(1, 2**31 - 1)) for _ in range(2)]
+
+
+def test_near_prior_release_of_the_monte_carlo_is_refused_real_stan():
+    """D3.4 sample 21 of the Monte Carlo (docs/pseudo_posterior.md): a field x gender cell of 2
+    records. Before the floor FBP released it at c = 0.020 with synthetic cell means 5550 x the
+    largest true mean. Now: refused at c_min, naming the cell. With min_cell_weight=0 the same
+    fit (same seeds) tunes below c_min and releases a cell with less than one record's worth of
+    likelihood, so the refusal is the floor's doing."""
+    design, seeds = _mc_sample(21)
+    kw = dict(population_size=100000, chains=2, draws=500, warmup=500, tol=0.1, progress=False,
+              target_lipschitz=3.4, m=10, random_state=seeds[1], allow_unconverged=True)
+    guarded = FBP("salary", ["field", "gender"], **kw)
+    with pytest.raises(TargetUnreachableError,
+                       match=r"field=2:gender=female \(2 records\)") as err:
+        guarded.fit(design)
+    c_min = float(re.search(r"at c = ([0-9.]+), the smallest c", str(err.value)).group(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = FBP("salary", ["field", "gender"], min_cell_weight=0, **kw).fit(design)
+    assert fit.delta_alpha_ <= 3.4 and fit.c_ < c_min
+    assert fit.summary()["smallest_cell_weight"] < 1.0

@@ -106,6 +106,7 @@ def _fit_facts(fit, delta: float, secs: float) -> dict:
             "delta_unweighted": float(fit.delta_unweighted_), "c": float("nan") if fit.c_ is None else float(fit.c_),
             "mean_alpha": float(fit.alpha_.mean()),
             "share_alpha_1": float(np.mean(fit.alpha_ >= 1 - 1e-12)),
+            "smallest_cell_weight": float(fit.smallest_cell_weight_[0]),
             "fits": len(fit.tuning_), "max_rhat": float(w["max_rhat"]),
             "min_ess_bulk": float(w["min_ess_bulk"]),
             "divergences": int(w["divergences"]), "seconds": secs}
@@ -113,6 +114,7 @@ def _fit_facts(fit, delta: float, secs: float) -> dict:
 
 def _synthesizer(cls, delta: float, cfg: dict, seed: int):
     return cls("salary", ["field", "gender"], population_size=N_POP, chains=cfg["chains"],
+               effects=cfg.get("effects", "cells"),
                draws=cfg["draws"], warmup=cfg["warmup"], tol=cfg["tol"], progress=False,
                target_lipschitz=delta, m=max(MS), random_state=seed,
                convergence=cfg.get("gates"), allow_unconverged=True)
@@ -287,6 +289,9 @@ def main(argv=None) -> Path | None:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--tol", type=float, default=0.10)
     ap.add_argument("--deltas", type=float, nargs="+", default=list(DELTAS))
+    ap.add_argument("--effects", choices=("cells", "main"), default="cells",
+                    help="predictor design of both synthesizers: full field x gender cells "
+                         "(the package default, METHODS 7) or main effects")
     ap.add_argument("--fast", action="store_true", help="2 samples, short chains (smoke)")
     ap.add_argument("--report", action="store_true",
                     help="render vignettes/output/sdr_monte_carlo.md (runs missing samples)")
@@ -302,7 +307,7 @@ def main(argv=None) -> Path | None:
 
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     cfg = dict(chains=args.chains, draws=args.draws, warmup=args.warmup, tol=args.tol,
-               deltas=tuple(args.deltas))
+               deltas=tuple(args.deltas), effects=args.effects)
     if args.fast:
         cfg.update(chains=2, draws=150, warmup=150, gates={"ess_bulk": 20, "rhat": 1.2})
         args.reps = min(args.reps, 2)
@@ -501,8 +506,10 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
             if (store / "config.json").exists() else None)
     R = int(s["reps"].max())
     # the Delta 3.4 study (seed 001 Tables 8-9) is sdr_monte_carlo.md; other bounds get their own
+    effects = cfg.get("effects", "cells")
     stem = ("sdr_monte_carlo" + ("" if tuple(cfg["deltas"]) == (3.4,) else
                                  "_D" + "_".join(f"{d:g}" for d in cfg["deltas"]))
+            + ("" if effects == "cells" else f"_{effects}")
             + ("_fast" if args.fast else ""))
     w = []
     w.append("# Repeated sampling: FBS and FBP coverage, CI length and bias (seed 001 "
@@ -511,7 +518,9 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
              "--report-only` "
              f"(seed {args.seed}); {R} samples of n = 1,000 from one population of N = "
              f"100,000; per fit {cfg['chains']} chains x {cfg['draws']} draws after "
-             f"{cfg['warmup']} warm-up; tuning tolerance {cfg['tol']:.2f}. Each sample: FBS "
+             f"{cfg['warmup']} warm-up; tuning tolerance {cfg['tol']:.2f}; predictors "
+             + ("full field x gender cells" if effects == "cells" else
+                "field + gender main effects") + ". Each sample: FBS "
              "and FBP tuned to each Delta_alpha, m = 10 synthetic sets released, the first "
              "1, 3, 5, 10 sets give the (m, epsilon = 2 Delta m) releases. Nominal 95% "
              "intervals, partial-synthesis rule. The papers use R = 100 samples; "
@@ -523,14 +532,24 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
     unreach = (facts[facts["unreachable"].notna()] if "unreachable" in facts
                else facts.iloc[:0])
     if len(unreach):
-        w.append("## Samples the package refused\n\nOn these samples the target is below "
-                 "the floor of the map c -> Delta_alpha (down-weighting widens the posterior "
-                 "as fast as it shrinks the weights), so the synthesizer raises "
-                 "TargetUnreachableError instead of releasing near-prior values; the method "
-                 "has no estimate for that sample (the `reps` of its cells say how many "
-                 "samples scored it).\n\n"
-                 + _md(unreach.groupby(["method", "delta_target"]).size().to_frame("samples"))
-                 + "\n\nFirst message: " + unreach["unreachable"].iloc[0] + "\n")
+        reason = np.where(unreach["unreachable"].str.contains("min_cell_weight"),
+                          "cell weight floor", "flat map")
+        unreach = unreach.assign(reason=reason)
+        w.append("## Samples the package refused\n\nOn these samples the target cannot be "
+                 "reached without releasing near-prior values, so the synthesizer raises "
+                 "TargetUnreachableError and the method has no estimate for that sample (the "
+                 "`reps` of its cells say how many samples scored it; every other number of "
+                 "this report is over the released samples only). *cell weight floor*: the "
+                 "bound at the smallest c that keeps every predictor cell one record's worth "
+                 "of likelihood (min_cell_weight = 1) is still above the target. *flat map*: "
+                 "down-weighting widens the posterior as fast as it shrinks the weights "
+                 "(the log-log slope of c -> Delta_alpha <= 0.1).\n\n"
+                 + _md(unreach.groupby(["method", "delta_target", "reason"]).size()
+                       .to_frame("samples"))
+                 + "\n\nFirst message of each reason:\n\n"
+                 + "\n".join(f"- {r}: " + unreach.loc[unreach['reason'] == r,
+                                                        'unreachable'].iloc[0]
+                             for r in sorted(set(reason))) + "\n")
         facts = facts[facts["unreachable"].isna()]
     if not facts.empty:
         fs = facts.groupby(["method", "delta_target"]).agg(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["Cells", "build_cells", "cell_moments"]
+__all__ = ["Cells", "build_cells", "cell_moments", "weight_groupings"]
 
 
 @dataclass
@@ -87,3 +87,31 @@ def cell_moments(codes: np.ndarray, C: int, a: np.ndarray, cols: list[np.ndarray
         for j in range(i, len(cols)):
             cross[(i, j)] = np.bincount(codes, weights=a * cent[i] * cent[j], minlength=C)
     return w, means, cross
+
+
+def weight_groupings(data: pd.DataFrame, predictors: list[str], effects: str,
+                     cells: Cells) -> list[tuple[list[str], np.ndarray]]:
+    """The record groups whose parameters only their own records inform, for the minimum
+    likelihood weight of the tuning (:class:`~surveysynth.synth.tuning.CellWeightFloor`).
+
+    ``effects="cells"``: one group per cell of the cross-classification (each cell has its own
+    mean). ``effects="main"``: one grouping per predictor, a group per level (each level's
+    effect is informed by its records, whatever their other predictors). Labels carry the
+    group's record count for the refusal message. No predictors: no groups (the intercept is
+    informed by every record)."""
+    if not predictors:
+        return []
+    if effects == "cells":
+        counts = np.bincount(cells.codes, minlength=len(cells.table))
+        labels = [":".join(f"{p}={v}" for p, v in zip(predictors, row, strict=True))
+                  + f" ({int(k)} records)"
+                  for row, k in zip(cells.table.itertuples(index=False), counts, strict=True)]
+        return [(labels, cells.codes)]
+    out = []
+    for p in predictors:
+        lev = cells.table[p].drop_duplicates().tolist()
+        codes = pd.Index(lev).get_indexer(data[p].astype(object))
+        counts = np.bincount(codes, minlength=len(lev))
+        out.append(([f"{p}={v} ({int(k)} records)" for v, k in zip(lev, counts, strict=True)],
+                    codes.astype(np.int64)))
+    return out

@@ -63,8 +63,8 @@ from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
-from .cells import build_cells, cell_moments
-from .tuning import TuningPath
+from .cells import build_cells, cell_moments, weight_groupings
+from .tuning import CellWeightFloor, TuningPath
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
 
@@ -114,6 +114,8 @@ class _FittedMethods:
                 "m": self.m,
                 "epsilon": self.epsilon_,
                 "mean_alpha": float(np.mean(self.alpha_)),
+                "smallest_cell_weight": self.smallest_cell_weight_[0],
+                "smallest_cell": self.smallest_cell_weight_[1],
                 "max_rhat": self.convergence_["max_rhat"],
                 "min_ess_bulk": self.convergence_["min_ess_bulk"],
                 "divergences": self.convergence_["divergent"],
@@ -251,6 +253,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       ``refit_warmup``, ``max_refits``, ``stan_kwargs``, ``loglik``; release gates
       ``convergence`` (overrides of :data:`~surveysynth.synth.base.CONVERGENCE_DEFAULTS`) and
       ``allow_unconverged``;
+    * ``min_cell_weight`` (default 1): tuning never takes c below the value at which every
+      predictor cell (``effects="cells"``; every level of every predictor with
+      ``effects="main"``) keeps this many records' worth of likelihood, sum_i alpha_i; a target
+      that needs less is refused (:class:`~surveysynth.synth.tuning.CellWeightFloor`). 0 turns
+      the check off;
     * ``population_size`` (public N the released weights sum to; default: the sum of the
       confidential weights, then listed in the manifest as published without budget);
     * ``random_state`` (None: secret OS entropy), ``progress``.
@@ -282,6 +289,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         g: float = 0.0,
         tol: float = 0.10,
         max_refits: int = 20,
+        min_cell_weight: float = 1.0,
         population_size: float | None = None,
         loglik: str = "auto",
         pi_scale: str = "sample",
@@ -310,6 +318,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.g = g
         self.tol = tol
         self.max_refits = max_refits
+        self.min_cell_weight = min_cell_weight
         self.population_size = population_size
         self.loglik = loglik
         self.pi_scale = pi_scale
@@ -342,6 +351,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 raise ValueError(f"{key}={value!r}: choose {say}.")
         if coding == "cellmeans" and self.effects != "cells":
             raise ValueError("coding='cellmeans' needs effects='cells'.")
+        mcw = self.min_cell_weight
+        if isinstance(mcw, bool) or not isinstance(mcw, (int, float, np.number)) or not (
+                np.isfinite(mcw) and mcw >= 0):
+            raise ValueError(f"min_cell_weight must be a number >= 0 (records' worth of "
+                             f"likelihood per cell; 0 turns the check off), got {mcw!r}.")
         if not 0 < float(self.tol) < 1:
             raise ValueError(f"tol must be in (0, 1), got {self.tol!r} (0.10 = band [0.9, 1] x target).")
         for nm in ("chains", "draws", "warmup", "max_refits"):
@@ -403,6 +417,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 f"{self.name} models log w (or pi = 1/w)."
             )
         cells = build_cells(data, self._cfg_['predictors'], self.effects, self._cfg_['coding'])
+        groupings = weight_groupings(data, self._cfg_['predictors'], self.effects, cells)
         strata = design.strata_vars
         strata_release = None
         if (strata and self.kind == "partial" and self.name != "FBP"
@@ -422,6 +437,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             "y": np.log(y_raw) if self.log else y_raw,
             "w_raw": w,
             "cells": cells,
+            "groupings": groupings,
             "predictors": list(self._cfg_['predictors']),
             "X_frame": data[self._cfg_['predictors']].reset_index(drop=True) if self._cfg_['predictors'] else None,
             "strata_release": strata_release,
@@ -548,6 +564,20 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.c_ = None if c_best is None else float(c_best)
         self.g_ = g
         self.alpha_ = alpha
+        a_eff = alpha * self._contribution_scale(prep)
+        gw = [(labels, np.bincount(codes, weights=a_eff, minlength=len(labels)))
+              for labels, codes in prep["groupings"]]
+        self.smallest_cell_weight_ = (
+            min(((float(w.min()), str(lab[int(np.argmin(w))])) for lab, w in gw),
+                default=(float(np.sum(a_eff)), "all records")))
+        if (target is None and self.smallest_cell_weight_[0] < float(self.min_cell_weight)
+                and c_best is not None):
+            warnings.warn(
+                f"{self.name}: at the given c = {c_best:.4g} the cell "
+                f"{self.smallest_cell_weight_[1]} keeps {self.smallest_cell_weight_[0]:.3g} "
+                f"records' worth of likelihood (< min_cell_weight = {self.min_cell_weight:g}): "
+                "its synthetic values come mostly from the prior. A larger c, or a target "
+                "(tuning respects the floor).", UserWarning, stacklevel=3)
         self.delta_alpha_i_ = per
         self.delta_alpha_ = da
         self.delta_alpha_chains_ = chain_maxima(res, alpha)
@@ -645,9 +675,20 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         if not finite.any():
             raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
         path = TuningPath(delta, g, target)
+        floor = self._cell_floor(path)
+        c_lo = floor.c
+        if not np.isfinite(c_lo):
+            raise TargetUnreachableError(
+                f"{self.name}: {floor.binding} cannot keep {floor.k:g} records' worth of "
+                "likelihood at any c (with g = 0 the riskiest record has alpha = 0), so risk "
+                "weighting would leave its parameters to the prior and its synthetic values "
+                "far from the data. Fix: fewer cells (effects='main') or collapsed levels, a "
+                "target above the unweighted bound (no weighting), or min_cell_weight=0 "
+                "(not recommended: prior-driven synthetic values).")
         # --- tuning fits (never reported)
         aim = (1.0 - tol / 2.0) * target
         c = 0.0 if g > 0 and path.predict(0.0, path.R0) > target else path.plug_in(path.R0, aim)
+        c = max(c, c_lo)
         last = None
         fits = 0
         ceiling = False
@@ -655,6 +696,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             out = evaluate(c, False)
             fits += 1
             self._check_reach(path, c, out[0], target)
+            self._check_cell_floor(floor, c, out[0], target)
             self._check_floor(path, c, out[0], target)
             last = (c, out)
             if abs(out[0] - aim) <= tol * aim:
@@ -662,7 +704,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             if self._at_ceiling(path, c, out[0], target, tol):
                 ceiling = True   # below the band at c_max: the final fit goes to c_max
                 break
-            c = path.next_c(c, out[0], aim, out[4])
+            c = max(path.next_c(c, out[0], aim, out[4]), c_lo)
         if last is None:
             raise TargetUnreachableError(f"{self.name}: max_refits={self.max_refits} leaves no "
                                          "room for a final fit; use max_refits >= 2.")
@@ -675,24 +717,52 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         goal = target * float(np.exp(-margin))
         self.bound_spread_ = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal,
                               "ceiling": ceiling}
-        c_final = c if ceiling else path.root(c, out[0], goal)
+        c_final = c if ceiling else max(path.root(c, out[0], goal), c_lo)
         # --- final fits: reported as they are when <= target
         while fits < int(self.max_refits):
             out = evaluate(c_final, True)
             fits += 1
             if out[0] <= target:
                 return c_final, out
+            # at the cell floor a lower c is not allowed, and refitting at the same c until a
+            # draw set happens to fall below the target would select the reported bound
+            self._check_cell_floor(floor, c_final, out[0], target)
             # rejected: the fit-to-fit noise was larger than the chains suggested; widen the
             # margin to the residual spread of the regression through every fit so far
             path.add(c_final, out[0])
             margin = max(margin, 1.645 * path.residual_sd())
             goal = target * float(np.exp(-margin))
             self.bound_spread_.update(margin=margin, aim=goal)
-            c_final = path.next_c(c_final, out[0], goal, out[4])
+            c_final = max(path.next_c(c_final, out[0], goal, out[4]), c_lo)
         raise TargetUnreachableError(
             f"{self.name}: after {self.max_refits} fits no final fit had Delta_alpha <= target "
             f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
             "max_refits or draws, or a larger tol (a lower aim).")
+
+    def _cell_floor(self, path: TuningPath) -> CellWeightFloor:
+        """The lower limit on c from ``min_cell_weight`` (none for Sequential's steps, whose
+        tuner has no prepared cells)."""
+        prep = getattr(self, "_prep_", None)
+        groupings = [] if prep is None else prep.get("groupings", [])
+        k = float(getattr(self, "min_cell_weight", 0.0))
+        scale = 1.0 if prep is None else self._contribution_scale(prep)
+        floor = CellWeightFloor(path, groupings, scale, k)
+        self.cell_weight_floor_ = {"k": k, "c_min": floor.c, "binding": floor.binding}
+        return floor
+
+    def _check_cell_floor(self, floor: CellWeightFloor, c: float, f: float,
+                          target: float) -> None:
+        """Refuse when the fit at the smallest allowed c is still above the target."""
+        if f > target and floor.c > 0 and c <= floor.c * (1 + 1e-9):
+            raise TargetUnreachableError(
+                f"{self.name}: target Delta_alpha {target:.4g} needs smaller risk weights than "
+                f"min_cell_weight = {floor.k:g} allows: at c = {c:.3g}, the smallest c at "
+                f"which every cell keeps {floor.k:g} records' worth of likelihood (binding: "
+                f"{floor.binding}), the bound is {f:.4g}. A smaller c would leave that cell's "
+                "parameters to the prior and its synthetic values far from the data (the "
+                "bound can then meet any target while the release is noise). Fix: a target "
+                f"of at least ~{1.1 * f:.3g}, fewer cells (effects='main') or collapsed "
+                "levels, or min_cell_weight=0 (not recommended).")
 
     def _check_floor(self, path: TuningPath, c: float, f: float, target: float) -> None:
         """Refuse a target below the floor of a non-monotone map c -> Delta_alpha.

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..privacy.lipschitz import lipschitz_weights
 
-__all__ = ["TuningPath", "loglinear_root"]
+__all__ = ["CellWeightFloor", "TuningPath", "loglinear_root"]
 
 
 def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
@@ -91,3 +91,60 @@ class TuningPath:
         else:
             c_new = loglinear_root(np.array(self.logc), np.array(self.logf), goal)
         return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
+
+
+class CellWeightFloor:
+    """The smallest c at which every parameter group keeps ``k`` records' worth of likelihood.
+
+    Why: the map c -> Delta_alpha has a prior branch. As c falls every alpha_i shrinks; once a
+    small cell's summed weight sum_i alpha_i is far below one record, its parameters are set by
+    the prior, its records' |log p| grow only logarithmically, and the bound falls again towards
+    0 - so a tuner can meet any target there while releasing synthetic values drawn from the
+    prior (measured on the SDR Monte Carlo: 7 of 200 fits at c < 0.06, synthetic cell means up
+    to 3e22 x the largest true mean; docs/pseudo_posterior.md). Bounding c below by the value at
+    which every group keeps weight >= k cuts that branch off: a target that needs a smaller c
+    is refused instead (TargetUnreachableError), naming the binding group.
+
+    ``groupings``: list of (labels, codes), codes (n,) the group of each record (a cell of the
+    predictors' cross-classification with ``effects="cells"``; each level of each predictor
+    with ``effects="main"``). ``scale``: the per-record multiplier of alpha_i in the likelihood
+    (PBP: the normalised survey weight; 1 otherwise). Only c is chosen here; the bound is still
+    measured on the final fit, so the guarantee is untouched.
+    """
+
+    def __init__(self, path: TuningPath, groupings: list[tuple[list[str], np.ndarray]],
+                 scale: np.ndarray | float, k: float) -> None:
+        self.path, self.groupings, self.k = path, groupings, float(k)
+        n = path.delta.shape[0]
+        self.scale = np.broadcast_to(np.asarray(scale, dtype=float), (n,))
+        self.c = 0.0
+        self.binding = ""
+        if self.k <= 0 or not groupings:
+            return
+        lo, hi = 0.0, path.c_max
+        if self.smallest(hi)[0] < self.k:
+            self.c = float("inf")
+            self.binding = self.smallest(hi)[1]
+            return
+        if self.smallest(lo)[0] >= self.k:
+            return
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.smallest(mid)[0] < self.k else (lo, mid)
+        self.c = hi
+        self.binding = self.smallest(0.999 * hi)[1]
+
+    def weights(self, c: float) -> list[np.ndarray]:
+        """Summed likelihood weight of every group at c (one array per grouping)."""
+        a = lipschitz_weights(None, c=c, g=self.path.g, bounds=self.path.delta) * self.scale
+        return [np.bincount(codes, weights=a, minlength=len(labels))
+                for labels, codes in self.groupings]
+
+    def smallest(self, c: float) -> tuple[float, str]:
+        """(smallest group weight at c, its label)."""
+        best, label = np.inf, ""
+        for (labels, _), wts in zip(self.groupings, self.weights(c), strict=True):
+            j = int(np.argmin(wts))
+            if wts[j] < best:
+                best, label = float(wts[j]), str(labels[j])
+        return best, label
