@@ -179,6 +179,9 @@ SCHEMA: tuple[Section, ...] = (
             allowed=SEQUENTIAL_TYPES),
         Key("bounds", "numbers", "public bounds [lo, hi] (required for bounded; optional for "
             "continuous, positive, count: the model is truncated to them)"),
+        Key("scale", "string", "bounded only: \"identity\" (a normal truncated to the bounds) "
+            "or \"logit\" (a normal on the empirical logit, for skewed shares with mass near a "
+            "bound)", default="identity", allowed=("identity", "logit")),
     ), required=False, array=True),
     Section("missing", "What to do with records that have missing values in a modelled "
             "variable or a design column. Nothing is dropped silently: with \"drop\" the "
@@ -373,6 +376,9 @@ def _check_sequential(raw: dict[str, Any], method: str) -> None:
         if b is not None and (not isinstance(b, list) or len(b) != 2 or not b[0] < b[1]):
             raise ConfigError(f"variables[{i}].bounds = {b!r}: give [lower, upper] with lower < "
                               "upper.")
+        if v.get("scale", "identity") != "identity" and v.get("type") != "bounded":
+            raise ConfigError(f"variables[{i}].scale = {v['scale']!r}: only a bounded variable "
+                              "has a scale. Fix: remove it, or type = \"bounded\" with bounds.")
         if v.get("type") == "bounded" and b is None:
             raise ConfigError(f"variables[{i}].bounds missing: type \"bounded\" needs public "
                               "bounds [lo, hi]. Fix: add them, or type = \"continuous\".")

@@ -310,7 +310,13 @@ def main(argv=None) -> Path:
            "with one seed and at c = 0.09 (mean alpha 0.08, api00 up to 3e7) with another: "
            "the bound is a noisy maximum and the tuning path is unstable at this size. So the "
            "release uses c = 1 and states the epsilon it achieved; a smaller epsilon needs a "
-           "larger sample or another mechanism.",
+           "larger sample or another mechanism. (Those near-prior releases are now refused: "
+           "tuning keeps every cell at least one record's worth of likelihood, "
+           "min_cell_weight.) At c = 1 the smallest cell, "
+           f"{syn.smallest_cell_weight_[1]}, keeps {syn.smallest_cell_weight_[0]:.2f} records' "
+           "worth" + (" (below one: the package warns that its synthetic api00 values lean on "
+                      "the prior; a school type x meals band cell this small is a reason to "
+                      "collapse the bands)" if syn.smallest_cell_weight_[0] < 1 else "") + ".",
            "",
            f"- guarantee (`rel.privacy.guarantee`): **{rec.guarantee}**",
            f"- differentially private: {rec.differentially_private}; epsilon = "

@@ -8,7 +8,8 @@ pseudo posterior model in Stan suited to its type (docs/sequential.md):
 
 * variable j is modelled given the public variables and the variables listed before it, one
   Stan program per family (``surveysynth/synth/stan/seq_*.stan``): continuous (normal),
-  positive (normal on log y), bounded (normal truncated to the public bounds), count / integer
+  positive (normal on log y), bounded (normal truncated to the public bounds; with
+  ``"scale": "logit"`` normal on the empirical logit, for skewed shares), count / integer
   (negative binomial, truncated to the bounds), binary (logistic), categorical (multinomial
   logit), ordinal (ordered logistic); each with per-record risk weights alpha_i
   (``target += alpha_i * log p_i``);
@@ -109,10 +110,15 @@ class Sequential(Synthesizer):
 
     Settings (stored unchanged; ``fit`` validates; docs/sequential.md):
 
-    variables : list of dicts {"name", "type", "bounds"} in synthesis order; type one of
-        continuous, positive, bounded, count (or integer), binary, categorical, ordinal;
-        bounds = (lo, hi) PUBLIC bounds (required for bounded; optional for continuous,
-        positive and count, where they truncate the model; either end may be None).
+    variables : list of dicts {"name", "type", "bounds", "scale"} in synthesis order; type
+        one of continuous, positive, bounded, count (or integer), binary, categorical,
+        ordinal; bounds = (lo, hi) PUBLIC bounds (required for bounded; optional for
+        continuous, positive and count, where they truncate the model; either end may be
+        None); scale (bounded only): "identity" (default: a normal truncated to the bounds)
+        or "logit" (a normal, truncated likewise, on the empirical logit t(y) = log((y - lo +
+        e) / (hi - y + e)), e = (hi - lo) / 200: for skewed shares with mass near a bound,
+        where a normal on the original scale puts the long tail's records at the largest
+        |log p| and the risk weights then pull the mean towards the bulk; docs/sequential.md).
     public : variables released as collected and used as predictors of every synthesized
         variable (the design's strata are added to them).
     unlisted : "drop" (default) or "public": other columns released as collected (not used
@@ -242,14 +248,16 @@ class Sequential(Synthesizer):
             raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use rhat, ess_bulk, "
                              "divergent_share.")
         specs = []
+        scales: dict[str, str] = {}
         for i, v in enumerate(self.variables):
             if not isinstance(v, dict) or "name" not in v or "type" not in v:
                 raise ValueError(f"variables[{i}] = {v!r}: each entry is a dict with 'name' and "
                                  "'type' (and optional 'bounds').")
-            extra = set(v) - {"name", "type", "bounds"}
+            extra = set(v) - {"name", "type", "bounds", "scale"}
             if extra:
                 raise ValueError(f"variables[{i}] ({v['name']!r}): unknown key(s) "
-                                 f"{sorted(extra)}; keys are name, type, bounds.")
+                                 f"{sorted(extra)}; keys are name, type, bounds, scale.")
+            scales[v["name"]] = _scale(v, i)
             if v["type"] not in TYPES:
                 raise ValueError(f"variables[{i}] ({v['name']!r}): type {v['type']!r} is not "
                                  f"one of {sorted(TYPES)}.")
@@ -260,7 +268,8 @@ class Sequential(Synthesizer):
             raise ValueError(f"variables: {dup} listed more than once; list each variable once.")
         public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
             else list(self.public)
-        return {"specs": specs, "public": public, "m": m, "gates": gates, "r": r}
+        return {"specs": specs, "scales": scales, "public": public, "m": m, "gates": gates,
+                "r": r}
 
     def _identification_radius(self) -> float | None:
         """The ball radius r of risk_weights="identification" (default 0.2); known and r with
@@ -334,16 +343,18 @@ class Sequential(Synthesizer):
             if na.any():
                 steps.append(_Step(f"{name} (missing)", name, "missing", "binary", "logistic",
                                    {}, levels=[False, True], enc={"kind": "binary"}))
-            steps.append(self._value_step(name, typ, lo, hi, obs, data.index[~na]))
+            steps.append(self._value_step(name, typ, lo, hi, obs, data.index[~na],
+                                          cfg["scales"].get(name, "identity")))
         if not cfg["design_weights"]:
             lw = np.log(w)
             steps.append(_Step(cfg["weights_name"], cfg["weights_name"], "weights", "positive",
                                "normal", {"lo": None, "hi": None, "loc": float(np.mean(lw)),
-                                          "scale": float(max(np.std(lw), 0.1))}))
+                                          "scale": float(max(np.std(lw), 0.1)), "tf": "log"}))
         self._assign_shares(steps, cfg)
         return steps
 
-    def _value_step(self, name, typ, lo, hi, obs: pd.Series, index) -> _Step:
+    def _value_step(self, name, typ, lo, hi, obs: pd.Series, index,
+                    scale: str = "identity") -> _Step:
         fam = TYPES[typ]
         if fam in ("normal", "negbin"):
             v = pd.to_numeric(obs, errors="coerce").to_numpy(dtype=float)
@@ -366,6 +377,11 @@ class Sequential(Synthesizer):
                 y = np.log(v)
                 slo = None if lo is None or lo <= 0 else float(np.log(lo))
                 shi = None if hi is None else float(np.log(hi))
+            elif scale == "logit":
+                tf = {"tf": "logit", "tf_lo": float(lo), "tf_hi": float(hi),
+                      "tf_e": (float(hi) - float(lo)) / 200.0}
+                y = _to_model(tf, v)
+                slo, shi = (float(t) for t in _to_model(tf, np.array([lo, hi])))
             else:
                 y, slo, shi = v, lo, hi
             if fam == "negbin":
@@ -385,11 +401,13 @@ class Sequential(Synthesizer):
                 z = np.log1p(yy)
             else:
                 if slo is not None and shi is not None:
-                    loc, scale = (slo + shi) / 2, (shi - slo) / 4
+                    loc, sd = (slo + shi) / 2, (shi - slo) / 4
                 else:
-                    loc, scale = float(np.mean(y)), float(max(np.std(y), 1e-6))
-                spec = {"lo": slo, "hi": shi, "loc": loc, "scale": scale}
-                enc = {"kind": "numeric", "f": "log" if typ == "positive" else "id", "shift": 0.0}
+                    loc, sd = float(np.mean(y)), float(max(np.std(y), 1e-6))
+                tf = ({"tf": "log"} if typ == "positive" else tf if scale == "logit"
+                      else {"tf": "id"})
+                spec = {"lo": slo, "hi": shi, "loc": loc, "scale": sd, **tf}
+                enc = {"kind": "numeric", "f": "model", "shift": 0.0, **tf}
                 z = y
             enc.update(mean=float(np.mean(z)), sd=float(max(np.std(z), 1e-9)))
             spec["integer"] = bool(fam == "negbin")
@@ -490,8 +508,8 @@ class Sequential(Synthesizer):
             X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
             rows, y = self._response(step, data, w)
             target = None if eps is None else eps * step.share / (2.0 * m)
-            risk = (None if groups is None else
-                    step_identification_risk(step, y, groups[rows], cfg["r"]))
+            risk = (None if groups is None else step_identification_risk(
+                step, y, groups[rows], cfg["r"], self._original(step, data, w, rows)))
             t0 = time.perf_counter()
             res = self._fit_step(step, y, X[rows], target, rng, progress, risk)
             res["seconds"] = time.perf_counter() - t0
@@ -528,11 +546,21 @@ class Sequential(Synthesizer):
         obs = col[rows]
         if step.family == "normal":
             v = pd.to_numeric(obs).to_numpy(dtype=float)
-            return rows, (np.log(v) if step.type == "positive" else v)
+            return rows, _to_model(step.spec, v)
         if step.family == "negbin":
             v = pd.to_numeric(obs).to_numpy(dtype=float)
             return rows, np.round(v - step.spec["shift"]).astype(np.int64)
         return rows, _codes(obs, step.levels)
+
+    @staticmethod
+    def _original(step: _Step, data: pd.DataFrame, w: np.ndarray,
+                  rows: np.ndarray) -> np.ndarray | None:
+        """A numeric step's values as collected (its rows); None for discrete steps."""
+        if step.role == "weights":
+            return np.asarray(w, dtype=float)
+        if step.role == "missing" or step.family not in ("normal", "negbin"):
+            return None
+        return pd.to_numeric(data[step.column][rows]).to_numpy(dtype=float)
 
     def _encode_step(self, step: _Step, data_or_values: Any, w: np.ndarray | None = None,
                      synthetic: bool = False) -> np.ndarray:
@@ -559,8 +587,7 @@ class Sequential(Synthesizer):
             na = np.isnan(v)
             z = np.zeros_like(v)
             vv = v[~na]
-            f = np.log(vv) if e["f"] == "log" else np.log1p(vv - e["shift"]) if e["f"] == "log1p" \
-                else vv
+            f = np.log1p(vv - e["shift"]) if e["f"] == "log1p" else _to_model(e, vv)
             z[~na] = (f - e["mean"]) / e["sd"]
             return z[:, None]
         codes = np.asarray(vals, dtype=np.int64)
@@ -651,7 +678,7 @@ class Sequential(Synthesizer):
                 if step.family == "negbin":
                     v[rows] = y + step.spec["shift"]
                 else:
-                    v[rows] = np.exp(y) if step.type == "positive" else y
+                    v[rows] = _from_model(step.spec, y)
                 values[step.column] = v
                 syn_enc.append(self._encode_step(step, v, synthetic=True))
             else:
@@ -723,7 +750,11 @@ class Sequential(Synthesizer):
             f"public variables (released as collected, predictors): {cfg['predictors']}; "
             f"design columns carried: {cfg['design_cols']}.",
             "full normalised log densities on each variable's modelled scale (log y for "
-            "positive variables and the weights; truncation normalisers included).",
+            "positive variables and the weights"
+            + ("; the empirical logit log((y - lo + e) / (hi - y + e)), e = (hi - lo) / 200, "
+               "for " + ", ".join(n for n, sc in cfg["scales"].items() if sc == "logit")
+               if "logit" in cfg["scales"].values() else "")
+            + "; truncation normalisers included).",
             "centring and scaling constants of the models (and of the predictors) are computed "
             "from the confidential data where no public bounds are given; they shape the "
             "weakly informative priors and are not privatized.",
@@ -935,7 +966,7 @@ class _StepFit:
 
 # ====================================================================== helpers
 def step_identification_risk(step: _Step, y: np.ndarray, groups: np.ndarray,
-                             r: float) -> np.ndarray:
+                             r: float, original: np.ndarray | None = None) -> np.ndarray:
     """IR^c_i of one step's records (seed 002 eq. 2): the share of the records in i's known
     pattern whose value is NOT close to y_i, on the variable's ORIGINAL scale.
 
@@ -944,13 +975,18 @@ def step_identification_risk(step: _Step, y: np.ndarray, groups: np.ndarray,
     :func:`surveysynth.privacy.identification.risk_counts`). Discrete variables (binary,
     categorical, ordinal, missing indicators): **Decision**: the same value (a ball on category
     codes has no meaning), so IR^c_i = 1 - #{h in M_i: y_h = y_i} / |M_i|. ``y`` is the step's
-    response as fitted (``Sequential._response``), ``groups`` the pattern codes of its rows.
-    Derived from the confidential data: it only shapes the weights, never leaves the fit."""
+    response as fitted (``Sequential._response``), ``groups`` the pattern codes of its rows;
+    ``original``: the same records' values as collected (the fit passes them: a value on a
+    ball's edge must not move by the rounding of a transform's inverse), else recovered from
+    ``y``. Derived from the confidential data: it only shapes the weights, never leaves the
+    fit."""
     groups = np.asarray(groups, dtype=np.int64)
     if step.family in ("normal", "negbin"):
         v = np.asarray(y, dtype=float)
-        if step.family == "normal" and step.type == "positive":
-            v = np.exp(v)                         # positive variables (and w) are fitted as log
+        if original is not None:
+            v = np.asarray(original, dtype=float)
+        elif step.family == "normal":
+            v = _from_model(step.spec, v)  # positive (and w): fitted as log; logit shares
         elif step.family == "negbin":
             v = v + float(step.spec.get("shift", 0.0))
         return risk_counts(v, groups, float(r), pairwise=False)[0]
@@ -984,6 +1020,44 @@ def weights_are_design(data: pd.DataFrame, w: np.ndarray, cells: list[str]) -> b
     first = np.empty(int(g.max()) + 1)
     first[g] = w      # one weight of each cell (whichever write lands; all equal iff design)
     return bool(np.array_equal(first[g], w))
+
+
+def _scale(v: dict, i: int) -> str:
+    """The validated modelled scale of variables[i] ('identity' or 'logit')."""
+    scale = v.get("scale", "identity")
+    if scale not in ("identity", "logit") or (scale == "logit" and v.get("type") != "bounded"):
+        raise ValueError(f"variables[{i}] ({v['name']!r}): scale={scale!r}: choose 'identity' "
+                         "(default) or 'logit' (type 'bounded' only).")
+    return scale
+
+
+def _to_model(spec: dict, v: np.ndarray) -> np.ndarray:
+    """A normal-family variable's modelled scale: log for positive variables and the
+    weights, the empirical logit for bounded ones with scale='logit', else the values."""
+    tf = spec.get("tf", "log" if spec.get("f") == "log" else "id")
+    v = np.asarray(v, dtype=float)
+    if tf == "log":
+        return np.log(v)
+    if tf == "logit":
+        e = spec["tf_e"]
+        return np.log(v - spec["tf_lo"] + e) - np.log(spec["tf_hi"] - v + e)
+    return v
+
+
+def _from_model(spec: dict, y: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_to_model`. For the logit the model is truncated to [t(lo), t(hi)],
+    so the values land in [lo, hi] (clipped against rounding at the ends)."""
+    tf = spec.get("tf", "id")
+    y = np.asarray(y, dtype=float)
+    if tf == "log":
+        return np.exp(y)
+    if tf == "logit":
+        lo, hi, e = spec["tf_lo"], spec["tf_hi"], spec["tf_e"]
+        u = np.exp(-np.abs(y))
+        # y = lo - e + (hi - lo + 2e) * sigmoid(t), written stably for large |t|
+        sig = np.where(y >= 0, 1.0 / (1.0 + u), u / (1.0 + u))
+        return np.clip(lo - e + (hi - lo + 2 * e) * sig, lo, hi)
+    return y
 
 
 def _cols(x: Any) -> list[str]:
