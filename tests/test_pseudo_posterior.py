@@ -857,3 +857,12 @@ def test_near_prior_release_of_the_monte_carlo_is_refused_real_stan():
         fit = FBP("salary", ["field", "gender"], min_cell_weight=0, **kw).fit(design)
     assert fit.delta_alpha_ <= 3.4 and fit.c_ < c_min
     assert fit.summary()["smallest_cell_weight"] < 1.0
+
+
+def test_fbs_main_effects_take_the_intercept_coding():
+    """FBS's cell-means default is for full cells; effects='main' gets the intercept coding
+    (it raised before), and an explicit cellmeans with main effects is still refused."""
+    assert FBS("salary", ["field", "gender"], effects="main")._validate()["coding"] == "intercept"
+    assert FBS("salary", ["field", "gender"])._validate()["coding"] == "cellmeans"
+    with pytest.raises(ValueError, match="cellmeans' needs effects='cells'"):
+        FBS("salary", ["field", "gender"], effects="main", coding="cellmeans")._validate()

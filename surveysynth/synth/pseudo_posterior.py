@@ -337,7 +337,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         preds = [] if preds is None else [preds] if isinstance(preds, str) else list(preds)
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it.")
-        coding = self.default_coding if self.coding is None else self.coding
+        # FBS's cell-means default applies to full cells; main effects always take the
+        # intercept coding (there is no cell-means form of an additive model)
+        coding = (self.coding if self.coding is not None else
+                  self.default_coding if self.effects == "cells" else "intercept")
         choices = {"effects": (self.effects, ("cells", "main"), "'cells' (full interaction) or 'main'"),
                    "coding": (coding, ("intercept", "cellmeans"), "'intercept' or 'cellmeans'"),
                    "pi_scale": (self.pi_scale, ("natural", "sample"),
