@@ -133,7 +133,10 @@ def make_analyze(cfg: dict, store: Path | None):
         facts = []
         for delta in cfg["deltas"]:
             for cls in (FBS, FBP):
-                syn = _synthesizer(cls, delta, cfg, int(rng.integers(1, 2**31 - 1)))
+                seed = int(rng.integers(1, 2**31 - 1))   # drawn either way: the same seeds
+                if cls.__name__ not in cfg.get("methods", ("FBS", "FBP")):
+                    continue
+                syn = _synthesizer(cls, delta, cfg, seed)
                 t0 = time.perf_counter()
                 try:
                     fit = syn.fit(design)
@@ -289,6 +292,9 @@ def main(argv=None) -> Path | None:
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--tol", type=float, default=0.10)
     ap.add_argument("--deltas", type=float, nargs="+", default=list(DELTAS))
+    ap.add_argument("--methods", nargs="+", choices=("FBS", "FBP"), default=["FBS", "FBP"],
+                    help="the synthesizers fitted (each sample draws both fit seeds either "
+                         "way, so a one-method store has the other store's seeds)")
     ap.add_argument("--effects", choices=("cells", "main"), default="cells",
                     help="predictor design of both synthesizers: full field x gender cells "
                          "(the package default, METHODS 7) or main effects")
@@ -308,6 +314,8 @@ def main(argv=None) -> Path | None:
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     cfg = dict(chains=args.chains, draws=args.draws, warmup=args.warmup, tol=args.tol,
                deltas=tuple(args.deltas), effects=args.effects)
+    if tuple(args.methods) != ("FBS", "FBP"):
+        cfg["methods"] = tuple(args.methods)
     if args.fast:
         cfg.update(chains=2, draws=150, warmup=150, gates={"ess_bulk": 20, "rhat": 1.2})
         args.reps = min(args.reps, 2)
@@ -320,7 +328,7 @@ def main(argv=None) -> Path | None:
         if not done:
             raise SystemExit(f"--report-only: no samples in {store}; run the study first.")
         saved = json.loads((store / "config.json").read_text())
-        cfg = {k: (tuple(v) if k == "deltas" else v) for k, v in saved.items()
+        cfg = {k: (tuple(v) if k in ("deltas", "methods") else v) for k, v in saved.items()
                if k not in ("seed", "fbp_refit")}
         args.seed, args.report = saved["seed"], True
         # the samples present must be 0..k-1 (monte_carlo writes them in order)
@@ -598,7 +606,8 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
         w.append(f"## {title}\n")
         for kind, text, name in (("count", texts[0], "counts"),
                                  ("mean", texts[1], "average salary")):
-            df, _ = coverage_table(mc, kind, delta, m, text)
+            fitted = tuple(a for a in ("FBS", "FBP") if f"{a} D{delta:g} m{m}" in present)
+            df, _ = coverage_table(mc, kind, delta, m, text, methods=fitted)
             w.append(f"### {name}\n\n" + _md(df) + "\n")
         if f"FBPpaper D{delta:g} m{m}" in present and texts[0] is not None:
             df, _ = coverage_table(mc, "count", delta, m, texts[0], methods=("FBPpaper",))
@@ -651,6 +660,8 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
         [rep_["estimand"], rep_["method"]]).median()
     rat = []
     for delta in cfg["deltas"]:
+        if not {f"FBS D{delta:g} m10", f"FBP D{delta:g} m10"} <= present:
+            continue   # one method fitted: no ratio
         for m in MS:
             row = {"Delta": delta, "m": m, "epsilon": 2 * delta * m}
             for kind, j in (("count", 0), ("mean", 1)):
@@ -671,13 +682,14 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
                 cov_fbs = s.loc[[(k, f"FBS D{delta:g} m{m}") for k in ks], "coverage"].mean()
                 row[f"{kind}: cov FBS/FBP"] = f"{cov_fbs:.3f}/{cov_fbp:.3f}"
             rat.append(row)
-    w.append("## CI length ratios FBP / FBS and mean coverage (seed 000 Figs. 10-17 "
-             "captions)\n\nMean over the 24 cells of avg CI length FBP / FBS (the paper's "
-             "definition; the verdict uses it); the paper's ratio is from the figure captions. "
-             "The 'medians' column uses each cell's median length over samples instead: a few "
-             "samples whose fit released near-prior values in a cell (low alpha) carry the "
-             "average lengths, not the median.\n\n"
-             + _md(pd.DataFrame(rat).set_index(["Delta", "m"])) + "\n")
+    if rat:
+        w.append("## CI length ratios FBP / FBS and mean coverage (seed 000 Figs. 10-17 "
+                 "captions)\n\nMean over the 24 cells of avg CI length FBP / FBS (the paper's "
+                 "definition; the verdict uses it); the paper's ratio is from the figure captions. "
+                 "The 'medians' column uses each cell's median length over samples instead: a few "
+                 "samples whose fit released near-prior values in a cell (low alpha) carry the "
+                 "average lengths, not the median.\n\n"
+                 + _md(pd.DataFrame(rat).set_index(["Delta", "m"])) + "\n")
     # coverage vs CV figures
     for delta in cfg["deltas"]:
         fig, axes = plt.subplots(len(MS), 2, figsize=(9, 3.0 * len(MS)), squeeze=False)
@@ -685,6 +697,8 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
             for j, kind in enumerate(("count", "mean")):
                 ax = axes[i, j]
                 for mth, colr in (("FBS", "tab:blue"), ("FBP", "tab:orange")):
+                    if f"{mth} D{delta:g} m{m}" not in present:
+                        continue
                     ks = cell_keys(kind)
                     sub = s.loc[[(k, f"{mth} D{delta:g} m{m}") for k in ks]]
                     ax.scatter(sub["mean_cv"], sub["coverage"], s=14, color=colr, label=mth)
