@@ -28,7 +28,8 @@ def _strip_stale_banner(text: str) -> str:
 
 
 @pytest.mark.parametrize("store, name", [("D3.4", "sdr_monte_carlo.md"),
-                                         ("D1.8", "sdr_monte_carlo_D1.8.md")])
+                                         ("D1.8", "sdr_monte_carlo_D1.8.md"),
+                                         ("D1.8_main", "sdr_monte_carlo_D1.8_main.md")])
 def test_committed_report_is_the_report_of_the_committed_store(tmp_path, store, name):
     path = STORE.parent / store
     r = subprocess.run([sys.executable, str(ROOT / "vignettes" / "sdr_monte_carlo.py"),
