@@ -866,3 +866,16 @@ def test_fbs_main_effects_take_the_intercept_coding():
     assert FBS("salary", ["field", "gender"])._validate()["coding"] == "cellmeans"
     with pytest.raises(ValueError, match="cellmeans' needs effects='cells'"):
         FBS("salary", ["field", "gender"], effects="main", coding="cellmeans")._validate()
+
+
+def test_summary_smallest_cell_weight_by_hand(fbs_fit, pbp_fit):
+    """The fit summary's smallest cell weight is min over cells of sum alpha_i (PBP: of
+    alpha_i w_i, w normalised to sum to n), recomputed from the fit's alpha and the data."""
+    for fit in (fbs_fit, pbp_fit):
+        prep = fit._prep_
+        a = fit.alpha_ * (prep["w_raw"] * prep["n"] / prep["w_raw"].sum()
+                          if fit.name == "PBP" else 1.0)
+        per_cell = np.bincount(prep["cells"].codes, weights=a)
+        s = fit.summary()
+        assert s["smallest_cell_weight"] == pytest.approx(per_cell.min(), rel=1e-12)
+        assert s["smallest_cell"].endswith(f"({int(np.bincount(prep['cells'].codes)[np.argmin(per_cell)])} records)")

@@ -64,7 +64,7 @@ from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
-from .tuning import CellWeightFloor, TuningPath
+from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
 
@@ -567,12 +567,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.c_ = None if c_best is None else float(c_best)
         self.g_ = g
         self.alpha_ = alpha
-        a_eff = alpha * self._contribution_scale(prep)
-        gw = [(labels, np.bincount(codes, weights=a_eff, minlength=len(labels)))
-              for labels, codes in prep["groupings"]]
-        self.smallest_cell_weight_ = (
-            min(((float(w.min()), str(lab[int(np.argmin(w))])) for lab, w in gw),
-                default=(float(np.sum(a_eff)), "all records")))
+        self.smallest_cell_weight_ = smallest_group_weight(
+            prep["groupings"], alpha * self._contribution_scale(prep))
         if (target is None and self.smallest_cell_weight_[0] < float(self.min_cell_weight)
                 and c_best is not None):
             warnings.warn(

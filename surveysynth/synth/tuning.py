@@ -7,7 +7,7 @@ import numpy as np
 
 from ..privacy.lipschitz import lipschitz_weights
 
-__all__ = ["CellWeightFloor", "TuningPath", "loglinear_root"]
+__all__ = ["CellWeightFloor", "TuningPath", "loglinear_root", "smallest_group_weight"]
 
 
 def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
@@ -134,17 +134,20 @@ class CellWeightFloor:
         self.c = hi
         self.binding = self.smallest(0.999 * hi)[1]
 
-    def weights(self, c: float) -> list[np.ndarray]:
-        """Summed likelihood weight of every group at c (one array per grouping)."""
-        a = lipschitz_weights(None, c=c, g=self.path.g, bounds=self.path.delta) * self.scale
-        return [np.bincount(codes, weights=a, minlength=len(labels))
-                for labels, codes in self.groupings]
-
     def smallest(self, c: float) -> tuple[float, str]:
         """(smallest group weight at c, its label)."""
-        best, label = np.inf, ""
-        for (labels, _), wts in zip(self.groupings, self.weights(c), strict=True):
-            j = int(np.argmin(wts))
-            if wts[j] < best:
-                best, label = float(wts[j]), str(labels[j])
-        return best, label
+        a = lipschitz_weights(None, c=c, g=self.path.g, bounds=self.path.delta) * self.scale
+        return smallest_group_weight(self.groupings, a)
+
+
+def smallest_group_weight(groupings: list[tuple[list[str], np.ndarray]],
+                          a: np.ndarray) -> tuple[float, str]:
+    """(smallest summed weight sum_{i in group} a_i over every group, that group's label);
+    (sum of a, "all records") without groups."""
+    best, label = np.inf, ""
+    for labels, codes in groupings:
+        wts = np.bincount(codes, weights=a, minlength=len(labels))
+        j = int(np.argmin(wts))
+        if wts[j] < best:
+            best, label = float(wts[j]), str(labels[j])
+    return (best, label) if groupings else (float(np.sum(a)), "all records")
