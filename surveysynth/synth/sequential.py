@@ -1034,7 +1034,7 @@ def _scale(v: dict, i: int) -> str:
 def _to_model(spec: dict, v: np.ndarray) -> np.ndarray:
     """A normal-family variable's modelled scale: log for positive variables and the
     weights, the empirical logit for bounded ones with scale='logit', else the values."""
-    tf = spec.get("tf", "log" if spec.get("f") == "log" else "id")
+    tf = spec.get("tf", "id")
     v = np.asarray(v, dtype=float)
     if tf == "log":
         return np.log(v)
