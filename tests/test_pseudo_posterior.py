@@ -879,3 +879,33 @@ def test_summary_smallest_cell_weight_by_hand(fbs_fit, pbp_fit):
         s = fit.summary()
         assert s["smallest_cell_weight"] == pytest.approx(per_cell.min(), rel=1e-12)
         assert s["smallest_cell"].endswith(f"({int(np.bincount(prep['cells'].codes)[np.argmin(per_cell)])} records)")
+
+
+def test_cell_weight_floor_with_g_and_the_pbp_scale():
+    """With g > 0 the weights are clip(c (1 - D) + g): the floor must use g (a floor computed
+    at g = 0 is larger). PBP's tuner floor must count alpha_i w_i with w normalised to sum to
+    n, its likelihood's own weights (a floor on alpha alone differs)."""
+    from surveysynth.synth.tuning import TuningPath
+
+    rng = np.random.default_rng(8)
+    delta = rng.uniform(1.0, 9.0, 40)
+    codes = np.repeat(np.arange(3), [25, 12, 3])
+    labels = ["a (25 records)", "b (12 records)", "c (3 records)"]
+    D = (delta - delta.min()) / (delta.max() - delta.min())
+    g = 0.1
+    fl = _floor(delta, [(labels, codes)], 1.0, k=1.0, g=g)
+    assert fl.c < _floor(delta, [(labels, codes)], 1.0, k=1.0, g=0.0).c
+
+    def smallest(c):
+        return np.bincount(codes, weights=np.clip(c * (1 - D) + g, 0, 1)).min()
+
+    assert smallest(fl.c) >= 1.0 - 1e-9 and smallest(fl.c * (1 - 1e-6)) < 1.0
+    # PBP: the tuner's floor reads the normalised survey weights
+    w_raw = rng.uniform(1.0, 30.0, 40)
+    syn = PBP("salary", ["field"])
+    syn._prep_ = {"groupings": [(labels, codes)], "w_raw": w_raw, "n": 40}
+    path = TuningPath(delta, 0.0, 3.4)
+    got = syn._cell_floor(path).c
+    want = _floor(delta, [(labels, codes)], w_raw * 40 / w_raw.sum(), k=1.0).c
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got != pytest.approx(_floor(delta, [(labels, codes)], 1.0, k=1.0).c, rel=1e-3)
