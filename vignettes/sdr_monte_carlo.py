@@ -492,7 +492,9 @@ def _reason(rep: pd.DataFrame, key: str, label: str, paper_cov: float, ratio: fl
     elif se_sd > 1.25:
         parts.append(f"SE overstates the spread (SE/SD {se_sd:.2f})")
     if not parts:
-        parts.append(f"unbiased ({rel:+.1f}%), SE/SD {se_sd:.2f}; paper's cell covers "
+        # "no bias detected", not "unbiased": a large relative error can be within MC error
+        parts.append(f"bias {rel:+.1f}% within MC error (z {bias_z:+.1f}), SE/SD {se_sd:.2f}; "
+                     f"paper's cell covers "
                      f"{paper_cov:.2f} at {1 / ratio:.2f}x our interval length")
     return ", ".join(parts)
 
@@ -686,9 +688,9 @@ def report(mc, store: Path, cfg: dict, args, seconds: float) -> Path:
         w.append("## CI length ratios FBP / FBS and mean coverage (seed 000 Figs. 10-17 "
                  "captions)\n\nMean over the 24 cells of avg CI length FBP / FBS (the paper's "
                  "definition; the verdict uses it); the paper's ratio is from the figure captions. "
-                 "The 'medians' column uses each cell's median length over samples instead: a few "
-                 "samples whose fit released near-prior values in a cell (low alpha) carry the "
-                 "average lengths, not the median.\n\n"
+                 "The 'medians' column uses each cell's median length over samples instead, "
+                 "which a few samples with long intervals (a weakly informed cell at low alpha) "
+                 "cannot move; the two agreeing says no such samples carry the average.\n\n"
                  + _md(pd.DataFrame(rat).set_index(["Delta", "m"])) + "\n")
     # coverage vs CV figures
     for delta in cfg["deltas"]:
