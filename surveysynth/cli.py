@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .release_config import SYNTHESIZERS
+
 DEMO_DESIGNS = [
     ("apistrat", "stratified, fpc", dict(strata="stype", weights="pw", fpc="fpc")),
     ("apiclus1", "one-stage cluster, fpc", dict(ids="dnum", weights="pw", fpc="fpc")),
@@ -163,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--check", action="store_true",
                      help="only validate the configuration against the data (no MCMC)")
     rel.add_argument("--example", metavar="METHOD",
-                     help="print a complete example config for METHOD (FBS, FBP, PBP, quantile, "
-                          "mixture, nb) and exit")
+                     help=f"print a complete example config for METHOD ({', '.join(SYNTHESIZERS)}) "
+                          "and exit; it runs on the data of "
+                          "surveysynth.release_config.example_data()")
     rel.add_argument("--schema-doc", action="store_true",
                      help="print the configuration reference (docs/release-config.md) and exit")
     demo = sub.add_parser("demo", help="estimates on R's api data beside R survey's own")
@@ -187,7 +190,37 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that one clean stop serves both."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def _release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The release command. Ctrl-C and SIGTERM stop it within seconds with one line: the
+    sampler's worker processes are ended, the partial release folder is removed (run_release
+    writes to a temporary folder and renames it at the end), no traceback; exit status 130
+    (SIGINT) or 143 (SIGTERM), as a shell reports a process ended by the signal."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _release_run(args, parser)
+    except KeyboardInterrupt as exc:
+        from .synth._stan import stop_workers
+
+        stop_workers()
+        term = isinstance(exc, _Terminated)
+        print(f"surveysynth release: stopped by {'SIGTERM' if term else 'Ctrl-C'}; nothing was "
+              "released (no output folder written).", file=sys.stderr)
+        return 143 if term else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _release_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .pipeline import ConfigError, load_config, run_release
     from .release_config import example_config, render_markdown
 

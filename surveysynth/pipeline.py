@@ -246,16 +246,48 @@ def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
                 "Fix: init = { shift = <a public number above -min> } or transform = \"asinh\".")
 
 
-def _released_columns(method: str, syn: dict[str, Any], data: pd.DataFrame) -> set[str] | None:
-    """Columns a full synthesis releases (None: partial synthesis releases the data's own)."""
+def _released_columns(method: str, syn: dict[str, Any], design: dict[str, Any],
+                      data: pd.DataFrame) -> set[str] | None:
+    """The columns the release will hold (None: every column of the data, a sequential
+    synthesis with ``unlisted = "public"``), so that a table or a regression on a variable
+    that is not released is refused by ``--check`` instead of failing after the MCMC.
+
+    FBS, FBP, PBP: the outcome, the predictors and the (smoothed) weights; mixture and nb: the
+    outcome, predictors, known columns and ``init.release_columns`` (as collected) and the
+    weights; quantile: its variables and the weights; sequential: its variables, the public
+    and design columns and the weights."""
+    weights = {"weight", *(_as_list(design.get("weights"))
+                           if isinstance(design.get("weights"), str) else [])}
+    settings = {**syn.get("init", {}), **syn.get("fit", {})}
     if method == "quantile":
-        return set(_as_list(syn.get("variables")))
-    if method == "PBP":
-        return {syn["outcome"], *_as_list(syn.get("predictors"))}
-    return None
+        return set(_as_list(syn.get("variables"))) | weights
+    if method == "sequential":
+        if syn.get("unlisted", "drop") == "public":
+            return None
+        return {c for _, c in _synthesized(method, syn)} | {
+            c for _, c in _design_columns(design, data)} | weights
+    out = {syn["outcome"], *_as_list(syn.get("predictors"))} | weights
+    if method in ("mixture", "nb"):
+        out |= set(_as_list(settings.get("known", syn.get("known"))))
+        out |= set(_as_list(settings.get("release_columns")))
+    return out
 
 
-def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | None) -> list[TableSpec]:
+def _unreleased_fix(method: str, released: set[str]) -> str:
+    """The fix for a table or regression on a variable the release does not hold."""
+    fix = f"Fix: use a released variable ({sorted(released)})"
+    if method in ("mixture", "nb"):
+        fix += (", or release the variable as collected with synthesizer init = { "
+                "release_columns = [\"<name>\"] } (only if it may be published unchanged)")
+    elif method in ("FBS", "FBP", "PBP"):
+        fix += ", or add it to synthesizer.predictors (released as collected)"
+    elif method == "sequential":
+        fix += ", or add it to synthesizer.public or a [[variables]] block"
+    return fix + "."
+
+
+def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | None,
+                  method: str = "") -> list[TableSpec]:
     columns = set(data.columns)
     tables = []
     for i, t in enumerate(raw_tables):
@@ -276,8 +308,9 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
                 )
             if released is not None and v not in released:
                 raise ConfigError(
-                    f"{where}.{key}: {v!r} is not released by this full synthesis (it releases "
-                    f"{sorted(released)}). Fix: tabulate released variables only."
+                    f"{where}.{key}: {v!r} is not released by this {method} synthesis, so the "
+                    f"table cannot be computed from the release. " + _unreleased_fix(method,
+                                                                                      released)
                 )
         if (spec.value and spec.stat not in ("proportion",)
                 and not pd.api.types.is_numeric_dtype(data[spec.value])):
@@ -327,15 +360,22 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     complete, _ = apply_missing(policy, _missing_checked(method, syn, needed), data)
     if method != "sequential":  # Sequential checks each variable against its type itself
         _check_types(method, syn, complete)
-    tables = _check_tables(raw.get("tables", []), data, _released_columns(method, syn, data))
-    _construct(method, syn)
+    released = _released_columns(method, syn, design, data)
+    tables = _check_tables(raw.get("tables", []), data, released, method)
+    constructed = _construct(method, syn)
     built = build_design(design, complete)
+    _check_model_data(method, syn, constructed, built)
     rep = raw.get("report", {})
     known = _as_list(rep.get("known", syn.get("known", syn.get("predictors"))))
     _check_columns([("report.known", k) for k in known], data, input_path.name)
     regressions = _check_regressions(rep.get("regressions", []), built,
-                                     _regression_released(method, syn, design, data))
+                                     released, method)
     out = raw["output"]
+    folder = (base / out["folder"]).resolve()
+    if folder.exists() and not out.get("overwrite", False):
+        raise ConfigError(f"output.folder: {str(folder)!r} exists and overwrite = false, so the "
+                          "run would refuse to replace it. Fix: another folder, or overwrite = "
+                          "true in [output] (the folder is replaced only when the run succeeds).")
     return ReleaseConfig(
         input_path=input_path, design=design, method=method, synth=syn, tables=tables,
         output=(base / out["folder"]).resolve(), overwrite=bool(out.get("overwrite", False)),
@@ -344,20 +384,41 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     )
 
 
-def _regression_released(method: str, syn: dict[str, Any], design: dict[str, Any],
-                         data: pd.DataFrame) -> set[str] | None:
-    """Columns a regression of the report may use (None: all of the data's): a full
-    synthesis's released variables; a sequential synthesis that drops unlisted columns
-    releases its variables, the public ones and the design's columns."""
-    released = _released_columns(method, syn, data)
-    if method == "sequential" and syn.get("unlisted", "drop") == "drop":
-        released = {c for _, c in _synthesized(method, syn)} | {
-            c for _, c in _design_columns(design, data)}
-    return released
+def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design: Any) -> None:
+    """What the fit would refuse before its first MCMC run, found without MCMC: FBS, FBP and
+    PBP with full cell effects need every cell of the predictors' cross-classification to
+    have records; a sequential synthesis checks every variable against its type."""
+    if method in ("FBS", "FBP", "PBP") and getattr(constructed, "effects", "") == "cells":
+        preds = _as_list(syn.get("predictors"))
+        if preds:
+            data = design.data
+            levels = [list(data[p].cat.categories)
+                      if isinstance(data[p].dtype, pd.CategoricalDtype) else
+                      sorted(pd.unique(data[p]).tolist(), key=lambda v: (str(type(v)), v))
+                      for p in preds]  # as synth/cells.py builds the cells
+            full = pd.MultiIndex.from_product(levels, names=preds)
+            codes = full.get_indexer(pd.MultiIndex.from_frame(data[preds].astype(object)))
+            counts = np.bincount(codes[codes >= 0], minlength=len(full))
+            empty = [dict(zip(preds, full[i], strict=True)) for i in np.flatnonzero(counts == 0)]
+            if empty:
+                shown = "; ".join(", ".join(f"{p} = {v}" for p, v in e.items())
+                                  for e in empty[:5])
+                raise ConfigError(
+                    f"synthesizer.predictors = {preds}: {len(empty)} cell(s) of their "
+                    f"cross-classification have no records ({shown}), so {method}'s full cell "
+                    "effects (init effects = \"cells\", the default) are not identified there. "
+                    "Fix: init = { effects = \"main\" } (additive effects of each predictor, "
+                    "which model every cell), or collapse the levels in the input file so that "
+                    "every cell has records.")
+    if method == "sequential":
+        try:
+            constructed.check_data(design)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
 
 
 def _check_regressions(raw: list[dict[str, Any]], design: Any,
-                       released: set[str] | None) -> list[dict[str, Any]]:
+                       released: set[str] | None, method: str = "") -> list[dict[str, Any]]:
     """[[report.regressions]]: every variable of each formula is a released column, and the
     model fits the confidential design (svyglm; cheap, no MCMC), else a ConfigError naming
     the block's key."""
@@ -373,8 +434,8 @@ def _check_regressions(raw: list[dict[str, Any]], design: Any,
             dropped = [c for c in used if c not in released]
             if dropped:
                 raise ConfigError(
-                    f"{key} = {formula!r}: {dropped} are not released by this synthesis (it "
-                    f"releases {sorted(released)}). Fix: use released variables only.")
+                    f"{key} = {formula!r}: {dropped} are not released by this {method} "
+                    "synthesis. " + _unreleased_fix(method, released))
         try:
             svyglm(formula, design, family=r.get("family", "gaussian"))
         except ValueError as exc:
@@ -566,6 +627,20 @@ class Console:
         self.say(text)
 
 
+def console_text(text: str, width: int = 100, limit: int = 800) -> str:
+    """A message for the console: wrapped at word boundaries (lines after the first indented
+    like Console.note's), never cut mid-word; a message longer than ``limit`` characters ends
+    at a word boundary with a pointer to the confidential report, which holds it whole."""
+    import textwrap
+
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ... (in full in the " \
+            "confidential report)"
+    return textwrap.fill(text, width=width, subsequent_indent=" " * 8,
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def _duration(seconds: float) -> str:
     seconds = float(seconds)
     if seconds < 90:
@@ -596,9 +671,11 @@ class _LineStream(io.TextIOBase):
         return len(s)
 
 
-def _stan_compile_note(method: str) -> str:
+def _stan_compile_note(method: str, synth: dict[str, Any] | None = None) -> str:
     """Whether the method's Stan model is compiled already (httpstan's cache)."""
     program = getattr(synth_class(method), "program", "")
+    with contextlib.suppress(Exception):  # the configured program (FBS main effects: collapsed)
+        program = _construct(method, synth)._program_name() if synth is not None else program
     if not program:
         return "no Stan model (KNG quantile regressions run in numpy)"
     try:
@@ -654,6 +731,10 @@ def _construct(method: str, s: dict[str, Any]):
             f"Its settings: {sorted(params)}. Fix: check the spelling (docs/release-config.md, "
             "Synthesizer settings).")
     try:
+        if "stan_kwargs" in settings:
+            from .synth._stan import check_stan_kwargs
+
+            check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
         syn = cls(**settings)
         for hook in ("_validate", "_config"):  # the classes' own data-free checks
             check = getattr(syn, hook, None)
@@ -822,13 +903,13 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
                        f"{cfg.method}" + (f" ({missing['dropped']} records with missing values "
                                           "dropped, see the confidential report)"
                                           if missing["dropped"] else ""))
-    con.step("compile", _stan_compile_note(cfg.method))
+    con.step("compile", _stan_compile_note(cfg.method, cfg.synth))
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{out.name}-", dir=out.parent))
     try:
         con.step("fit", f"{cfg.method} on {len(data)} records")
         syn, release, caught = fit_and_release(cfg, design, progress=level >= 2, console=con)
         for w in caught[:3]:
-            con.note("warning: " + (w if len(w) < 160 else w[:157] + "..."))
+            con.note(console_text("warning: " + w))
         if len(caught) > 3:
             con.note(f"({len(caught) - 3} more warnings in the confidential report)")
         notes += caught

@@ -472,21 +472,25 @@ log = true
 target_epsilon = 20.0
 m = 3
 population_size = 100000
-init = { chains = 4, draws = 1000, warmup = 1000 }""",
+# main effects: 400 records leave some field x gender cells empty or tiny (full cell effects,
+# effects = "cells", are refused by --check when a cell is empty)
+init = { effects = "main", chains = 4, draws = 1000, warmup = 1000 }""",
     "FBP": """method = "FBP"
 outcome = "salary"
 predictors = ["field", "gender"]
 log = true
 target_lipschitz = 3.4
 m = 3
-population_size = 100000""",
+population_size = 100000
+init = { effects = "main" }""",
     "PBP": """method = "PBP"
 outcome = "salary"
 predictors = ["field", "gender"]
 log = true
 target_lipschitz = 3.4
 m = 3
-population_size = 100000""",
+population_size = 100000
+init = { effects = "main" }""",
     "quantile": """method = "quantile"
 variables = ["visits", "salary"]
 epsilon = 5.0
@@ -549,7 +553,10 @@ def example_config(method: str) -> str:
     """A complete, working release config for ``method`` on :func:`example_data`'s columns."""
     if method not in SYNTHESIZERS:
         raise ConfigError(f"--example {method!r}: choose one of {list(SYNTHESIZERS)}.")
-    if method == "quantile":
+    if method == "nb":
+        tables = (_EXAMPLE_TABLE.replace("salary", "visits")
+                  .replace("estimate = 0, se = 0", "estimate = 1, se = 2"))
+    elif method == "quantile":
         tables = """[[tables]]
 name = "mean_salary"
 title = "Mean salary (synthetic visits and salary)"
@@ -560,10 +567,14 @@ n_min = 10"""
     else:
         tables = _EXAMPLE_TABLE
     risk = "" if method == "quantile" else '\n[report]\nknown = ["field", "gender"]\nr = 0.2\n'
-    model = {"quantile": "salary ~ visits", "PBP": "salary ~ gender"}.get(
-        method, "salary ~ gender + visits")  # variables each method releases
+    # on variables each method releases (a partial synthesis of one outcome releases it, its
+    # predictors and the weights only)
+    model = {"quantile": "salary ~ visits", "nb": "visits ~ gender",
+             "sequential": "salary ~ gender + visits"}.get(method, "salary ~ gender")
+    name = model.split("~")[0].strip()
     risk += ("\n# compared in the confidential report: confidential svyglm vs the release's "
-             f'combined coefficients\n[[report.regressions]]\nname = "salary"\nformula = "{model}"\n')
+             f'combined coefficients\n[[report.regressions]]\nname = "{name}"\n'
+             f'formula = "{model}"\n')
     return f"""# surveysynth release config: {method} (complete example; see docs/release-config.md)
 # data: example.csv, made by surveysynth.release_config.example_data() (SDR-like sample)
 [input]

@@ -32,6 +32,7 @@ __all__ = [
     "StanDraws",
     "StanMessageFilter",
     "StanUnavailableError",
+    "check_stan_kwargs",
     "convergence_diagnostics",
     "ess_bulk",
     "load_program",
@@ -148,6 +149,15 @@ def _in_running_loop() -> bool:
 
 def _require_stan():
     try:
+        with warnings.catch_warnings():
+            # pystan imports pkg_resources (stan/plugins.py) on its first sample, and
+            # setuptools warns that pkg_resources is deprecated: a library's notice about
+            # pystan, not about the user's run. Imported here, once, with that warning off, so
+            # it never reaches the console (sys.modules holds it for pystan's own import).
+            warnings.filterwarnings("ignore", message=".*pkg_resources.*")
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with contextlib.suppress(ImportError):
+                import pkg_resources  # noqa: F401
         import stan  # noqa: F401
     except Exception as exc:  # pragma: no cover - depends on the environment
         raise StanUnavailableError(
@@ -203,11 +213,18 @@ def _delete_own_fits(post: Any, kw: dict[str, Any]) -> None:
 
 
 def sample_and_forget(post: Any, kw: dict[str, Any]) -> Any:
-    """``post.sample(**kw)``, then remove this call's fit files from httpstan's disk cache."""
+    """``post.sample(**kw)``, then remove this call's fit files from httpstan's disk cache.
+
+    pystan catches Ctrl-C (KeyboardInterrupt) during sampling and returns None; that is
+    raised again here as KeyboardInterrupt (the caller would otherwise fail later on the
+    missing fit with an AttributeError and a traceback)."""
     try:
-        return post.sample(**kw)
+        fit = post.sample(**kw)
     finally:
         _delete_own_fits(post, kw)
+    if fit is None:
+        raise KeyboardInterrupt
+    return fit
 
 
 class StanMessageFilter(io.TextIOBase):
@@ -250,6 +267,45 @@ class StanMessageFilter(io.TextIOBase):
 
     def flush(self) -> None:
         self._target.flush()
+
+
+@contextlib.contextmanager
+def _build_folder():
+    """Run a Stan build with a temporary working directory: httpstan's C++ build (setuptools
+    ``build_ext``) writes its object files to ``build/temp.<platform>/`` relative to the working
+    directory and reads a ``setup.cfg`` there, so a build from the user's folder left a
+    ``build/`` folder in it. The compiled model itself goes to httpstan's cache as before."""
+    import os
+    import tempfile
+
+    before = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="surveysynth-stan-build-") as tmp:
+        os.chdir(tmp)
+        try:
+            yield
+        finally:
+            os.chdir(before)
+
+
+def stop_workers() -> int:
+    """End the worker processes httpstan's process pool started for sampling (they ignore
+    SIGINT, so after Ctrl-C they would keep sampling, and the interpreter's exit would wait for
+    them); returns how many were ended. Used by ``surveysynth release`` on Ctrl-C / SIGTERM."""
+    stub = sys.modules.get("httpstan.services_stub")
+    executor = getattr(stub, "executor", None)
+    procs = list((getattr(executor, "_processes", None) or {}).values())
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+    if executor is not None:
+        with contextlib.suppress(Exception):
+            executor.shutdown(wait=False, cancel_futures=True)
+    return len(procs)
 
 
 class _CompilerLog:
@@ -316,9 +372,11 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         try:
             # the compiler's own output is never progress: kept in a log whose tail a failed
             # build's error carries (also at verbose, where pystan's progress is shown)
-            with _compiler_output(shown=False) as compiler_log:
+            with _compiler_output(shown=False) as compiler_log, _build_folder():
                 post = stan.build(program_code, data=data, random_seed=int(seed))
             compiler_log.remove()
+            if post is None:  # pystan returns None when Ctrl-C interrupts its build
+                raise KeyboardInterrupt
         except Exception as exc:
             msg = f"{exc}\n{compiler_log.tail()}"
             if "compil" in msg.lower() or "g++" in msg or "error" in msg.lower():
@@ -397,6 +455,35 @@ def _extract(fit: Any, chains: int, draws: int, skip_diagnostics: tuple[str, ...
     return out, diag, sampler
 
 
+#: pystan 3's sampler arguments that ``stan_kwargs`` may set (httpstan's CreateFitRequest
+#: fields, less those run_stan sets itself); Stan's adapt_delta is ``delta`` here
+SAMPLE_KWARGS = ("delta", "gamma", "init_buffer", "init_radius", "kappa", "max_depth",
+                 "num_thin", "refresh", "save_warmup", "stepsize", "stepsize_jitter", "t0",
+                 "term_buffer", "window")
+_STAN_NAMES = {"adapt_delta": "delta", "adapt_gamma": "gamma", "adapt_kappa": "kappa",
+               "adapt_t0": "t0", "adapt_init_buffer": "init_buffer",
+               "adapt_term_buffer": "term_buffer", "adapt_window": "window",
+               "max_treedepth": "max_depth", "thin": "num_thin"}
+
+
+def check_stan_kwargs(kwargs: dict[str, Any] | None, key: str = "stan_kwargs") -> None:
+    """Refuse sampler arguments pystan 3 does not know, before any compile or MCMC (pystan
+    would refuse them only when sampling starts: "{'json': {'adapt_delta': ['Unknown
+    field.']}}"), naming pystan's spelling of CmdStan / rstan names (adapt_delta -> delta)."""
+    if kwargs is None:
+        return
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{key} must be a dict of pystan sample() arguments, e.g. "
+                         f"{{'delta': 0.95}}; got {kwargs!r}.")
+    bad = [k for k in kwargs if k not in SAMPLE_KWARGS]
+    if bad:
+        renames = {k: _STAN_NAMES[k] for k in bad if k in _STAN_NAMES}
+        hint = ("; ".join(f"{k!r} is {v!r} in pystan 3" for k, v in renames.items())
+                + ". " if renames else "")
+        raise ValueError(f"{key}: unknown sampler argument(s) {bad}. {hint}Fix: use pystan 3's "
+                         f"names: {', '.join(SAMPLE_KWARGS)} (e.g. {{'delta': 0.95}}).")
+
+
 def run_stan(
     program_code: str,
     data: dict[str, Any],
@@ -425,6 +512,7 @@ def run_stan(
     Runs in a worker thread when called from inside a running asyncio loop (e.g. Jupyter),
     where pystan cannot run.
     """
+    check_stan_kwargs(sample_kwargs, "sampler arguments")
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(0, 2**31 - 1))
     if seed is None:
@@ -473,7 +561,8 @@ def run_stan(
     if problems and warn:
         warnings.warn(
             "Stan sampling may be unreliable: " + "; ".join(problems)
-            + ". Increase draws/warmup (or adapt_delta via delta=0.95).",
+            + ". Fix: more warm-up and draws (warmup=, draws=); against divergences a higher "
+            "target acceptance rate, delta=0.95 (pystan's name for Stan's adapt_delta).",
             ConvergenceWarning,
             stacklevel=2,
         )

@@ -48,6 +48,16 @@ __all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "CONVERGENCE_DEF
 #: tolerated here because the gate stops a release, not a fit.
 CONVERGENCE_DEFAULTS: dict[str, float] = {"rhat": 1.01, "ess_bulk": 400.0, "divergent_share": 0.001}
 
+#: the fix a refused (unconverged) fit states; each part is applied by a test
+#: (tests/test_examples.py): pystan 3 names Stan's adapt_delta ``delta``
+CONVERGENCE_FIX = (
+    "Fix: more warm-up and draws (warmup=2000, draws=2000; in a release config init = { "
+    "warmup = 2000, draws = 2000 }); against divergences a higher target acceptance rate, "
+    "stan_kwargs={'delta': 0.95} (config: init = { stan_kwargs = { delta = 0.95 } }; pystan's "
+    "name for Stan's adapt_delta); or a simpler model; or release anyway with "
+    "allow_unconverged=True (config: init = { allow_unconverged = true }; the public manifest "
+    "then says so).")
+
 
 class NotFittedError(ValueError, AttributeError):
     """``release`` or ``privacy_record`` before ``fit``."""
@@ -259,9 +269,7 @@ class Synthesizer:
             return
         raise ConvergenceError(
             f"{type(self).__name__}: the fit failed the release gates: "
-            f"{'; '.join(conv['problems'])}. Fix: more warm-up and draws (warmup=, draws=), "
-            "stan_kwargs={'adapt_delta': 0.95} against divergences, or a simpler model; or "
-            "release anyway with allow_unconverged=True (the public manifest then says so)."
+            f"{'; '.join(conv['problems'])}. " + CONVERGENCE_FIX
         )
 
     def _population(self, design: Any) -> float:

@@ -328,7 +328,8 @@ class Sequential(Synthesizer):
                 "design_cols": design_cols, "known": known}
 
     # ================================================================== steps
-    def _build_steps(self, data: pd.DataFrame, w: np.ndarray, cfg: dict) -> list[_Step]:
+    def _build_steps(self, data: pd.DataFrame, w: np.ndarray, cfg: dict,
+                     shares: bool = True) -> list[_Step]:
         steps: list[_Step] = []
         for name, typ, (lo, hi) in cfg["specs"]:
             col = data[name]
@@ -350,7 +351,8 @@ class Sequential(Synthesizer):
             steps.append(_Step(cfg["weights_name"], cfg["weights_name"], "weights", "positive",
                                "normal", {"lo": None, "hi": None, "loc": float(np.mean(lw)),
                                           "scale": float(max(np.std(lw), 0.1)), "tf": "log"}))
-        self._assign_shares(steps, cfg)
+        if shares:
+            self._assign_shares(steps, cfg)
         return steps
 
     def _value_step(self, name, typ, lo, hi, obs: pd.Series, index,
@@ -361,7 +363,8 @@ class Sequential(Synthesizer):
             bad = ~np.isfinite(v)
             if bad.any():
                 raise ValueError(f"variable {name!r} ({typ}) has non-numeric values at rows "
-                                 f"{_first(bad, index)}; give it type 'categorical' or fix them.")
+                                 f"{_first(bad, index)} ({obs[bad].head(3).tolist()}). "
+                                 + number_text_fix(obs[bad]))
             out = ((lo is not None) & (v < (lo if lo is not None else 0))) | (
                 (hi is not None) & (v > (hi if hi is not None else 0)))
             if out.any():
@@ -414,9 +417,12 @@ class Sequential(Synthesizer):
             return _Step(name, name, "value", typ, fam, spec, enc=enc)
         levels = _levels(obs, typ, name)
         if fam == "logistic" and len(levels) != 2:
+            numeric = pd.api.types.is_numeric_dtype(obs) and not pd.api.types.is_bool_dtype(obs)
+            fix = ("type 'continuous' (or 'count' for counts, 'bounded' with public bounds)"
+                   if numeric and len(levels) > 10 else "type 'categorical'")
             raise ValueError(f"variable {name!r} (binary) has {len(levels)} distinct value(s) "
-                             f"{levels[:5]}; a binary variable has exactly 2. Fix: type "
-                             "'categorical', or release it as public.")
+                             f"{levels[:5]}{'...' if len(levels) > 5 else ''}; a binary variable "
+                             f"has exactly 2. Fix: {fix}, or release it as public.")
         if fam != "logistic" and len(levels) < 2:
             raise ValueError(f"variable {name!r} ({typ}) has a single value {levels}; nothing to "
                              "model. Release it as public or drop it.")
@@ -450,6 +456,28 @@ class Sequential(Synthesizer):
             own = [s for s in steps if (s.name if s.role == "weights" else s.column) == u]
             for s in own:
                 s.share = shares[u] / len(own)
+
+    def check_data(self, design: Any) -> None:
+        """Every check of the data that ``fit`` makes before its first MCMC run (names in the
+        data, each variable against its type, bounds, missing values, budget shares), so a
+        release config's ``--check`` refuses what the run would hit. A ValueError names the
+        variable's position (``variables[i]``), the rows and the fix."""
+        cfg = self._validate_design(design)
+        data = design.data
+        w = np.asarray(design.weights, dtype=float)
+        cfg["weight_cells"] = [c for c in _cols(design.strata_vars) + _cols(design.fpc_vars)
+                               if c in data.columns]
+        wcol = (pd.to_numeric(data[cfg["weights_name"]]).to_numpy(dtype=float)
+                if cfg["weights_name"] in data.columns else w)
+        cfg["design_weights"] = weights_are_design(data, wcol, cfg["weight_cells"])
+        for i, spec in enumerate(cfg["specs"]):  # one variable at a time: name its position
+            try:
+                self._build_steps(data, w, {**cfg, "specs": [spec], "design_weights": True},
+                                  shares=False)
+            except ValueError as exc:
+                raise ValueError(f"variables[{i}] (name {spec[0]!r}, type {spec[1]!r}): "
+                                 f"{exc}") from exc
+        self._build_steps(data, w, cfg)
 
     # ================================================================== encoding
     def _encode_public(self, data: pd.DataFrame, preds: list[str]) -> tuple[list, np.ndarray]:
@@ -1058,6 +1086,28 @@ def _from_model(spec: dict, y: np.ndarray) -> np.ndarray:
         sig = np.where(y >= 0, 1.0 / (1.0 + u), u / (1.0 + u))
         return np.clip(lo - e + (hi - lo + 2 * e) * sig, lo, hi)
     return y
+
+
+def number_text_fix(bad: pd.Series) -> str:
+    """The fix for text values in a variable modelled as a number: numbers written with
+    thousands separators or a decimal comma ("1,234", "1 234", "12,5") are read as text by the
+    CSV reader (it does not guess separators), so the fix is to write them as plain numbers;
+    other text is a category."""
+    text = bad.dropna().astype(str).str.strip()
+    plain = text.str.replace(r"(?<=\d)[,' \u00a0\u202f](?=\d{3}(\D|$))", "", regex=True)
+    if len(text) and pd.to_numeric(plain, errors="coerce").notna().all():
+        return ("They are numbers written with thousands separators (e.g. "
+                f"{text.iloc[0]!r}), which the CSV reader takes as text. Fix: write the "
+                "column as plain numbers in the input file (in R: as.numeric(gsub(\",\", \"\", "
+                "x)) before write.csv; in pandas: pd.read_csv(path, thousands=\",\") then "
+                "to_csv), or save it from the spreadsheet without the separators.")
+    decimal = text.str.replace(",", ".", regex=False)
+    if len(text) and pd.to_numeric(decimal, errors="coerce").notna().all():
+        return (f"They are numbers with a decimal comma (e.g. {text.iloc[0]!r}), which the CSV "
+                "reader takes as text. Fix: write them with a decimal point in the input file "
+                "(pandas: pd.read_csv(path, decimal=\",\") then to_csv).")
+    return ("Fix: type 'categorical' if the variable is a category (or a binary one), or "
+            "correct those values in the input file.")
 
 
 def _cols(x: Any) -> list[str]:
