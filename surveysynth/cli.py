@@ -15,7 +15,9 @@ draws (for tests).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -190,34 +192,66 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that one clean stop serves both."""
+def _descendants(pid: int) -> list[int]:
+    """The process ids of every descendant of ``pid`` (Linux /proc; empty elsewhere)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids = [int(c) for c in task.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+def _stop_now(signum: int, frame: object) -> None:
+    """Ctrl-C / SIGTERM during ``surveysynth release``: end the processes this run started
+    (httpstan's sampling workers, which ignore SIGINT; a compiler), remove the unfinished
+    release folder, print one line and exit at once. Exiting from the handler, not by
+    KeyboardInterrupt: pystan catches KeyboardInterrupt inside its event loop (and may finish
+    the fit anyway), asyncio prints the cancelled tasks' tracebacks, and the interpreter's exit
+    would wait for the workers' chains to finish."""
+    import signal
+
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        from .pipeline import remove_partial_folders
+
+        remove_partial_folders()
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    with contextlib.suppress(OSError):
+        os.write(_STDERR_FD if _STDERR_FD is not None else 2,
+                 f"\nsurveysynth release: stopped by {name}; nothing was released (no output "
+                 "folder written).\n".encode())
+    os._exit(128 + int(signum))
+
+
+#: a copy of the stderr descriptor taken before the run (a Stan build sends fd 2 to a log)
+_STDERR_FD: int | None = None
 
 
 def _release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """The release command. Ctrl-C and SIGTERM stop it within seconds with one line: the
-    sampler's worker processes are ended, the partial release folder is removed (run_release
-    writes to a temporary folder and renames it at the end), no traceback; exit status 130
-    (SIGINT) or 143 (SIGTERM), as a shell reports a process ended by the signal."""
+    """The release command. Ctrl-C and SIGTERM stop it within seconds with one line and exit
+    status 130 (SIGINT) or 143 (SIGTERM), as a shell reports a process ended by the signal:
+    see :func:`_stop_now`."""
     import signal
 
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    global _STDERR_FD
+    _STDERR_FD = os.dup(2)
+    previous = {s: signal.signal(s, _stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return _release_run(args, parser)
-    except KeyboardInterrupt as exc:
-        from .synth._stan import stop_workers
-
-        stop_workers()
-        term = isinstance(exc, _Terminated)
-        print(f"surveysynth release: stopped by {'SIGTERM' if term else 'Ctrl-C'}; nothing was "
-              "released (no output folder written).", file=sys.stderr)
-        return 143 if term else 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        os.close(_STDERR_FD)
+        _STDERR_FD = None
 
 
 def _release_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -223,11 +223,17 @@ def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
             continue
         x = data[col]
         if pd.api.types.is_bool_dtype(x) or not pd.api.types.is_numeric_dtype(x):
-            bad = data.index[pd.to_numeric(x, errors="coerce").isna() & x.notna()][:5].tolist()
+            from .synth.sequential import number_text_fix
+
+            mask = pd.to_numeric(x, errors="coerce").isna() & x.notna()
+            bad = data.index[mask][:5].tolist()
+            fix = number_text_fix(x[mask])
+            if not fix.startswith("They are"):  # text that is not a number: a category
+                fix = ("Fix: synthesize a numeric variable (recode it in the input file) or use "
+                       "it as a predictor.")
             raise ConfigError(
                 f"{key}: column {col!r} is not numeric (dtype {x.dtype}; first non-numeric rows "
-                f"{bad}). Fix: synthesize a numeric variable (recode it in the input file) or "
-                "use it as a predictor.")
+                f"{bad}: {x[mask].head(3).tolist()}). {fix}")
         v = x.to_numpy(dtype=float)
         if method in ("FBS", "FBP", "PBP") and syn.get("log", True) and (v <= 0).any():
             rows = np.flatnonzero(v <= 0)[:5].tolist()
@@ -314,8 +320,14 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
                 )
         if (spec.value and spec.stat not in ("proportion",)
                 and not pd.api.types.is_numeric_dtype(data[spec.value])):
+            from .synth.sequential import number_text_fix
+
+            x = data[spec.value]
+            fix = number_text_fix(x[pd.to_numeric(x, errors="coerce").isna() & x.notna()])
             raise ConfigError(f"{where}.value: {spec.value!r} is not numeric (dtype "
-                              f"{data[spec.value].dtype}). Fix: a numeric variable.")
+                              f"{x.dtype}). " + (fix if fix.startswith("They are") else
+                                                 "Fix: a numeric variable, or stat = "
+                                                 "\"proportion\" for the shares of its levels."))
         for var in spec.labels or {}:
             if var not in spec.rows + spec.cols:
                 raise ConfigError(f"{where}.labels.{var}: not a classification variable of this "
@@ -360,11 +372,11 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     complete, _ = apply_missing(policy, _missing_checked(method, syn, needed), data)
     if method != "sequential":  # Sequential checks each variable against its type itself
         _check_types(method, syn, complete)
-    released = _released_columns(method, syn, design, data)
-    tables = _check_tables(raw.get("tables", []), data, released, method)
     constructed = _construct(method, syn)
     built = build_design(design, complete)
     _check_model_data(method, syn, constructed, built)
+    released = _released_columns(method, syn, design, data)
+    tables = _check_tables(raw.get("tables", []), data, released, method)
     rep = raw.get("report", {})
     known = _as_list(rep.get("known", syn.get("known", syn.get("predictors"))))
     _check_columns([("report.known", k) for k in known], data, input_path.name)
@@ -675,7 +687,8 @@ def _stan_compile_note(method: str, synth: dict[str, Any] | None = None) -> str:
     """Whether the method's Stan model is compiled already (httpstan's cache)."""
     program = getattr(synth_class(method), "program", "")
     with contextlib.suppress(Exception):  # the configured program (FBS main effects: collapsed)
-        program = _construct(method, synth)._program_name() if synth is not None else program
+        if synth is not None:
+            program = getattr(_construct(method, synth), "_program_name", lambda: program)()
     if not program:
         return "no Stan model (KNG quantile regressions run in numpy)"
     try:
@@ -871,6 +884,18 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
 
 
 # ----------------------------------------------------------------------------- run
+#: the temporary folders of releases being written (renamed into place at the end): the
+#: command's Ctrl-C / SIGTERM handler removes them before it exits (surveysynth.cli)
+PARTIAL_FOLDERS: set[Path] = set()
+
+
+def remove_partial_folders() -> None:
+    """Remove the temporary folders of unfinished releases (see :data:`PARTIAL_FOLDERS`)."""
+    for tmp in list(PARTIAL_FOLDERS):
+        shutil.rmtree(tmp, ignore_errors=True)
+        PARTIAL_FOLDERS.discard(tmp)
+
+
 def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
                 verbosity: int | None = None) -> Path:
     """Run the whole pipeline; returns the release folder. ``verbosity``: 0 silent (also
@@ -905,6 +930,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
                                           if missing["dropped"] else ""))
     con.step("compile", _stan_compile_note(cfg.method, cfg.synth))
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{out.name}-", dir=out.parent))
+    PARTIAL_FOLDERS.add(tmp)
     try:
         con.step("fit", f"{cfg.method} on {len(data)} records")
         syn, release, caught = fit_and_release(cfg, design, progress=level >= 2, console=con)
@@ -974,6 +1000,8 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        PARTIAL_FOLDERS.discard(tmp)
     if level >= 1:
         eps = release.epsilon
         con.say(f"done in {con.elapsed()}: {cfg.method} {release.kind} synthesis, m = "

@@ -287,27 +287,6 @@ def _build_folder():
             os.chdir(before)
 
 
-def stop_workers() -> int:
-    """End the worker processes httpstan's process pool started for sampling (they ignore
-    SIGINT, so after Ctrl-C they would keep sampling, and the interpreter's exit would wait for
-    them); returns how many were ended. Used by ``surveysynth release`` on Ctrl-C / SIGTERM."""
-    stub = sys.modules.get("httpstan.services_stub")
-    executor = getattr(stub, "executor", None)
-    procs = list((getattr(executor, "_processes", None) or {}).values())
-    for proc in procs:
-        with contextlib.suppress(Exception):
-            proc.terminate()
-    for proc in procs:
-        with contextlib.suppress(Exception):
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-    if executor is not None:
-        with contextlib.suppress(Exception):
-            executor.shutdown(wait=False, cancel_futures=True)
-    return len(procs)
-
-
 class _CompilerLog:
     def __init__(self) -> None:
         self.path: str | None = None

@@ -1,0 +1,251 @@
+"""The first hour of a user (issue 37): every shipped example (`surveysynth release --example
+METHOD`) runs end to end on the documented example data; `--check` refuses what the run would
+hit, each message naming the key and a fix, and each fix, applied, is accepted; the fix texts of
+the release gate and the Stan runner work in pystan; Ctrl-C and SIGTERM stop a release within
+seconds with one line, no traceback, no process left, no output folder.
+
+The end-to-end runs use short chains (the shipped examples keep the defaults they document,
+checked below); their measured default run times are in docs/release-config.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from surveysynth.pipeline import ConfigError, load_config, run_release
+from surveysynth.release_config import SYNTHESIZERS, example_config, example_data
+
+CLI = [sys.executable, "-m", "surveysynth.cli", "release"]
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+#: short chains for the tests, with the release gates lowered to what such chains can pass (as
+#: `surveysynth demo --quick` does); the public manifest records the gates used
+FAST = "chains = 2, draws = 200, warmup = 200, convergence = { ess_bulk = 100, rhat = 1.05 }"
+
+
+@pytest.fixture(scope="module")
+def data() -> pd.DataFrame:
+    return example_data()
+
+
+def _write(tmp: Path, text: str, frame: pd.DataFrame, name: str = "example.csv") -> Path:
+    frame.to_csv(tmp / name, index=False)
+    cfg = tmp / "release.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+def fast(text: str) -> str:
+    """The example with short chains: chains/draws/warmup in its init table replaced by FAST
+    (an init table is added when it has none)."""
+    if "\ninit = {" not in text:
+        return text.replace("\n\n[[tables]]", f"\ninit = {{ {FAST} }}\n\n[[tables]]", 1)
+    line = re.search(r"\ninit = \{(.*)\}\n", text)
+    body = re.sub(r"\s*(chains|draws|warmup) = \d+,?", "", line.group(1)).strip().rstrip(",")
+    return text.replace(line.group(0), f"\ninit = {{ {body + ', ' if body else ''}{FAST} }}\n")
+
+
+def _run(cfg: Path) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_release(load_config(cfg), quiet=True)
+
+
+# ----------------------------------------------------------------------------- the examples
+def test_shipped_examples_keep_their_documented_defaults():
+    for method in SYNTHESIZERS:
+        text = example_config(method)
+        assert "chains = 2" not in text and "draws = 200" not in text, method
+        assert "convergence" not in text and "allow_unconverged" not in text, method
+    # the help lists every method (sequential was missing)
+    out = subprocess.run([*CLI, "--help"], capture_output=True, text=True, env=ENV, timeout=60)
+    assert all(m in " ".join(out.stdout.split()) for m in SYNTHESIZERS), out.stdout
+
+
+def test_fast_override_changes_only_the_chains():
+    for method in SYNTHESIZERS:
+        text = fast(example_config(method))
+        if method == "quantile":
+            continue
+        init = re.search(r"\ninit = \{(.*)\}\n", text).group(1)
+        assert init.count("chains") == 1 and "draws = 200" in init, (method, init)
+    assert 'effects = "main", chains = 2' in fast(example_config("FBP"))
+
+
+@pytest.mark.parametrize("method", SYNTHESIZERS)
+def test_every_example_runs_end_to_end(tmp_path, data, method):
+    """`--example METHOD` as printed (short chains) releases on example_data(): tables, the
+    report with its regression, the manifest; nothing written beside the release."""
+    cfg = _write(tmp_path, fast(example_config(method)), data)
+    loaded = load_config(cfg)
+    out = _run(cfg)
+    assert out == tmp_path / f"release-{method}"
+    man = json.loads((out / "public" / "manifest.json").read_text())
+    assert man["method"] == method and man["m"] == 3
+    for t in loaded.tables:
+        table = pd.read_csv(out / "public" / "tables" / f"{t.name}.csv", comment="#")
+        assert len(table) > 0
+    html = (out / "confidential" / "report.html").read_text()
+    reg = loaded.regressions[0]
+    assert reg["formula"] in html
+    assert "could not be computed" not in html
+    # nothing else in the working folder: no build/ folder, no partial release
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["example.csv", "release.toml", f"release-{method}"])
+
+
+# ----------------------------------------------------------------------------- --check
+def _seq(old: str, new: str) -> str:
+    """The sequential example with one edit of its [[variables]] blocks."""
+    text = example_config("sequential")
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+def _thousands(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    out["salary"] = [f"{v:,.0f}" for v in out["salary"]]
+    return out
+
+
+def _strip_separators(tmp: Path) -> None:
+    """The fix the message gives for thousands separators, as a user applies it in pandas."""
+    frame = pd.read_csv(tmp / "example.csv", thousands=",")
+    frame.to_csv(tmp / "example.csv", index=False)
+
+
+def _cells_example() -> str:
+    return example_config("FBS").replace('effects = "main", ', "")
+
+
+BAD = [
+    # (name, config text, data edit, key the message names, words it must hold,
+    #  the fix as the message states it (old, new) in the config, or a callable on the folder)
+    ("empty cell with full cell effects", _cells_example(), None, "synthesizer.predictors",
+     ["field = 2, gender = female", 'init = { effects = "main" }'],
+     ("init = { ", 'init = { effects = "main", ')),
+    ("sequential binary on a 156-valued variable",
+     _seq("[[variables]]", '[[variables]]\nname = "codes"\ntype = "binary"\n\n[[variables]]'),
+     lambda d: d.assign(codes=np.arange(len(d)) % 156), "variables[0]",
+     ["'codes'", "156 distinct", "type 'continuous'"],
+     ('type = "binary"', 'type = "continuous"')),
+    ("sequential continuous on a string column",
+     _seq('type = "binary"', 'type = "continuous"'), None, "variables[0]",
+     ["'gender'", "non-numeric", "type 'categorical'"],
+     ('type = "continuous"', 'type = "categorical"')),
+    ("sequential number with thousands separators",
+     example_config("sequential"), _thousands, "variables[1]",
+     ["thousands separators", "plain numbers"], _strip_separators),
+    ("outcome with thousands separators", example_config("FBS"), _thousands,
+     "synthesizer.outcome", ["thousands separators", "plain numbers"], _strip_separators),
+    ("table on a variable the release does not hold", example_config("nb").replace(
+        'value = "visits"', 'value = "salary"'), None, "tables[0].value",
+     ["'salary'", "not released by this nb synthesis", "release_columns"],
+     ('categorical = ["field"]', 'categorical = ["field"], release_columns = ["salary"]')),
+    ("table on a variable FBS does not release", example_config("FBS").replace(
+        'cols = "gender"', 'cols = "visits"'), None, "tables[0].cols",
+     ["'visits'", "not released by this FBS synthesis", "synthesizer.predictors"],
+     ('predictors = ["field", "gender"]', 'predictors = ["field", "gender", "visits"]')),
+    ("regression on a variable FBS does not release", example_config("FBS").replace(
+        'formula = "salary ~ gender"', 'formula = "salary ~ gender + visits"'), None,
+     "report.regressions[0].formula", ["['visits']", "synthesizer.predictors"],
+     ('predictors = ["field", "gender"]', 'predictors = ["field", "gender", "visits"]')),
+    ("output folder exists", example_config("quantile").replace(
+        "overwrite = true", "overwrite = false"), None, "output.folder",
+     ["exists", "overwrite = true"], ("overwrite = false", "overwrite = true")),
+    ("Stan's adapt_delta for pystan's delta", example_config("nb").replace(
+        "warmup = 1000 }", "warmup = 1000, stan_kwargs = { adapt_delta = 0.95 } }"), None,
+     "synthesizer.init.stan_kwargs", ["'adapt_delta' is 'delta' in pystan 3"],
+     ("adapt_delta", "delta")),
+]
+
+
+@pytest.mark.parametrize("name, text, edit, key, words, fix", BAD, ids=[b[0] for b in BAD])
+def test_check_refuses_what_the_run_would_hit_and_the_fix_works(tmp_path, data, name, text,
+                                                                  edit, key, words, fix):
+    frame = data if edit is None else edit(data)
+    before = frame.copy()
+    cfg = _write(tmp_path, text, frame)
+    if name == "output folder exists":
+        (tmp_path / "release-quantile").mkdir()
+    out = subprocess.run([*CLI, str(cfg), "--check"], capture_output=True, text=True,
+                         cwd=tmp_path, env=ENV, timeout=300)
+    msg = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "configuration OK" not in out.stdout, out.stderr[-2000:]
+    assert key in msg and "Fix" in msg and "Traceback" not in out.stderr, msg
+    for w in words:
+        assert w in msg, (w, msg)
+    pd.testing.assert_frame_equal(frame, before)  # the caller's data is not changed
+    # the fix, applied as the message states it, passes --check
+    if callable(fix):
+        fix(tmp_path)
+    else:
+        assert fix[0] in text, fix
+        cfg.write_text(text.replace(*fix, 1))
+    load_config(cfg)
+
+
+def test_a_run_refuses_before_any_mcmc_what_check_refuses(tmp_path, data):
+    """The run goes through the same checks: an existing folder is refused at once, and it
+    is left as it was."""
+    text = example_config("quantile").replace("overwrite = true", "overwrite = false")
+    cfg = _write(tmp_path, text, data)
+    (tmp_path / "release-quantile").mkdir()
+    (tmp_path / "release-quantile" / "keep.txt").write_text("x")
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="output.folder"):
+        run_release(cfg, quiet=True)
+    assert time.perf_counter() - t0 < 60  # refused before the synthesis, not after it
+    assert (tmp_path / "release-quantile" / "keep.txt").read_text() == "x"
+
+
+# ----------------------------------------------------------------------------- clean stops
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "Ctrl-C"),
+                                             (signal.SIGTERM, 143, "SIGTERM")])
+def test_interrupt_during_mcmc_stops_cleanly(tmp_path, data, sig, code, word):
+    """`surveysynth release` on the nb example (default chains), interrupted once the sampler's
+    worker processes run: it exits within seconds, prints one line and no traceback, leaves no
+    process behind and no output folder (not even a partial one)."""
+    psutil = pytest.importorskip("psutil")
+    cfg = _write(tmp_path, example_config("nb"), data)
+    proc = subprocess.Popen([*CLI, str(cfg)], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    children: list = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        children = parent.children(recursive=True)
+        if children:  # httpstan's sampling workers: the MCMC has started
+            break
+        time.sleep(0.2)
+    assert children and proc.poll() is None, "the sampler never started"
+    time.sleep(1.0)
+    children = parent.children(recursive=True)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    took = time.monotonic() - t0
+    assert took < 10, f"took {took:.1f} s to stop"
+    assert proc.returncode == code, err[-3000:]
+    assert "Traceback" not in err and "Error" not in err, err[-3000:]
+    after = [x for x in err.split("[3/6] fit:", 1)[1].splitlines()[1:] if x.strip()]
+    assert len(after) == 1 and word in after[0] and "nothing was released" in after[0], after
+    gone = psutil.wait_procs(children, timeout=5)[1]
+    assert not gone, f"left running: {[p.pid for p in gone]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.csv", "release.toml"]
