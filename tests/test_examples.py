@@ -249,3 +249,48 @@ def test_interrupt_during_mcmc_stops_cleanly(tmp_path, data, sig, code, word):
     gone = psutil.wait_procs(children, timeout=5)[1]
     assert not gone, f"left running: {[p.pid for p in gone]}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["example.csv", "release.toml"]
+
+
+# ----------------------------------------------------------------------------- fix texts
+def _merge_init(text: str, snippet: str) -> str:
+    """The config with ``snippet`` (the inside of an ``init = { ... }`` of a fix text) merged
+    into its init table (later keys win, as the fix means)."""
+    line = re.search(r"\ninit = \{(.*)\}\n", text)
+    keys = {k for k in re.findall(r"(\w+) = ", snippet)}
+    body = line.group(1)
+    for k in keys:  # drop the keys the fix sets
+        body = re.sub(rf"\s*{k} = (\{{[^}}]*\}}|[^,]+),?", "", body)
+    body = body.strip().rstrip(",")
+    return text.replace(line.group(0), f"\ninit = {{ {body}, {snippet} }}\n")
+
+
+def test_release_gate_fix_texts_work(tmp_path, data):
+    """A fit refused by the release gates says how to fix it; each config fix it states is
+    applied: pystan accepts delta (its name for adapt_delta, which it refuses), the longer
+    chains are valid settings, and allow_unconverged releases with the manifest saying so."""
+    from surveysynth.synth.base import CONVERGENCE_FIX, ConvergenceError
+
+    short = example_config("nb").replace("chains = 4, draws = 1000, warmup = 1000",
+                                         "chains = 2, draws = 10, warmup = 10")
+    cfg = _write(tmp_path, short, data)
+    with pytest.raises(ConvergenceError) as err:
+        _run(cfg)
+    msg = str(err.value)
+    assert CONVERGENCE_FIX in msg and "adapt_delta'" not in msg
+    fixes = re.findall(r"init = \{ (.*?) \}(?=[);])", msg)
+    assert fixes == ["warmup = 2000, draws = 2000", "stan_kwargs = { delta = 0.95 }",
+                     "allow_unconverged = true"], fixes
+    assert not (tmp_path / "release-nb").exists()
+    # longer chains: valid settings (not run here: the slow tier's default runs use 1000)
+    cfg.write_text(_merge_init(short, fixes[0]))
+    assert load_config(cfg).synth["init"]["warmup"] == 2000
+    # delta: accepted by pystan (a run with short chains and the lowered test gates)
+    cfg.write_text(_merge_init(fast(example_config("nb")), fixes[1]))
+    assert load_config(cfg).synth["init"]["stan_kwargs"] == {"delta": 0.95}
+    out = _run(cfg)
+    assert json.loads((out / "public" / "manifest.json").read_text())["method"] == "nb"
+    # allow_unconverged: the unconverged fit is released, and the public manifest says so
+    cfg.write_text(_merge_init(short, fixes[2]))
+    out = _run(cfg)
+    man = json.loads((out / "public" / "manifest.json").read_text())
+    assert man["privacy"]["convergence_override"] is True

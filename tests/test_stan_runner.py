@@ -130,3 +130,18 @@ def test_rhat_sees_a_chain_stuck_in_another_mode():
     assert res.summary["max_rhat"] > 1.5
     # the last draw of each chain warm-starts that chain's refit (its own mode)
     assert [np.sign(d["y"]) for d in res.last_inits()] == [-1, -1, 1, 1]
+
+
+def test_stan_runner_fix_texts_name_pystans_arguments():
+    """The Stan runner's convergence warning and the stan_kwargs check give pystan 3's name
+    (delta), and refuse Stan's (adapt_delta) before any compile."""
+    import pytest
+
+    from surveysynth.synth._stan import WARNING_FIX, check_stan_kwargs
+
+    assert "delta=0.95" in WARNING_FIX and "adapt_delta=" not in WARNING_FIX
+    check_stan_kwargs({"delta": 0.95, "max_depth": 12})  # applied in tests/test_examples.py
+    with pytest.raises(ValueError, match="'adapt_delta' is 'delta' in pystan 3"):
+        check_stan_kwargs({"adapt_delta": 0.95})
+    with pytest.raises(ValueError, match="'max_treedepth' is 'max_depth'"):  # before compiling
+        run_stan("parameters { real x; } model { x ~ normal(0, 1); }", {}, max_treedepth=12)

@@ -445,6 +445,11 @@ _STAN_NAMES = {"adapt_delta": "delta", "adapt_gamma": "gamma", "adapt_kappa": "k
                "max_treedepth": "max_depth", "thin": "num_thin"}
 
 
+#: the fix the convergence warning states (run_stan's keyword arguments go to pystan)
+WARNING_FIX = ("Fix: more warm-up and draws (warmup=, draws=); against divergences a higher "
+               "target acceptance rate, delta=0.95 (pystan's name for Stan's adapt_delta).")
+
+
 def check_stan_kwargs(kwargs: dict[str, Any] | None, key: str = "stan_kwargs") -> None:
     """Refuse sampler arguments pystan 3 does not know, before any compile or MCMC (pystan
     would refuse them only when sampling starts: "{'json': {'adapt_delta': ['Unknown
@@ -540,8 +545,7 @@ def run_stan(
     if problems and warn:
         warnings.warn(
             "Stan sampling may be unreliable: " + "; ".join(problems)
-            + ". Fix: more warm-up and draws (warmup=, draws=); against divergences a higher "
-            "target acceptance rate, delta=0.95 (pystan's name for Stan's adapt_delta).",
+            + ". " + WARNING_FIX,
             ConvergenceWarning,
             stacklevel=2,
         )
