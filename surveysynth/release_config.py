@@ -695,10 +695,77 @@ def render_markdown() -> str:
         "Each runs on `example.csv`, written by `surveysynth.release_config.example_data()"
         ".to_csv(\"example.csv\", index=False)` (a stratified sample of 400 records of the "
         "SDR-like simulation: `field`, `gender`, `salary`, `weight`, and a count `visits`). "
-        "tests/test_release_config.py checks each with `--check` and runs the KNG one end to "
-        "end.",
+        "tests/test_release_config.py checks each with `--check`; tests/test_examples.py runs "
+        "each end to end (with short chains: 2 chains of 200 draws and the release gates "
+        "lowered to bulk ESS 100 and R-hat 1.05; the examples as shipped keep the defaults "
+        "below).",
         "",
+        "Run time of each example as shipped (`surveysynth release release.toml`, default "
+        "settings, the Stan model already compiled: a first run compiles it once, 1-5 "
+        "minutes), measured on the 2-core development machine while other jobs shared it:",
+        "",
+        "| example | run time | measured |",
+        "|---|---|---|",
     ]
+    out += [f"| `{m}` | {t} | {how} |" for m, (t, how) in EXAMPLE_TIMES.items()]
+    out += ["", *DECISIONS, ""]
     for method in SYNTHESIZERS:
         out += [f"### `{method}`", "", "```toml", example_config(method).rstrip(), "```", ""]
     return "\n".join(out)
+
+
+#: measured run times of the shipped examples with their default settings (scripts and
+#: numbers: the commit that set them; docs/release-config.md shows them)
+EXAMPLE_TIMES: dict[str, tuple[str, str]] = {
+    "FBS": ("TBD", "TBD"),
+    "FBP": ("TBD", "TBD"),
+    "PBP": ("TBD", "TBD"),
+    "quantile": ("TBD", "TBD"),
+    "mixture": ("TBD", "TBD"),
+    "nb": ("TBD", "TBD"),
+    "sequential": ("TBD", "TBD"),
+}
+
+#: the decisions behind the examples, --check and the command's behaviour (issue 37)
+DECISIONS = [
+    "### Decisions: examples, `--check`, fixes, stops",
+    "",
+    "* **Empty cells.** 400 records leave a cell of field x gender empty (field 2, female) and "
+    "others with a handful of records. Full cell effects (`effects = \"cells\"`, the seed "
+    "papers' model and the default of FBS, FBP and PBP) are not identified in an empty cell, "
+    "so `--check` refuses them naming the cell(s) and the fix, `init = { effects = \"main\" "
+    "}`: additive effects of each predictor, which model every cell, including empty ones. "
+    "The FBS, FBP and PBP examples use main effects: on a sample this small that is the model "
+    "a statistician would fit (a cell of 3 records has no usable mean of its own).",
+    "* **What a release holds.** FBS, FBP and PBP release the outcome, the predictors and the "
+    "weights; the mixture and NB synthesizers also the `known` columns and "
+    "`init.release_columns`; the quantile synthesizer its variables and the weights; a "
+    "sequential synthesis its variables, the public and design columns and the weights (all "
+    "columns with `unlisted = \"public\"`). A `[[tables]]` or `[[report.regressions]]` "
+    "block on any other column is refused by `--check`, with the fix for the method (a "
+    "released variable, a predictor, `release_columns`, or a public variable).",
+    "* **`--check` runs every check the run makes before its first MCMC run**: the schema, "
+    "columns, missing values, types (a sequential synthesis checks each `[[variables]]` "
+    "type against the data: a `binary` type on a variable with more than two values, a "
+    "numeric type on text), empty cells, tables and regressions on released variables, the "
+    "design, `stan_kwargs` names (pystan 3's: `delta`, not Stan's `adapt_delta`) and an "
+    "existing output folder without `overwrite = true`. Numbers written with thousands "
+    "separators (`\"1,234\"`) are text to the CSV reader; the message says so and how to "
+    "write them as plain numbers (the reader does not guess separators). Not checkable before "
+    "MCMC: whether a privacy target is reachable at the cell-weight floor "
+    "(`min_cell_weight`) and whether the chains converge; those refusals come from the run, "
+    "with a fix.",
+    "* **Fix texts that work.** A fit refused by the release gates states its fixes in the "
+    "config's own syntax (`init = { warmup = 2000, draws = 2000 }`, `init = { stan_kwargs = "
+    "{ delta = 0.95 } }`, `init = { allow_unconverged = true }`); tests/test_examples.py "
+    "applies each. Row numbers in messages of the command are the input's 0-based row "
+    "positions (the pandas index).",
+    "* **Clean stops.** Ctrl-C and SIGTERM end the command at once: the processes it started "
+    "(httpstan's sampling workers, which ignore Ctrl-C, or a compiler) are killed, the "
+    "unfinished release folder (written under a temporary name and renamed at the end) is "
+    "removed, one line is printed, and the exit status is 130 (SIGINT) or 143 (SIGTERM). "
+    "A Stan build runs in a temporary working directory (setuptools writes `build/` to the "
+    "working directory), and pystan's `pkg_resources` deprecation notice is silenced at its "
+    "import. Console warnings are wrapped at word boundaries, never cut mid-word (a very long "
+    "one ends at a word with a pointer to the confidential report, which holds it whole).",
+]

@@ -90,7 +90,17 @@ def test_every_example_runs_end_to_end(tmp_path, data, method):
     report with its regression, the manifest; nothing written beside the release."""
     cfg = _write(tmp_path, fast(example_config(method)), data)
     loaded = load_config(cfg)
-    out = _run(cfg)
+    if method == "nb":  # through the command: what the console shows
+        run = subprocess.run([*CLI, str(cfg)], capture_output=True, text=True, cwd=tmp_path,
+                             env=ENV, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        # no library notices (pystan's pkg_resources import), no message cut mid-word
+        for bad in ("pkg_resources", "Deprecat", "Traceback"):
+            assert bad not in run.stderr, run.stderr
+        assert not re.search(r"\w\.\.\.$", run.stderr, flags=re.M), run.stderr
+        out = tmp_path / "release-nb"
+    else:
+        out = _run(cfg)
     assert out == tmp_path / f"release-{method}"
     man = json.loads((out / "public" / "manifest.json").read_text())
     assert man["method"] == method and man["m"] == 3
@@ -294,3 +304,17 @@ def test_release_gate_fix_texts_work(tmp_path, data):
     out = _run(cfg)
     man = json.loads((out / "public" / "manifest.json").read_text())
     assert man["privacy"]["convergence_override"] is True
+
+
+def test_console_warnings_are_wrapped_not_cut_mid_word():
+    from surveysynth.pipeline import console_text
+
+    words = [f"word{i}" for i in range(60)]
+    text = "warning: UserWarning: " + " ".join(words)  # ~420 characters
+    shown = console_text(text)
+    assert shown.split() == text.split()  # every word, whole, in order
+    assert all(len(line) <= 100 for line in shown.splitlines()) and "\n" in shown
+    long = console_text("warning: " + " ".join(words * 4))
+    assert " ".join(long.split()).endswith("... (in full in the confidential report)")
+    kept = long.split(" ...")[0].split()
+    assert kept == ("warning: " + " ".join(words * 4)).split()[:len(kept)]

@@ -8,7 +8,11 @@ concurrent job sampling the same model (seen here: "Fit ... not found"). Real St
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from surveysynth.synth._stan import run_stan
 
@@ -135,8 +139,6 @@ def test_rhat_sees_a_chain_stuck_in_another_mode():
 def test_stan_runner_fix_texts_name_pystans_arguments():
     """The Stan runner's convergence warning and the stan_kwargs check give pystan 3's name
     (delta), and refuse Stan's (adapt_delta) before any compile."""
-    import pytest
-
     from surveysynth.synth._stan import WARNING_FIX, check_stan_kwargs
 
     assert "delta=0.95" in WARNING_FIX and "adapt_delta=" not in WARNING_FIX
@@ -145,3 +147,40 @@ def test_stan_runner_fix_texts_name_pystans_arguments():
         check_stan_kwargs({"adapt_delta": 0.95})
     with pytest.raises(ValueError, match="'max_treedepth' is 'max_depth'"):  # before compiling
         run_stan("parameters { real x; } model { x ~ normal(0, 1); }", {}, max_treedepth=12)
+
+
+def test_stan_builds_run_outside_the_working_directory(tmp_path, monkeypatch):
+    """setuptools writes a build's object files under build/ in the working directory: a
+    build runs in a temporary one, and the caller's is restored."""
+    import os
+
+    from surveysynth.synth._stan import _build_folder
+
+    monkeypatch.chdir(tmp_path)
+    with _build_folder():
+        inside = Path.cwd()
+        assert inside != tmp_path and inside.name.startswith("surveysynth-stan-build-")
+        (inside / "build").mkdir()
+    assert Path.cwd() == tmp_path and not inside.exists()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_first_build_leaves_nothing_in_the_working_directory(tmp_path, monkeypatch):
+    """A program not yet in httpstan's cache is compiled (1-3 minutes) from tmp_path: no
+    build/ folder is left there (the fast counterpart above checks the working directory)."""
+    import uuid
+
+    monkeypatch.chdir(tmp_path)
+    code = (f"// {uuid.uuid4()}\nparameters {{ real x; }} model {{ x ~ normal(0, 1); }}\n")
+    try:
+        res = run_stan(code, {}, chains=1, draws=50, warmup=50, seed=1, progress=False,
+                       warn=False)
+    finally:  # this test's own model only, never the rest of the cache
+        import httpstan.cache
+        import httpstan.models
+
+        with contextlib.suppress(Exception):
+            httpstan.cache.delete_model_directory(httpstan.models.calculate_model_name(code))
+    assert res["x"].shape == (50,)
+    assert list(tmp_path.iterdir()) == []
