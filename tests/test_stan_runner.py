@@ -184,3 +184,20 @@ def test_a_first_build_leaves_nothing_in_the_working_directory(tmp_path, monkeyp
             httpstan.cache.delete_model_directory(httpstan.models.calculate_model_name(code))
     assert res["x"].shape == (50,)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pystan_import_notices_do_not_reach_the_console():
+    """pystan's first sample imports pkg_resources, whose deprecation notice setuptools
+    prints; the runner imports it first with the notice off (the console showed it)."""
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('default')\n"
+            "from surveysynth.synth._stan import _require_stan\n"
+            "_require_stan()\n"
+            "import stan.plugins; list(stan.plugins.get_plugins())\n")
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pkg_resources" not in out.stderr and "Deprecat" not in out.stderr, out.stderr
