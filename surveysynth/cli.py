@@ -241,7 +241,10 @@ def _release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     status 130 (SIGINT) or 143 (SIGTERM), as a shell reports a process ended by the signal:
     see :func:`_stop_now`."""
     import signal
+    import threading
 
+    if threading.current_thread() is not threading.main_thread():  # handlers: main thread only
+        return _release_run(args, parser)
     global _STDERR_FD
     _STDERR_FD = os.dup(2)
     previous = {s: signal.signal(s, _stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
