@@ -817,11 +817,9 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         figures["tuning.png"] = report.png(fig)
         sections.append(report.section(
             "Diagnostics: tuning of the risk weights",
-            [f"{len(tuning)} weighted fit(s); " + (
-                "c = none: the unweighted fit (alpha = 1) met the target. "
-                if getattr(syn, "c_", None) is None else f"c = {syn.c_:.4g}. ")
-             + "The released bound comes from the last (final) fit, whose draws played no part "
-             "in choosing c."],
+            [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
+             "released bound comes from the last (final) fit, whose draws played no part in "
+             "choosing c."],
             table=tuning,
             images=[{"caption": "Delta_alpha of each weighted fit (tuning fits, then the final "
                                 "fit) against the target (dashed).",

@@ -31,8 +31,11 @@ CLI = [sys.executable, "-m", "surveysynth.cli", "release"]
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 #: short chains for the tests, with the release gates lowered to what such chains can pass (as
-#: `surveysynth demo --quick` does); the public manifest records the gates used
-FAST = "chains = 2, draws = 200, warmup = 200, convergence = { ess_bulk = 100, rhat = 1.05 }"
+#: `surveysynth demo --quick` does) and a fit that still misses them released anyway (the
+#: manifest says so): these tests check that each example runs through the pipeline; the
+#: gates' own refusal and fix are tested by test_release_gate_fix_texts_work
+FAST = ("chains = 2, draws = 200, warmup = 200, convergence = { ess_bulk = 100, rhat = 1.05 }, "
+        "allow_unconverged = true")
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +91,9 @@ def test_fast_override_changes_only_the_chains():
 
 #: the examples whose privacy target makes the pipeline run a tuning loop of many fits (over
 #: 20 s with short chains on the development machine): in the default tier they run with a
-#: loose target (the unweighted fit meets it: one or two fits per model, the same pipeline
-#: steps), in the slow tier as shipped
-LOOSE = {"FBS": [("target_epsilon = 20.0", "target_epsilon = 2000.0")],
+#: wider tuning band (FBS: tol = 0.5, fewer fits) or a loose target (sequential: the
+#: unweighted fits meet it), the same pipeline steps; in the slow tier as shipped
+LOOSE = {"FBS": [('effects = "main", ', 'effects = "main", tol = 0.5, ')],
          "sequential": [("target_epsilon = 30.0", "target_epsilon = 3000.0"),
                         ("draws = 200, warmup = 200", "draws = 100, warmup = 100")]}
 CASES = [pytest.param(m, False, id=m) for m in SYNTHESIZERS] + [
@@ -123,8 +126,6 @@ def test_every_example_runs_end_to_end(tmp_path, data, method, as_shipped):
     for old, new in LOOSE.get(method, []) if not as_shipped else []:
         assert old in text
         text = text.replace(old, new)
-    if method == "sequential":  # 200 draws of a dozen fits: one may miss the gates
-        text = text.replace("rhat = 1.05 }", "rhat = 1.05 }, allow_unconverged = true")
     cfg = _write(tmp_path, text, data)
     loaded = load_config(cfg)
     _check_release(_run(cfg), tmp_path, loaded, method)
