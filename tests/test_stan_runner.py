@@ -8,15 +8,16 @@ concurrent job sampling the same model (seen here: "Fit ... not found"). Real St
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from surveysynth.synth._stan import run_stan
 
-PROGRAM = """
-data { int<lower=1> n; vector[n] y; }
-parameters { real mu; real<lower=0> sigma; }
-model { mu ~ normal(0, 10); sigma ~ normal(0, 5); y ~ normal(mu, sigma); }
-"""
+# test-only programs: compiled by set-up (make setup), like the package's
+STAN = Path(__file__).resolve().parent / "stan"
+
+PROGRAM = (STAN / "normal.stan").read_text()
 
 
 def _fits_dir():
@@ -70,10 +71,7 @@ def test_first_build_keeps_the_compiler_quiet():
     assert "In file included" not in out.stderr and "warning:" not in out.stderr, out.stderr[-2000:]
 
 
-LAYOUT = """
-parameters { real y; vector[2] v; matrix[2, 3] M; }
-model { }
-"""
+LAYOUT = (STAN / "layout.stan").read_text()
 
 
 def test_draws_are_chain_major_as_stan_draws_says():
@@ -107,10 +105,7 @@ def test_draws_are_chain_major_as_stan_draws_says():
         assert np.all(sampler["lp__"][block] == sampler["lp__"][block][0])
 
 
-BIMODAL = """
-parameters { real y; }
-model { target += log_mix(0.5, normal_lpdf(y | -30, 1), normal_lpdf(y | 30, 1)); }
-"""
+BIMODAL = (STAN / "bimodal.stan").read_text()
 
 
 def test_rhat_sees_a_chain_stuck_in_another_mode():

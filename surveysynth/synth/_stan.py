@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .stan_build import ensure_compiled
+
 __all__ = [
     "ConvergenceWarning",
     "StanDraws",
@@ -317,6 +319,9 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
             # the compiler's own output is never progress: kept in a log whose tail a failed
             # build's error carries (also at verbose, where pystan's progress is shown)
             with _compiler_output(shown=False) as compiler_log:
+                # compiled (or repaired) outside pystan's HTTP client first: no client timeout
+                # on a slow machine, no build/ folder in the working directory (stan_build)
+                ensure_compiled(program_code)
                 post = stan.build(program_code, data=data, random_seed=int(seed))
             compiler_log.remove()
         except Exception as exc:
