@@ -191,7 +191,7 @@ class _FittedMethods:
         idx = self._draw_indices(m)
         used = vars(self).setdefault("draws_released_", set())
         new = sorted(set(int(i) for i in idx) - used)
-        if book:
+        if book or not new:
             used.update(new)
             return []
         entry: dict[str, Any] = {"step": "release", "m": m, "new_draws": len(new)}

@@ -320,7 +320,7 @@ class RiskWeightedSynthesizer(Synthesizer):
         S = self.draws_.chains * self.draws_.draws_per_chain
         used = vars(self).setdefault("draws_released_", set())
         new = sorted(set(int(i) for i in even_draws(S, m)) - used)
-        if book:
+        if book or not new:
             used.update(new)
             return []
         eps = 2.0 * self.delta_alpha_ * len(new) if self.alpha_kind_ == "caller" else None

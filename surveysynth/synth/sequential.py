@@ -656,7 +656,7 @@ class Sequential(Synthesizer):
         for step, r in zip(self.steps_, self.step_fits_, strict=True):
             seen = used.setdefault(step.name, set())
             new = sorted(set(int(i) for i in idx) - seen)
-            if book:
+            if book or not new:
                 seen.update(new)
                 continue
             entry = {"step": "release", "variable": step.name, "m": m, "new_draws": len(new)}
