@@ -723,7 +723,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         figures["tuning.png"] = report.png(fig)
         sections.append(report.section(
             "Diagnostics: tuning of the risk weights",
-            [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
+            [f"{len(tuning)} weighted fit(s); " + _c_text(getattr(syn, "c_", None)) + ". The "
              "released bound comes from the last (final) fit, whose draws played no part in "
              "choosing c."],
             table=tuning,
@@ -789,6 +789,34 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     (folder / "report.html").write_text(html)
 
 
+def _c_text(c: float | None) -> str:
+    """The tuning constant for the report; None is the no-weighting path (alpha = 1)."""
+    if c is None:
+        return ("c = none: no risk weighting (the target was above the unweighted fit's bound; "
+                "every alpha_i = 1, released as 'no privacy protection')")
+    return f"c = {c:.4g}"
+
+
+def _tables_without_budget(syn: Any, tables: list[TableSpec]) -> list[dict[str, str]]:
+    """published_without_budget entries for tables whose n_unweighted are confidential counts:
+    every classification variable released as collected, so each cell's count of synthetic
+    records equals its count of confidential records (derivable from the released microdata
+    anyway; docs/privacy.md, "What public/ holds")."""
+    collected = set(syn.released_as_collected()) if hasattr(syn, "released_as_collected") else set()
+    out = []
+    for t in tables:
+        by = t.rows + t.cols
+        if by and set(by) <= collected:
+            out.append({
+                "item": f"n_unweighted of table {t.name!r}: the confidential record counts of "
+                        f"its cells by {by}",
+                "reason": f"{by} are released as collected (partial synthesis), so the count "
+                          "of records in each cell is the confidential count and can be read "
+                          "off the released microdata; suppressing it in the table would "
+                          "protect nothing."})
+    return out
+
+
 # ----------------------------------------------------------------------------- run
 def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
                 verbosity: int | None = None) -> Path:
@@ -845,6 +873,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             tab.to_csv(pub / "tables" / f"{t.name}.csv", **fmt)
             tab.to_excel(pub / "tables" / f"{t.name}.xlsx", **fmt)
         record = release.manifest()["privacy"]
+        record["published_without_budget"] += _tables_without_budget(syn, cfg.tables)
         manifest = {
             "part": "public",
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -855,6 +884,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             "delta_alpha": release.privacy.delta_alpha,
             "guarantee": release.privacy.guarantee,
             "differentially_private": release.privacy.differentially_private,
+            "guarantee_class": release.privacy.guarantee_class,
             "guarantee_text": release.privacy.guarantee_text,
             "privacy": record,
             "tables": [{k: v for k, v in t.__dict__.items()} for t in cfg.tables],
