@@ -80,6 +80,9 @@ def render() -> str:
         out += [f"## {title}", "", f"**Label** (`guarantee`): {rec.guarantee}", "",
                 f"**Differentially private**: {'yes' if rec.differentially_private else 'no'}", "",
                 f"**Text** (`guarantee_text`): {rec.guarantee_text}", ""]
+    # hand-written sections (arguments, not labels), kept in their own file
+    extra = Path(__file__).resolve().parent.parent / "docs" / "privacy_exact_sampling.md"
+    out += [extra.read_text().rstrip("\n"), ""]
     return "\n".join(out)
 
 
