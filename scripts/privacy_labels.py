@@ -179,7 +179,11 @@ def render() -> str:
                 f"**Guarantee class** (`guarantee_class`): {rec.guarantee_class}", "",
                 f"**Differentially private**: {'yes' if rec.differentially_private else 'no'}", "",
                 f"**Text** (`guarantee_text`): {rec.guarantee_text}", ""]
-    return "\n".join(out + ACCOUNTING.splitlines() + [""])
+    out += ACCOUNTING.splitlines() + [""]
+    # hand-written sections (arguments, not labels), kept in their own file
+    extra = Path(__file__).resolve().parent.parent / "docs" / "privacy_exact_sampling.md"
+    out += [extra.read_text().rstrip("\n"), ""]
+    return "\n".join(out)
 
 
 def main() -> int:

@@ -176,7 +176,31 @@ def main(argv: list[str] | None = None) -> int:
                            "written to the public part; default: secret OS entropy")
     demo.add_argument("--skip-release", action="store_true",
                       help="only the estimates beside R (no synthesis)")
+    aud = sub.add_parser("audit", help="neighbouring-database audit of a DP mechanism: empirical "
+                                       "epsilon lower bound beside the claim")
+    aud.add_argument("mechanism", choices=["jointexp", "kng-exact", "laplace"])
+    aud.add_argument("--d-in", required=True, help="comma-separated values of D_in, e.g. 1,2,2,2")
+    aud.add_argument("--d-out", required=True, help="D_out: D_in with one record replaced")
+    aud.add_argument("--epsilon", type=float, default=1.0)
+    aud.add_argument("--lower", type=float, default=0.0, help="public lower bound")
+    aud.add_argument("--upper", type=float, default=100.0, help="public upper bound")
+    aud.add_argument("--transform", default="identity", choices=["identity", "log", "pareto"])
+    aud.add_argument("--quantiles", default=None, help="comma-separated (default: the paper's 49)")
+    aud.add_argument("--runs", type=int, default=500, help="runs per side")
+    aud.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.command == "audit":
+        from .privacy.audit import audit_mechanism
+
+        def floats(text: str) -> list[float]:
+            return [float(v) for v in text.split(",") if v.strip()]
+
+        res = audit_mechanism(args.mechanism, floats(args.d_in), floats(args.d_out),
+                              epsilon=args.epsilon, lower=args.lower, upper=args.upper,
+                              transform=args.transform, runs=args.runs, seed=args.seed,
+                              quantiles=None if args.quantiles is None else floats(args.quantiles))
+        print(res.summary())
+        return 0 if res.passed else 1
     if args.command == "demo":
         rc = _demo(args.out)
         if rc or args.skip_release:
