@@ -112,6 +112,8 @@ stat = "mean"
 [report]
 known = ["field", "gender"]
 r = 0.2
+# attack-based evidence: a second sample of the population the synthesizer never saw
+holdout = "input/sdr_holdout.csv"
 
 [output]
 folder = "release"
@@ -128,6 +130,13 @@ def _demo_release(out: Path, quick: bool, seed: int | None = None) -> int:
     pop = sdr_population(seed=2021)
     design = sdr_sample(pop, n=1000, seed=2021)
     design.data.to_csv(out / "input" / "sdr_sample.csv", index=False)
+    # the holdout of the confidential report's attacks: a second sample from the population
+    # without the first sample's units (records the synthesizer never saw)
+    on = ["field", "gender", "salary"]
+    seen = pop.merge(design.data[on], on=on, how="left", indicator=True)
+    rest = pop.loc[(seen["_merge"] == "left_only").to_numpy()].reset_index(drop=True)
+    sdr_sample(rest, n=1000, seed=2022).data.to_csv(out / "input" / "sdr_holdout.csv",
+                                                    index=False)
     cfg = out / "release.toml"
     # --quick (tests) runs short chains, so its gates are lowered (bulk ESS 100, R-hat 1.05); the
     # public manifest records the gates used

@@ -92,6 +92,7 @@ class ReleaseConfig:
     source: dict[str, Any] = field(default_factory=dict)
     missing_policy: str = "refuse"
     regressions: list[dict[str, Any]] = field(default_factory=list)
+    attacks: Any = None  # surveysynth.attack_evidence.AttackSettings ([report] attack keys)
 
 
 def _as_list(x: Any) -> list[str]:
@@ -335,13 +336,43 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     _check_columns([("report.known", k) for k in known], data, input_path.name)
     regressions = _check_regressions(rep.get("regressions", []), built,
                                      _regression_released(method, syn, design, data))
+    attacks = _check_attacks(rep, base, data)
     out = raw["output"]
     return ReleaseConfig(
         input_path=input_path, design=design, method=method, synth=syn, tables=tables,
         output=(base / out["folder"]).resolve(), overwrite=bool(out.get("overwrite", False)),
         known=known, r=float(rep.get("r", 0.2)), source=raw, missing_policy=policy,
-        regressions=regressions,
+        regressions=regressions, attacks=attacks,
     )
+
+
+def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:
+    """The [report] keys of the attack-based evidence (surveysynth.attack_evidence): a holdout
+    file must exist and hold the attacked columns' names; keys and target must be columns."""
+    from .attack_evidence import AttackSettings
+
+    keys = _as_list(rep.get("attack_keys")) or None
+    target = rep.get("attack_target")
+    _check_columns([("report.attack_keys", k) for k in keys or []]
+                   + ([("report.attack_target", target)] if target else []), data, "the input")
+    holdout = rep.get("holdout", "split")
+    if holdout != "split":
+        path = (base / holdout).resolve()
+        if not path.exists():
+            raise ConfigError(f"report.holdout: {str(path)!r} does not exist. Fix: a file of "
+                              "records of the population that the synthesizer never saw, or "
+                              "\"split\".")
+        held = read_input(path)
+        absent = [c for c in data.columns if c not in held.columns]
+        if absent:
+            raise ConfigError(f"report.holdout: {path.name!r} lacks the input's columns "
+                              f"{absent[:10]}. Fix: the same columns as the input file.")
+        holdout = str(path)
+    share = float(rep.get("holdout_share", 0.2))
+    if not 0 < share < 1:
+        raise ConfigError(f"report.holdout_share = {share!r}: must be in (0, 1).")
+    return AttackSettings(attacks=bool(rep.get("attacks", True)), holdout=holdout,
+                          holdout_share=share, keys=keys, target=target)
 
 
 def _regression_released(method: str, syn: dict[str, Any], design: dict[str, Any],
@@ -773,6 +804,15 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
             ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
                                      outcome=outcome, r=cfg.r)
             sections.append(report.risk_section(ir, cfg.known, cfg.r, figures))
+    verdict = None
+    try:  # attack-based evidence (issue 35): a failure is shown, never a lost release
+        from .attack_evidence import AttackSettings, evaluate
+
+        ev, text = evaluate(cfg, design, syn, release, cfg.attacks or AttackSettings())
+        sections.append(report.attack_section(ev, text))
+        verdict = ev.verdict()
+    except Exception as exc:  # noqa: BLE001
+        warns.append(f"Attack-based evidence could not be computed: {type(exc).__name__}: {exc}")
     diag = getattr(syn, "diagnostics_table_", None)
     if isinstance(diag, pd.DataFrame) and len(diag):
         worst = diag.sort_values("rhat", ascending=False).head(15)
@@ -782,7 +822,8 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     tables = [report.published_table(t.title or t.name, tab, t.digits, t.labels)
               for t, tab in (published or [])]
     html = report.render(method=cfg.method, release=release, sections=sections,
-                         convergence=conv, warnings=warns, tables=tables)
+                         convergence=conv, warnings=warns, tables=tables,
+                         attack_verdict=verdict)
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     for name, data in figures.items():
         (folder / "figures" / name).write_bytes(data)

@@ -117,6 +117,8 @@ path = "conf.csv"
 [design]
 strata = "field"
 weights = "weight"
+[report]
+attacks = false
 [output]
 folder = "release"
 {tables}
