@@ -183,8 +183,9 @@ def kng(facts: dict[str, Any]) -> Guarantee:
         text = (f"{label}. Each variable's quantiles were released jointly by the joint "
                 "exponential mechanism (Gillenwater, Joseph & Kulesza 2021; utility sensitivity 2 "
                 "under replace-one neighbours) with data-independent public bounds, on a public "
-                f"{facts.get('transform', 'log')} scale, drawn exactly (up to floating-point "
-                "arithmetic); a later variable's slope on the previous variable by DP Theil-Sen "
+                f"{facts.get('transform', 'log')} scale, drawn exactly onto a public grid inside "
+                "the bounds (integer arithmetic: the set of values a release can take does not "
+                "depend on the data); a later variable's slope on the previous variable by DP Theil-Sen "
                 "(exponential-mechanism median of disjoint-pair slopes). "
                 + (f"Scale: {facts['transform_center']}. " if facts.get("transform_center")
                    else "")
@@ -193,8 +194,9 @@ def kng(facts: dict[str, Any]) -> Guarantee:
         return Guarantee(label, True, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
-        text = (f"{label}. Every quantile's coefficients were drawn exactly (up to floating-point "
-                "arithmetic) from the KNG density "
+        text = (f"{label}. Every quantile's coefficients were drawn exactly onto a public grid "
+                "inside the public bounds (integer arithmetic: the set of values a release can "
+                "take does not depend on the data) from the KNG density "
                 "(Reimherr & Awan) with the sound sensitivity 2 max(tau, 1 - tau) C_X and "
                 "data-independent public bounds; budgets compose sequentially over variables "
                 "and quantiles; the synthetic data sets are post-processing of the released "
