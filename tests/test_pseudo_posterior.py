@@ -648,6 +648,7 @@ def _field_z(rel, truth_c):
     return ((tot["estimate"] - truth_c.reindex(tot.index).to_numpy()) / tot["se"]).sort_index()
 
 
+@pytest.mark.slow  # a study; default tier: tests/test_sdr_monte_carlo.py from the R = 100 store
 def test_fbp_cell_means_unbiased_after_risk_weighting(fbp_study):
     """Mean relative bias of FBP's cell means tuned to 3.4 is within Monte Carlo error of the
     sample's (seed 001: -1.0%); the test can see a 5% bias (3 MC SE < 5%). Checked mutants:
@@ -659,6 +660,7 @@ def test_fbp_cell_means_unbiased_after_risk_weighting(fbp_study):
     assert abs(diff.mean()) < 3 * se + 0.005, (diff.mean(), se)
 
 
+@pytest.mark.slow  # a study; default tier: tests/test_sdr_monte_carlo.py from the R = 100 store
 def test_fbp_count_standard_errors_are_calibrated(fbp_study):
     """Field-total z-scores (estimate - truth) / SE: FBP's field-total intervals are
     conservative, as the paper's (seed 001 Section 3.4: "FBP overcovers and produces overly
@@ -673,6 +675,7 @@ def test_fbp_count_standard_errors_are_calibrated(fbp_study):
     assert z.size == 48 and 0.3 < sd < 0.9, sd
 
 
+@pytest.mark.slow  # a study; default tier: tests/test_sdr_monte_carlo.py from the R = 100 store
 def test_fbp_field_counts_unbiased_with_the_models_weights(fbp_study):
     """FBP's smoothed weights include the field terms of the pi model (smoothed_weights=
     "model"): every field total's mean z over the samples is within 3.5 Monte Carlo SEs

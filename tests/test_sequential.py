@@ -564,6 +564,7 @@ APISTRAT_VARS = [
 ]
 
 
+@pytest.mark.slow  # default tier: test_types_ranges_and_design_in_every_synthetic_set (all 7 types)
 def test_apistrat_twelve_variables_in_type_range_and_design(api):
     """R's apistrat: 12 variables of 5 types in one release; every value in its type and
     range; the strata and fpc in every synthetic design; epsilon per variable in the ledger."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from surveysynth.synth._stan import run_stan
 
@@ -49,6 +50,7 @@ def test_same_seed_same_draws_and_no_fit_left_on_disk():
     assert not np.array_equal(a["mu"], c["mu"])
 
 
+@pytest.mark.slow  # compiles; default tier: tests/test_stan_build.py
 def test_first_build_keeps_the_compiler_quiet():
     """A model's first build runs g++, which writes hundreds of warning lines to file descriptor
     2 (past sys.stderr); none of them reach the console, with or without progress (a fresh
