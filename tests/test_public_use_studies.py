@@ -426,7 +426,14 @@ def test_agency_budgets_and_guarantees(agency_run):
     assert methods["CART"]["guarantee"] == "none"
     assert numbers["guarantees"]["Sequential"] in text
     eps = numbers["epsilon"]
-    assert f"epsilon = 2 * m * sum_j Delta_alpha_j = {eps:.4g} " in numbers["guarantees"]["Sequential"]
+    # the record states its budget account, and the account is the ledger's sum: one charge
+    # per synthesized step (pw takes none), 2 m Delta_alpha_j at the public targets
+    assert f"epsilon = {eps:.4g} is the total of the budget account" in \
+        numbers["guarantees"]["Sequential"]
+    steps = [r for r in numbers["ledger"] if r["variable"] != "**total**"]
+    assert steps and "pw" not in {r["variable"] for r in steps}
+    assert sum(r["epsilon"] for r in steps) == pytest.approx(eps, rel=1e-12)
+    assert eps == pytest.approx(numbers["target_epsilon"], rel=1e-12)
     if (ROOT / ".venv-smartnoise" / "bin" / "python").exists():
         assert {"AIM", "MST"} <= set(methods)
         for meth in ("AIM", "MST"):
