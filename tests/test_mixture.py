@@ -226,7 +226,11 @@ def test_released_weights_population_and_order(nb_data):
         assert list(d.data.columns) == ["y", "g", "w"]
         assert not np.array_equal(d.data["g"].to_numpy(), df["g"].to_numpy())  # shuffled
         assert sorted(d.data["g"]) == sorted(df["g"])
-    assert not rel.privacy.published_without_budget
+    # a public N: not declared; the only item is the known column released as collected (with
+    # its per-value counts), neither the outcome nor the confidential weights
+    items = [e["item"] for e in rel.privacy.published_without_budget]
+    assert len(items) == 1 and "released as collected (not synthesized): ['g']" in items[0]
+    assert not any("population size" in i for i in items)
     syn2 = NBSynthesizer("y", m=2, random_state=4, **NB_FAST).fit(design)
     rel2 = syn2.release()
     assert rel2.designs[0].data["w"].sum() == pytest.approx(df["w"].sum())

@@ -574,7 +574,7 @@ def test_apistrat_twelve_variables_in_type_range_and_design(api):
                      **{**FAST, "draws": 100, "warmup": 100})
     rel = _quiet(lambda: syn.fit(des).release())
     assert len({v["type"] for v in APISTRAT_VARS}) >= 4
-    led = [e for e in rel.privacy.ledger if e.get("step") == "synthesis"]
+    led = [e for e in rel.privacy.ledger if e.get("step") == "release"]
     # pw = N_h / n_h is design information: released as collected, no ledger step
     assert [e["variable"] for e in led] == [v["name"] for v in APISTRAT_VARS]
     assert rel.privacy.epsilon == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
@@ -620,7 +620,7 @@ def test_release_config_sequential_end_to_end(tmp_path):
     man = json.loads((out / "public" / "manifest.json").read_text())
     rec = man["privacy"]
     assert man["method"] == "sequential" and rec["family"] == "pseudo_posterior_sequential"
-    led = [e for e in rec["ledger"] if e.get("step") == "synthesis"]
+    led = [e for e in rec["ledger"] if e.get("step") == "release"]
     assert [e["variable"] for e in led] == ["gender", "salary", "visits", "weight"]
     assert rec["epsilon"] == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
     assert rec["epsilon"] <= 30.0
@@ -683,7 +683,7 @@ def test_apistrat_design_weights_pass_through_without_budget(api):
         np.testing.assert_array_equal(f["pw"].to_numpy(), df["pw"].to_numpy())
     rel = _quiet(syn.release)
     rec = rel.privacy
-    led = [e for e in rec.ledger if e.get("step") == "synthesis"]
+    led = [e for e in rec.ledger if e.get("step") == "release"]
     assert [e["variable"] for e in led] == ["api00", "sch.wide"]
     assert rec.epsilon == pytest.approx(sum(e["epsilon"] for e in led), rel=1e-12)
     assert rec.facts["weights_step"] == "design"
@@ -723,7 +723,7 @@ def test_adjusted_weights_still_take_the_weights_step(api):
     assert syn.design_weights_ is False
     assert [s.name for s in syn.steps_] == ["api00", "sch.wide", "pw"]
     rec = _quiet(syn.release).privacy
-    led = [e for e in rec.ledger if e.get("step") == "synthesis"]
+    led = [e for e in rec.ledger if e.get("step") == "release"]
     assert [e["variable"] for e in led] == ["api00", "sch.wide", "pw"] and led[-1]["epsilon"] > 0
     assert rec.facts["weights_step"] == "modelled"
     assert not any("'pw'" in p["item"] for p in rec.published_without_budget)
