@@ -9,12 +9,26 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from surveysynth.privacy.guarantees import GUARANTEE_CLASSES
 from surveysynth.privacy.record import build_record
 
 CASES = [
     ("FBS / FBP / PBP, risk weights tuned to a target", "pseudo_posterior",
      dict(epsilon=20.4, delta_alpha=3.4, m=3,
-          facts={"alpha_source": "lipschitz_tuned", "draws": 4000, "bound_draws": "final_fit"})),
+          facts={"alpha_source": "lipschitz_tuned", "draws": 4000, "bound_draws": "final_fit",
+                 "bound": "target"})),
+    ("FBS / FBP / PBP, fixed c (no target)", "pseudo_posterior",
+     dict(epsilon=20.4, delta_alpha=3.4, m=3,
+          facts={"alpha_source": "lipschitz_fixed_c", "draws": 4000, "bound_draws": "final_fit",
+                 "bound": "achieved"})),
+    ("FBS / FBP / PBP, target above the unweighted bound (no risk weighting)", "pseudo_posterior",
+     dict(epsilon=None, m=3,
+          facts={"alpha_source": "none", "no_weighting": "target_above_unweighted_bound",
+                 "draws": 4000, "bound_draws": "final_fit"})),
+    ("FBS / FBP / PBP, every risk weight 1 (g >= 1)", "pseudo_posterior",
+     dict(epsilon=None, m=3,
+          facts={"alpha_source": "none", "no_weighting": "g_at_least_1", "draws": 4000,
+                 "bound_draws": "final_fit"})),
     ("Mixture / NB with computed identification-risk weights", "identification_risk",
      dict(epsilon=None, m=5, facts={"weights": "pairwise", "r": 0.2, "known": "field, gender"})),
     ("Mixture / NB with caller-supplied alpha", "pseudo_posterior",
@@ -45,19 +59,85 @@ CASES = [
      "pseudo_posterior_sequential",
      dict(epsilon=30.0, delta_alpha=5.0, m=3,
           facts={"alpha_source": "lipschitz_tuned", "steps": 7, "draws": 4000,
-                 "bound_draws": "final_fit"})),
+                 "bound_draws": "final_fit", "bound": "target"})),
     ("Sequential synthesis, identification-risk weights tuned per variable",
      "pseudo_posterior_sequential",
      dict(epsilon=30.0, delta_alpha=5.0, m=3,
           facts={"alpha_source": "identification_tuned", "steps": 7, "draws": 4000,
-                 "bound_draws": "final_fit", "known": "stype", "r": 0.2})),
+                 "bound_draws": "final_fit", "known": "stype", "r": 0.2, "bound": "target"})),
     ("Sequential synthesis, design weights released as collected",
      "pseudo_posterior_sequential",
      dict(epsilon=30.0, delta_alpha=5.0, m=3,
           facts={"alpha_source": "lipschitz_tuned", "steps": 6, "draws": 4000,
-                 "bound_draws": "final_fit", "weights_step": "design"})),
+                 "bound_draws": "final_fit", "weights_step": "design", "bound": "target"})),
+    ("Sequential synthesis, risk_weights='none'", "pseudo_posterior_sequential",
+     dict(epsilon=None, m=3, facts={"alpha_source": "unweighted", "steps": 7, "draws": 4000})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
 ]
+
+
+ACCOUNTING = """## The budget account (ledger) and its composition rule
+
+Every synthesizer carries an odometer, `ledger_` (`epsilon_spent_` is its total, `account()`
+the account as a release would leave it), and every public record states that account: its
+`epsilon` is the total spent by the synthesizer object that made the release, over all its fits
+and releases, and its `ledger` lists each entry. Each entry says how it is charged:
+
+* `"epsilon"`: counted. A release of the pseudo posterior synthesizers (FBS, FBP, PBP, the
+  mixture / NB with caller-supplied alpha, Sequential per step) charges 2 * Delta_alpha for every
+  posterior draw it releases that no earlier release of the same fit released (the draw is the
+  mechanism's output; a synthetic data set from an already released draw is post-processing).
+  Draw epsilons compose additively (sequential composition, as the pseudo posterior's per-draw
+  guarantee composes over draws); Sequential adds its steps. A refit is a new mechanism run on
+  the same data: its draws are new draws and are charged again. A quantile (KNG / JointExp) fit
+  charges its epsilon once; its releases are post-processing.
+* `"outside"`: the pseudo posterior fit's own use of the data (the unweighted fit, the tuning
+  fits and the final fit) releases no draw; the risk weights and the constant c it chooses are
+  not privatized, which the guarantee text states (the guarantee is given these weights).
+* `"none"`: a use with no privacy guarantee (no risk weighting, identification-risk weights, a
+  non-private method). The account then has no finite total, and every later record of the
+  same object says so (epsilon none, label "not differentially private").
+
+The charge per draw is a public number: the target bound (`target_lipschitz`, or
+`target_epsilon / (2 m)`; per Sequential step its share) when the fit was tuned to one (the
+achieved bound is at most the target: a fit above it is never released), else the achieved
+bound rounded up to 3 significant digits, which the record then declares as published without
+budget. The achieved bound itself stays in the confidential report.
+
+Worked example (the issue-35 sequence, one FBS fit tuned to Delta_alpha <= T): `release()` with
+m = 3 charges 3 draws (epsilon 6T); `release(m=5)` uses 5 evenly spaced draws of which one (the
+last) was released before, so it charges 4 (total 14T, and its record says 14T); a refit and
+`release()` charge 3 new draws (total 20T). `clone()` starts a new, empty account.
+
+A declared total, `max_epsilon` (on every synthesizer; in a release config
+`[synthesizer] init = { max_epsilon = ... }`), is a privacy filter in the manner of OpenDP's
+and Tumult's odometers: a release (or, for the quantile synthesizer, a fit) whose charges would
+take the account above it is refused with `BudgetExceededError`, naming the charge, the amount
+already spent and the declared total, before anything is drawn; a use without a guarantee is
+refused while a total is declared.
+
+## What `public/` holds
+
+`public/` holds only what the account covers or the record lists under
+`published_without_budget`, each with its reason:
+
+* Columns released as collected (partial synthesis: FBS and FBP's predictors, the mixture /
+  NB's predictors and known columns, Sequential's public and design columns) are declared, and
+  with them every count of records by their values. A published table's `n_unweighted` over
+  such columns equals the confidential per-cell record counts; the pipeline lists each such
+  table's `n_unweighted` under `published_without_budget`. It is declared rather than suppressed
+  or noised because the counts can be read off the released microdata: suppressing them in the
+  table would protect nothing (a statistical agency that considers the classification sensitive
+  must synthesize it: PBP, Sequential). Over synthesized columns `n_unweighted` is the mean over
+  the m synthetic sets of the synthetic counts: post-processing, covered.
+* Data-dependent numbers of the pseudo posterior: the record publishes the public target and
+  the statement that the achieved bound is at most it; without a target the achieved bound
+  (rounded up) is declared. Whether risk weighting was applied at all (the no-weighting path,
+  labelled "no privacy protection") is declared.
+* Never in `public/`: a seed, the per-record risk weights alpha or bounds, the tuning constant
+  c, the tuning path, the achieved bound of a tuned fit, input hashes
+  (`tests/test_public_scan.py` scans the public folders of every method for them).
+"""
 
 
 def render() -> str:
@@ -74,12 +154,35 @@ def render() -> str:
            "summaries, the seed if one was given, the input file's hash, the configuration).",
            "Randomness comes from the operating system's entropy unless a seed is given; a seed",
            "is a secret key, never written to `public/`, and the record then says the release",
-           "is reproducible by whoever holds it.", ""]
+           "is reproducible by whoever holds it.", "",
+           "What a record states (`surveysynth.privacy.record`): `guarantee_class` says what",
+           "kind of promise the release makes, one of",
+           ", ".join(f'"{c}"' for c in GUARANTEE_CLASSES) + ".",
+           "`differentially_private` is true only for a formal class (a formal guarantee as",
+           "run: exact sampling from a mechanism whose parameters do not depend on the data).",
+           "The risk-weighted pseudo posterior is never `differentially_private`: its guarantee",
+           "is asymptotic and local to the database at hand, its draws come from MCMC and its",
+           "risk weights are computed from the confidential data; its class says exactly that,",
+           "and its label names it. A record whose class is \"none\" starts its label with",
+           "\"not differentially private\". An unprotected fit (every risk weight 1: the target",
+           "above the unweighted bound, or g >= 1) is labelled \"no privacy protection\" and",
+           "states no epsilon.", "",
+           "The budget account: `epsilon` is the total of the record's `ledger`, every use of",
+           "the confidential data by the synthesizer that made the release (each fit, the new",
+           "posterior draws of each release, each refit), not the cost of one release. The",
+           "composition rule, the declared total (`max_epsilon`) and what `public/` may hold",
+           "(with what a record declares under `published_without_budget`) are stated at the",
+           "end of this page.", ""]
     for title, family, kw in CASES:
         rec = build_record(family, "example", seeded=False, **kw)
         out += [f"## {title}", "", f"**Label** (`guarantee`): {rec.guarantee}", "",
+                f"**Guarantee class** (`guarantee_class`): {rec.guarantee_class}", "",
                 f"**Differentially private**: {'yes' if rec.differentially_private else 'no'}", "",
                 f"**Text** (`guarantee_text`): {rec.guarantee_text}", ""]
+    out += ACCOUNTING.splitlines() + [""]
+    # hand-written sections (arguments, not labels), kept in their own file
+    extra = Path(__file__).resolve().parent.parent / "docs" / "privacy_exact_sampling.md"
+    out += [extra.read_text().rstrip("\n"), ""]
     return "\n".join(out)
 
 

@@ -38,3 +38,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   rm -rf ./*.egg-info
   touch "$stamp"
 fi
+
+# Every Stan program (the package's and the tests'), compiled once per machine into httpstan's
+# cache, two at a time, with a line per program: no test compiles, a half-written cache entry is
+# rebuilt, and a slow build is waited for (no HTTP client timeout). Seconds when all are cached.
+.venv/bin/python -m surveysynth.synth.stan_build --jobs 2 tests/stan/*.stan tests/reference/*.stan

@@ -92,6 +92,7 @@ class ReleaseConfig:
     source: dict[str, Any] = field(default_factory=dict)
     missing_policy: str = "refuse"
     regressions: list[dict[str, Any]] = field(default_factory=list)
+    attacks: Any = None  # surveysynth.attack_evidence.AttackSettings ([report] attack keys)
 
 
 def _as_list(x: Any) -> list[str]:
@@ -382,6 +383,7 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     _check_columns([("report.known", k) for k in known], data, input_path.name)
     regressions = _check_regressions(rep.get("regressions", []), built,
                                      released, method)
+    attacks = _check_attacks(rep, base, data)
     out = raw["output"]
     folder = (base / out["folder"]).resolve()
     if folder.exists() and not out.get("overwrite", False):
@@ -392,7 +394,7 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
         input_path=input_path, design=design, method=method, synth=syn, tables=tables,
         output=(base / out["folder"]).resolve(), overwrite=bool(out.get("overwrite", False)),
         known=known, r=float(rep.get("r", 0.2)), source=raw, missing_policy=policy,
-        regressions=regressions,
+        regressions=regressions, attacks=attacks,
     )
 
 
@@ -427,6 +429,35 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
             constructed.check_data(design)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+
+
+def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:
+    """The [report] keys of the attack-based evidence (surveysynth.attack_evidence): a holdout
+    file must exist and hold the attacked columns' names; keys and target must be columns."""
+    from .attack_evidence import AttackSettings
+
+    keys = _as_list(rep.get("attack_keys")) or None
+    target = rep.get("attack_target")
+    _check_columns([("report.attack_keys", k) for k in keys or []]
+                   + ([("report.attack_target", target)] if target else []), data, "the input")
+    holdout = rep.get("holdout", "split")
+    if holdout != "split":
+        path = (base / holdout).resolve()
+        if not path.exists():
+            raise ConfigError(f"report.holdout: {str(path)!r} does not exist. Fix: a file of "
+                              "records of the population that the synthesizer never saw, or "
+                              "\"split\".")
+        held = read_input(path)
+        absent = [c for c in data.columns if c not in held.columns]
+        if absent:
+            raise ConfigError(f"report.holdout: {path.name!r} lacks the input's columns "
+                              f"{absent[:10]}. Fix: the same columns as the input file.")
+        holdout = str(path)
+    share = float(rep.get("holdout_share", 0.2))
+    if not 0 < share < 1:
+        raise ConfigError(f"report.holdout_share = {share!r}: must be in (0, 1).")
+    return AttackSettings(attacks=bool(rep.get("attacks", True)), holdout=holdout,
+                          holdout_share=share, keys=keys, target=target)
 
 
 def _check_regressions(raw: list[dict[str, Any]], design: Any,
@@ -817,7 +848,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
         figures["tuning.png"] = report.png(fig)
         sections.append(report.section(
             "Diagnostics: tuning of the risk weights",
-            [f"{len(tuning)} weighted fit(s); c = {getattr(syn, 'c_', float('nan')):.4g}. The "
+            [f"{len(tuning)} weighted fit(s); " + _c_text(getattr(syn, "c_", None)) + ". The "
              "released bound comes from the last (final) fit, whose draws played no part in "
              "choosing c."],
             table=tuning,
@@ -867,6 +898,15 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
             ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
                                      outcome=outcome, r=cfg.r)
             sections.append(report.risk_section(ir, cfg.known, cfg.r, figures))
+    verdict = None
+    try:  # attack-based evidence (issue 35): a failure is shown, never a lost release
+        from .attack_evidence import AttackSettings, evaluate
+
+        ev, text = evaluate(cfg, design, syn, release, cfg.attacks or AttackSettings())
+        sections.append(report.attack_section(ev, text))
+        verdict = ev.verdict()
+    except Exception as exc:  # noqa: BLE001
+        warns.append(f"Attack-based evidence could not be computed: {type(exc).__name__}: {exc}")
     diag = getattr(syn, "diagnostics_table_", None)
     if isinstance(diag, pd.DataFrame) and len(diag):
         worst = diag.sort_values("rhat", ascending=False).head(15)
@@ -876,11 +916,40 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     tables = [report.published_table(t.title or t.name, tab, t.digits, t.labels)
               for t, tab in (published or [])]
     html = report.render(method=cfg.method, release=release, sections=sections,
-                         convergence=conv, warnings=warns, tables=tables)
+                         convergence=conv, warnings=warns, tables=tables,
+                         attack_verdict=verdict)
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     for name, data in figures.items():
         (folder / "figures" / name).write_bytes(data)
     (folder / "report.html").write_text(html)
+
+
+def _c_text(c: float | None) -> str:
+    """The tuning constant for the report; None is the no-weighting path (alpha = 1)."""
+    if c is None:
+        return ("c = none: no risk weighting (the target was above the unweighted fit's bound; "
+                "every alpha_i = 1, released as 'no privacy protection')")
+    return f"c = {c:.4g}"
+
+
+def _tables_without_budget(syn: Any, tables: list[TableSpec]) -> list[dict[str, str]]:
+    """published_without_budget entries for tables whose n_unweighted are confidential counts:
+    every classification variable released as collected, so each cell's count of synthetic
+    records equals its count of confidential records (derivable from the released microdata
+    anyway; docs/privacy.md, "What public/ holds")."""
+    collected = set(syn.released_as_collected()) if hasattr(syn, "released_as_collected") else set()
+    out = []
+    for t in tables:
+        by = t.rows + t.cols
+        if by and set(by) <= collected:
+            out.append({
+                "item": f"n_unweighted of table {t.name!r}: the confidential record counts of "
+                        f"its cells by {by}",
+                "reason": f"{by} are released as collected (partial synthesis), so the count "
+                          "of records in each cell is the confidential count and can be read "
+                          "off the released microdata; suppressing it in the table would "
+                          "protect nothing."})
+    return out
 
 
 # ----------------------------------------------------------------------------- run
@@ -952,6 +1021,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             tab.to_csv(pub / "tables" / f"{t.name}.csv", **fmt)
             tab.to_excel(pub / "tables" / f"{t.name}.xlsx", **fmt)
         record = release.manifest()["privacy"]
+        record["published_without_budget"] += _tables_without_budget(syn, cfg.tables)
         manifest = {
             "part": "public",
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -962,6 +1032,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             "delta_alpha": release.privacy.delta_alpha,
             "guarantee": release.privacy.guarantee,
             "differentially_private": release.privacy.differentially_private,
+            "guarantee_class": release.privacy.guarantee_class,
             "guarantee_text": release.privacy.guarantee_text,
             "privacy": record,
             "tables": [{k: v for k, v in t.__dict__.items()} for t in cfg.tables],

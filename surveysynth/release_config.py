@@ -220,6 +220,22 @@ SCHEMA: tuple[Section, ...] = (
         Key("known", "strings", "variables an intruder is assumed to know, for the "
             "identification risk (default: synthesizer.known, else the predictors)"),
         Key("r", "number", "the identification-risk radius", default=0.2, positive=True),
+        Key("attacks", "boolean", "attack-based evidence against a holdout (docs/attacks.md): "
+            "with `holdout = \"split\"` an evaluation refit of the configuration on the "
+            "records not held out (about doubles the fitting time; the published release is "
+            "still fit on every record); false: the release's measures against its own "
+            "records only, no extra fit", default=True),
+        Key("holdout", "string", "records the synthesizer never saw: \"split\" (hold out "
+            "`holdout_share` of the records from an evaluation refit) or a file of records of "
+            "the same population with the input's columns (a second sample; no extra fit), "
+            "relative to the config file's folder", default="split"),
+        Key("holdout_share", "number", "share of the records held out by `holdout = "
+            "\"split\"` (within strata)", default=0.2, positive=True),
+        Key("attack_keys", "strings", "the intruder's key variables of synthpop's measures "
+            "and the linkability attack (default: `known`)"),
+        Key("attack_target", "string", "the target of synthpop's attribute measures and the "
+            "inference attack (default: the outcome, else the first numeric attacked "
+            "column)"),
     ), required=False),
     Section("report.regressions", "Regressions compared in the confidential report "
             "(`[[report.regressions]]`, one block per model): the survey-weighted GLM "

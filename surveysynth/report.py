@@ -66,7 +66,8 @@ summary{cursor:pointer;font-weight:600;padding:.2em 0}
 <dt>Epsilon</dt><dd data-field="epsilon">{{ epsilon }}</dd>
 {% if delta_alpha is not none %}<dt>Delta_alpha</dt><dd data-field="delta_alpha">{{ delta_alpha }} (Lipschitz bound of the released fit)</dd>
 {% endif %}<dt>Guarantee</dt><dd data-field="guarantee"><b>{{ guarantee_label }}</b>: {{ guarantee }}</dd>
-<dt>Convergence</dt><dd data-field="convergence">{% if convergence is none %}<span class="verdict-none">not an MCMC fit</span>{% elif convergence.passed %}<span class="verdict-pass">passed the release gates</span>{% else %}<span class="verdict-fail">FAILED the release gates</span>{% endif %}{% if convergence is not none %} (max R-hat {{ convergence.rhat }}, min bulk ESS {{ convergence.ess }}, {{ convergence.divergent }} divergent of {{ convergence.transitions }} transitions){% endif %}</dd>
+{% if attack_verdict is not none %}<dt>Attack evidence</dt><dd data-field="attacks">{{ attack_verdict }}</dd>
+{% endif %}<dt>Convergence</dt><dd data-field="convergence">{% if convergence is none %}<span class="verdict-none">not an MCMC fit</span>{% elif convergence.passed %}<span class="verdict-pass">passed the release gates</span>{% else %}<span class="verdict-fail">FAILED the release gates</span>{% endif %}{% if convergence is not none %} (max R-hat {{ convergence.rhat }}, min bulk ESS {{ convergence.ess }}, {{ convergence.divergent }} divergent of {{ convergence.transitions }} transitions){% endif %}</dd>
 <dt>Created</dt><dd data-field="created">{{ created }}</dd>
 </dl>
 {% if warnings %}<section class="warnings" role="alert" id="warnings"><h2>Warnings ({{ warnings|length }})</h2><ul>
@@ -200,6 +201,41 @@ def risk_section(ir: Any, known: list[str], r: float, figures: dict[str, bytes])
                  "data": base64.b64encode(figures["risk.png"]).decode()}])
 
 
+def attack_section(ev: Any, paragraphs: list[str]) -> dict:
+    """The "Attack-based evidence" section (issue 35) from a
+    :class:`surveysynth.privacy.attacks.AttackEvidence`: how it was computed, the table
+    measure | release | unweighted synthesis | holdout, the verdict, then the membership
+    attack's thresholds and synthpop's measures per synthetic set (docs/attacks.md)."""
+    table = ev.display().set_index("measure")
+    lead = [*paragraphs,
+            f"Attacked columns and records: measures that depend on how many records are "
+            f"attacked use {ev.n_reference:,} of each set of records. DCR: the largest "
+            "relative difference over the numeric columns to the closest record with equal "
+            "categorical values (inf when none has them). Membership inference: a record is "
+            "called a training record when a synthetic record lies close to it (its relative "
+            "distance to the closest synthetic record, all sets pooled); AUC 0.5 = chance; the "
+            "epsilon lower bound is max over thresholds of log(TPR_lo / FPR_hi) and "
+            "log(TNR_lo / FNR_hi), one-sided Clopper-Pearson bounds, Bonferroni over the "
+            "thresholds (95% in all), printed beside the epsilon the synthesis states. "
+            "Singling out, linkability, inference: anonymeter's attacks (reimplemented); "
+            "success rates on the training records and on the holdout; risk = (training - "
+            "holdout) / (1 - holdout) with its 95% interval. synthpop: identity (UiO, repU) "
+            "and attribute (Dorig, DiSCO, TCAP) disclosure measures for the keys and target, "
+            "in percent of the attacked records, averaged over the synthetic sets.",
+            "Verdict: " + ev.verdict() + ".", *ev.notes]
+    subs = []
+    for label, m in ev.mia.items():
+        subs.append((f"Membership attack thresholds: {label}",
+                     [f"{m.n_members:,} training and {m.n_nonmembers:,} holdout records; "
+                      f"AUC {m.auc:.4g} (SE {m.auc_se:.2g}); epsilon lower bound "
+                      f"{m.epsilon_lower:.4g} at the threshold {m.threshold:.4g}."],
+                     m.thresholds))
+    for label, tab in ev.synthpop.items():
+        subs.append((f"synthpop disclosure measures per synthetic set: {label}", [],
+                     tab.round(4)))
+    return section("Attack-based evidence", lead, table=table, subtables=subs)
+
+
 def utility_sections(tables: list, design: Any, release: Any, outcome_vars: list[str],
                      figures: dict[str, bytes]) -> list[dict]:
     """Release vs confidential: per table relative differences and CI overlap; per synthesized
@@ -318,9 +354,11 @@ def fidelity_section(fid: Any) -> dict:
 
 
 def render(*, method: str, release: Any, sections: list[dict], convergence: dict | None,
-           warnings: list[str], tables: list[dict] | None = None) -> str:
-    """The report's HTML (Jinja2, autoescaped): notice, summary card, warnings, the published
-    tables (:func:`published_table`), then ``sections`` (diagnostics folded)."""
+           warnings: list[str], tables: list[dict] | None = None,
+           attack_verdict: str | None = None) -> str:
+    """The report's HTML (Jinja2, autoescaped): notice, summary card (with the attack
+    evidence's verdict line when given), warnings, the published tables
+    (:func:`published_table`), then ``sections`` (diagnostics folded)."""
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -340,7 +378,7 @@ def render(*, method: str, release: Any, sections: list[dict], convergence: dict
         epsilon=_fmt(p.epsilon), delta_alpha=None if p.delta_alpha is None else _fmt(p.delta_alpha),
         guarantee_label=p.guarantee, guarantee=text, convergence=conv,
         warnings=list(warnings), sections=sections, tables=list(tables or []),
-        created=f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        attack_verdict=attack_verdict, created=f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
     )
 
 

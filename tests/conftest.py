@@ -8,6 +8,26 @@ import pytest
 from r_bridge import r_session
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Stan program the tests sample (the package's, tests/stan/, tests/reference/) is in
+    httpstan's cache before any test runs: ``make setup`` compiles them; a bare ``pytest`` on a
+    machine without them compiles here, once, in the main process (not in an xdist worker, not
+    inside a test), two at a time with a line per program. Seconds when all are cached."""
+    if hasattr(config, "workerinput"):
+        return
+    from pathlib import Path
+
+    from surveysynth.synth import stan_build
+
+    here = Path(__file__).resolve().parent
+    files = sorted((here / "stan").glob("*.stan")) + sorted((here / "reference").glob("*.stan"))
+    codes = [*stan_build.package_programs().values(), *(f.read_text() for f in files)]
+    if any(stan_build.cache_status(c) != "ok" for c in codes):
+        rc = stan_build.main(["--jobs", "2", *map(str, files)])
+        if rc:
+            raise pytest.UsageError("a Stan program failed to compile (lines above)")
+
+
 def r_eval(code: str) -> np.ndarray:
     """Evaluate R code (survey loaded, data(api) attached) and return a float vector."""
     with r_session("survey") as (ro, _):

@@ -58,13 +58,19 @@ def test_demo_release_files_and_record(demo):
             "tables/count_by_field_gender.xlsx", "tables/mean_salary_by_field_gender.csv",
             "tables/mean_salary_by_field_gender.xlsx"} <= set(manifest["files"])
     rec = manifest["privacy"]
-    assert rec["family"] == "pseudo_posterior" and rec["differentially_private"]
-    assert np.isclose(manifest["epsilon"], 2 * manifest["delta_alpha"] * 3, rtol=1e-12)
-    assert manifest["delta_alpha"] <= 3.4  # never above the target
+    assert rec["family"] == "pseudo_posterior" and not rec["differentially_private"]
+    assert rec["guarantee_class"] == "asymptotic database-local (epsilon, delta)-pDP"
+    # the public target is published (the achieved bound, at most it, stays confidential);
+    # epsilon is the account: 2 * target per released draw
+    assert manifest["delta_alpha"] == 3.4 and rec["facts"]["bound"] == "target"
+    assert np.isclose(manifest["epsilon"], 2 * 3.4 * 3, rtol=1e-12)
     assert rec["seeded"] and "whoever holds the seed" in rec["reproducibility"]
     assert "empirical maximum" in rec["guarantee_text"] and "not privatized" in rec["guarantee_text"]
-    # only the guarantee's own quantity is published without budget (N was given publicly)
-    assert rec["published_without_budget"] == []
+    # published without budget (N was given publicly): the weighting decision, the predictors
+    # released as collected, and the tables' n_unweighted over them
+    items = " ".join(e["item"] for e in rec["published_without_budget"])
+    assert "whether risk weighting was applied" in items and "released as collected" in items
+    assert "population size" not in items
     # released weights sum to the public N
     syn = pd.read_parquet(pub / "synthetic" / "synthetic_1.parquet")
     assert syn["weight"].sum() == pytest.approx(100_000, rel=1e-12)

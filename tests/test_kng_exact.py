@@ -173,7 +173,8 @@ def test_constraints_seed_and_large_epsilon():
     yy = np.random.default_rng(5).exponential(10, 200)
     r = np.sort(yy)
     for tau, k in ((0.5, 100), (0.3, 60), (0.95, 190)):
-        bs = [kng_sample_intercept_exact(np.ones((200, 1)), yy, tau, 1e4, 1.0, random_state=s).beta[0]
+        bs = [kng_sample_intercept_exact(np.ones((200, 1)), yy, tau, 1e4, 1.0, lb=0, ub=200,
+                                         random_state=s).beta[0]
               for s in range(5)]
         assert all(r[k - 1] <= v < r[k] for v in bs), (tau, bs)
         assert r[k - 1] == np.quantile(yy, tau, method="inverted_cdf")

@@ -32,30 +32,45 @@ def test_each_label_is_exact(title, family, kw):
     rec = build_record(family, "x", seeded=False, **kw)
     facts = kw["facts"]
     not_dp = (family in ("laplace", "identification_risk", "none")
-              or facts.get("alpha_source") == "caller"
+              or facts.get("alpha_source") in ("caller", "none", "unweighted")
               or facts.get("sensitivity") == "paper" or facts.get("nonprivate_start_used")
               or (family == "kng" and facts.get("sampler") != "exact"))
-    assert rec.differentially_private is (not not_dp)
+    pdp = family.startswith("pseudo_posterior") and not not_dp
+    # a formal guarantee as run is the only differentially_private one: the pseudo posterior's
+    # asymptotic, database-local guarantee (MCMC, data-dependent weights) is its own class
+    # (kills: a pseudo posterior flagged DP; an unprotected fit labelled with an epsilon)
+    assert rec.differentially_private is (not not_dp and not pdp)
+    assert rec.guarantee_class == ("none" if not_dp else
+                                   "asymptotic database-local (epsilon, delta)-pDP" if pdp
+                                   else "formal pure DP")
     assert rec.guarantee.startswith("not differentially private") is not_dp
-    if family == "pseudo_posterior":
+    if facts.get("alpha_source") in ("none", "unweighted"):
+        assert "no privacy protection" in rec.guarantee and rec.epsilon is None
+    if family == "pseudo_posterior" and facts["alpha_source"] != "none":
         assert f"S = {facts['draws']}" in rec.guarantee_text
         assert "empirical maximum" in rec.guarantee_text
     if family == "pseudo_posterior" and not not_dp:
         assert "not privatized" in rec.guarantee
+        # the public target, never the achieved maximum, unless the record declares it
+        assert ("<= 3.4: the public target" in rec.guarantee_text) is (facts["bound"] == "target")
+        assert ("published without budget" in rec.guarantee_text) is (facts["bound"] != "target")
         assert "played no part in choosing" in rec.guarantee_text
-        assert "tuned on the confidential" in rec.guarantee_text
+        assert ("tuned on the confidential" in rec.guarantee_text) is (facts["bound"] == "target")
+    if pdp:
+        # the account: epsilon is the ledger's total over every release and fit
+        assert "total of the budget account" in rec.guarantee_text
     if facts.get("alpha_source", "").startswith("identification"):
         # which risk the weights normalise, with its pattern and radius (kills a text that
         # passes identification weights off as the Lipschitz ones)
         assert "identification risk" in rec.guarantee_text
         assert f"({facts['known']})" in rec.guarantee_text and f"r = {facts['r']}" in rec.guarantee_text
-    elif family == "pseudo_posterior_sequential":
+    elif family == "pseudo_posterior_sequential" and not not_dp:
         assert "identification risk" not in rec.guarantee_text
     if not not_dp and facts.get("alpha_source", "").endswith("_tuned"):
         # the alpha = 1 branch (unweighted bound already below the target) is stated as a rule
         # in every tuned text, never as this data's outcome (a bit outside the budget)
         assert "no risk weighting is applied (alpha_i = 1 for every record)" in rec.guarantee_text
-    if family == "pseudo_posterior_sequential":
+    if family == "pseudo_posterior_sequential" and not not_dp:
         # the weights are a step exactly when they were modelled (design weights: no step,
         # released as collected and said so)
         design_w = facts.get("weights_step") == "design"

@@ -82,29 +82,37 @@ def test_exact_pareto_draws_fit_the_closed_form_density(center):
     assert stats.kstest(draws, wrong).pvalue < 1e-6
 
 
-def _log_density_pareto(o, x, q, eps, c, lo, hi, s=None):
-    """Normalised log density of sorted outputs o (original scale) on the pareto scale."""
-    s = (hi - lo) / 1000 if s is None else s
+def _pareto_grid_outputs(c, s, q, every=2**pq.GRID_BITS // 16):
+    """Sorted tuples of points of the public grid on the pareto scale of centre c (a subset)."""
+    _, _, tlo, thi = pq.tail_transform(A, B, "pareto", center=c, scale=s)
+    g = tlo + (thi - tlo) * (np.arange(0, 2**pq.GRID_BITS + 1, every) / 2**pq.GRID_BITS)
+    return np.array(list(itertools.combinations_with_replacement(g, len(q))))
+
+
+def _log_pmf_pareto(t_outs, x, q, eps, c, lo, hi, s):
+    """Normalised log probability of sorted grid outputs (pareto scale of centre c)."""
     fwd, _, tlo, thi = pq.tail_transform(lo, hi, "pareto", center=c, scale=s)
-    jac = np.log(2 * s**2) - 3 * np.log(s + np.abs(o - c))
-    return pq.joint_exp_log_density(fwd(o), fwd(np.clip(x, lo, hi)), q, eps, tlo, thi) + jac.sum(axis=1)
+    return pq.joint_exp_log_density(t_outs, fwd(np.clip(x, lo, hi)), q, eps, tlo, thi)
 
 
 def _max_loss_center_then_joint(eps_c, eps_j, q):
-    """max over replace-one neighbours and a grid of (centre, outputs) of the log ratio of the
-    joint density of (DP median c, JointExp on the pareto scale it defines: centre c, width
-    s = half the distance from c to the nearer bound, as in QuantileSynthesizer)."""
-    g = np.linspace(A + 0.05, B - 0.05, 17)
-    outs = np.array(list(itertools.combinations_with_replacement(g, len(q))))
-    centers = np.array([0.7, 2.0, 4.1, 8.0])
+    """max over replace-one neighbours and a set of (centre, outputs) of the log ratio of the
+    joint probability of (DP median c, JointExp on the pareto scale it defines: centre c, width
+    s = half the distance from c to the nearer bound, as in QuantileSynthesizer). Centres and
+    outputs are points of the public grids (identity scale for c, the pareto scale of c)."""
+    K = 2**pq.GRID_BITS
+    centers = A + (B - A) * (np.round(np.array([0.07, 0.2, 0.41, 0.8]) * K) / K)
 
     def logp(x):
         lc = pq.joint_exp_log_density(centers[:, None], x, [0.5], eps_c, A, B)
-        return np.array([lc[i] + _log_density_pareto(outs, x, q, eps_j, c, A, B,
-                                                     s=max(0.5 * min(c - A, B - c), (B - A) / 1000))
-                         for i, c in enumerate(centers)])
+        out = []
+        for i, c in enumerate(centers):
+            s = max(0.5 * min(c - A, B - c), (B - A) / 1000)
+            out.append(lc[i] + _log_pmf_pareto(_pareto_grid_outputs(c, s, q), x, q, eps_j, c, A, B, s))
+        return np.array(out)
 
     base = logp(X_TINY)
+    assert np.isfinite(base).all()
     worst = 0.0
     for k in range(X_TINY.size):
         for v in (A, 0.5, 4.0, 7.5, B):
@@ -123,17 +131,22 @@ def test_privacy_loss_of_centre_plus_joint_release_is_at_most_the_sum():
 
 def test_mutant_centre_taken_from_the_data_breaks_the_bound():
     # wrong version: the scale centred at the data's own median (no DP centre): the base
-    # measure then moves with one record and the loss exceeds the whole budget
+    # measure, and with it the public grid of the outputs, moves with one record; the base
+    # database's outputs are then impossible for a neighbour whose median differs
     eps_c, eps_j, q = 0.3, 1.2, [0.3, 0.7]
-    g = np.linspace(A + 0.05, B - 0.05, 23)
-    outs = np.array(list(itertools.combinations_with_replacement(g, len(q))))
-    base = _log_density_pareto(outs, X_TINY, q, eps_j, float(np.median(X_TINY)), A, B)
+    s = (B - A) / 1000
+    c0 = float(np.median(X_TINY))
+    inv0 = pq.tail_transform(A, B, "pareto", center=c0, scale=s)[1]
+    t_outs = _pareto_grid_outputs(c0, s, q)
+    base = _log_pmf_pareto(t_outs, X_TINY, q, eps_j, c0, A, B, s)
     worst = 0.0
     for k in range(X_TINY.size):
         for v in (A, 0.5, 4.0, 7.5, B):
             x2 = X_TINY.copy()
             x2[k] = v
-            other = _log_density_pareto(outs, x2, q, eps_j, float(np.median(x2)), A, B)
+            c2 = float(np.median(x2))
+            fwd2 = pq.tail_transform(A, B, "pareto", center=c2, scale=s)[0]
+            other = _log_pmf_pareto(fwd2(inv0(t_outs)), x2, q, eps_j, c2, A, B, s)
             worst = max(worst, float(np.max(np.abs(base - other))))
     assert worst > eps_c + eps_j
 

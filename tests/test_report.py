@@ -238,3 +238,33 @@ def test_report_renders_in_chromium(release, tmp_path):
               else shot.with_name("report_small.png"))
     small.save(target, optimize=True)
     assert target.stat().st_size < 300_000
+
+
+def test_attack_section_and_verdict(release, dom):
+    """Issue 35 item 6 end to end (FBS, 400 records, short chains, the default holdout =
+    "split": an evaluation refit on 80%): the section's table has the published release, the
+    evaluation fit, its unweighted counterpart and the holdout, with the membership attack's
+    epsilon bound beside the stated epsilon; the summary card carries the verdict."""
+    html = (release / "confidential" / "report.html").read_text()
+    assert "Attack-based evidence could not be computed" not in html
+    cards = [e for e in _iter(dom.root) if e["attrs"].get("id") == "summary-card"]
+    fields = {e["attrs"]["data-field"]: _text(e) for e in _iter(cards[0])
+              if "data-field" in e["attrs"]}
+    assert re.match(r"membership AUC \d\.\d{3}, epsilon >= [\d.e+-]+ \(stated [\d.]+\)",
+                    fields["attacks"]), fields["attacks"]
+    heads = [e for e in _iter(dom.root) if e["tag"] == "h2" and _text(e) == "Attack-based evidence"]
+    assert len(heads) == 1
+    siblings = heads[0]["parent"]["children"]
+    table = next(e for e in siblings[siblings.index(heads[0]):] if e["tag"] == "table")
+    cols = [_text(e) for e in _iter(table) if e["tag"] == "th"][:5]
+    assert cols[1:] == ["published release", "release configuration", "unweighted synthesis",
+                        "holdout"], cols
+    rows = {_text(r["children"][0]): [_text(c) for c in r["children"][1:]]
+            for r in _iter(table) if r["tag"] == "tr" and r["children"]
+            and r["children"][0]["tag"] == "th"}
+    eps = rows["membership inference: epsilon lower bound (95%)"]
+    assert eps[0].startswith("n/a") and float(eps[1]) >= 0 and eps[3].startswith("n/a")
+    assert rows["stated epsilon of the synthesis"][2] == "none (no protection)"
+    for k in ("synthpop repU: replicated uniques (%)", "synthpop TCAP (%)",
+              "singling out: success rate", "match share: synthetic records within 0.01 of a record"):
+        assert all(v and v != "NaN" for v in rows[k]), (k, rows[k])

@@ -8,7 +8,6 @@ concurrent job sampling the same model (seen here: "Fit ... not found"). Real St
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +15,10 @@ import pytest
 
 from surveysynth.synth._stan import run_stan
 
-PROGRAM = """
-data { int<lower=1> n; vector[n] y; }
-parameters { real mu; real<lower=0> sigma; }
-model { mu ~ normal(0, 10); sigma ~ normal(0, 5); y ~ normal(mu, sigma); }
-"""
+# test-only programs: compiled by set-up (make setup), like the package's
+STAN = Path(__file__).resolve().parent / "stan"
+
+PROGRAM = (STAN / "normal.stan").read_text()
 
 
 def _fits_dir():
@@ -52,6 +50,7 @@ def test_same_seed_same_draws_and_no_fit_left_on_disk():
     assert not np.array_equal(a["mu"], c["mu"])
 
 
+@pytest.mark.slow  # compiles; default tier: tests/test_stan_build.py
 def test_first_build_keeps_the_compiler_quiet():
     """A model's first build runs g++, which writes hundreds of warning lines to file descriptor
     2 (past sys.stderr); none of them reach the console, with or without progress (a fresh
@@ -74,10 +73,7 @@ def test_first_build_keeps_the_compiler_quiet():
     assert "In file included" not in out.stderr and "warning:" not in out.stderr, out.stderr[-2000:]
 
 
-LAYOUT = """
-parameters { real y; vector[2] v; matrix[2, 3] M; }
-model { }
-"""
+LAYOUT = (STAN / "layout.stan").read_text()
 
 
 def test_draws_are_chain_major_as_stan_draws_says():
@@ -111,10 +107,7 @@ def test_draws_are_chain_major_as_stan_draws_says():
         assert np.all(sampler["lp__"][block] == sampler["lp__"][block][0])
 
 
-BIMODAL = """
-parameters { real y; }
-model { target += log_mix(0.5, normal_lpdf(y | -30, 1), normal_lpdf(y | 30, 1)); }
-"""
+BIMODAL = (STAN / "bimodal.stan").read_text()
 
 
 def test_rhat_sees_a_chain_stuck_in_another_mode():
@@ -147,43 +140,6 @@ def test_stan_runner_fix_texts_name_pystans_arguments():
         check_stan_kwargs({"adapt_delta": 0.95})
     with pytest.raises(ValueError, match="'max_treedepth' is 'max_depth'"):  # before compiling
         run_stan("parameters { real x; } model { x ~ normal(0, 1); }", {}, max_treedepth=12)
-
-
-def test_stan_builds_run_outside_the_working_directory(tmp_path, monkeypatch):
-    """setuptools writes a build's object files under build/ in the working directory: a
-    build runs in a temporary one, and the caller's is restored."""
-    import os
-
-    from surveysynth.synth._stan import _build_folder
-
-    monkeypatch.chdir(tmp_path)
-    with _build_folder():
-        inside = Path.cwd()
-        assert inside != tmp_path and inside.name.startswith("surveysynth-stan-build-")
-        (inside / "build").mkdir()
-    assert Path.cwd() == tmp_path and not inside.exists()
-    assert os.listdir(tmp_path) == []
-
-
-@pytest.mark.slow
-def test_a_first_build_leaves_nothing_in_the_working_directory(tmp_path, monkeypatch):
-    """A program not yet in httpstan's cache is compiled (1-3 minutes) from tmp_path: no
-    build/ folder is left there (the fast counterpart above checks the working directory)."""
-    import uuid
-
-    monkeypatch.chdir(tmp_path)
-    code = (f"// {uuid.uuid4()}\nparameters {{ real x; }} model {{ x ~ normal(0, 1); }}\n")
-    try:
-        res = run_stan(code, {}, chains=1, draws=50, warmup=50, seed=1, progress=False,
-                       warn=False)
-    finally:  # this test's own model only, never the rest of the cache
-        import httpstan.cache
-        import httpstan.models
-
-        with contextlib.suppress(Exception):
-            httpstan.cache.delete_model_directory(httpstan.models.calculate_model_name(code))
-    assert res["x"].shape == (50,)
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_pystan_import_notices_do_not_reach_the_console():

@@ -263,15 +263,20 @@ def test_sequential_binary_step_target_above_unweighted_bound_real_stan():
     assert [s.name for s in syn.steps_] == ["b"]
     r = syn.step_fits_[0]
     assert r["delta_unweighted"] < target * np.exp(-0.1)
-    led = [e for e in rel.privacy.ledger if e.get("step") == "synthesis"]
-    assert len(led) == 1 and led[0]["delta_alpha"] <= target
-    assert rel.privacy.epsilon <= eps
+    led = [e for e in rel.privacy.ledger if e.get("step") == "release"]
+    # the public ledger charges the step's public target per released draw (issue 35); the
+    # account is exactly the budget
+    assert len(led) == 1 and led[0]["delta_alpha"] == target
+    assert led[0]["epsilon"] == pytest.approx(2 * target * m, rel=1e-12)
+    assert rel.privacy.epsilon == pytest.approx(eps, rel=1e-12)
     res, alpha = r["fit"], r["alpha"]
     codes = pd.Index(syn.steps_[0].levels, dtype=object).get_indexer(
         pd.Series(b).astype(object))
     p = special.expit(res["a"][:, None] + np.zeros((1, n)))
     indep = float(np.max(alpha * np.abs(stats.bernoulli.logpmf(codes, p)).max(axis=0)))
-    assert led[0]["delta_alpha"] == pytest.approx(indep, rel=1e-8)
+    # the achieved bound, recomputed, is the confidential one and at most the public target
+    assert r["delta_alpha"] == pytest.approx(indep, rel=1e-8) and indep <= target
+    assert syn.summary().loc["b", "delta_alpha"] == pytest.approx(indep, rel=1e-8)
     # alpha = 1 was taken (confidential: c None), and the public record states the rule
     # without saying which branch this data took (that bit is outside the budget)
     assert r["c"] is None and np.all(alpha == 1.0)
@@ -309,7 +314,14 @@ def test_fbs_real_stan_target_above_reach_is_released_not_refused():
     assert list(a.tuning_["role"]) == ["final"]
     assert a.delta_alpha_ == pytest.approx(float(a.delta_alpha_i_.max())) and a.delta_alpha_ <= 1e3
     rec_a = a.release().privacy
-    assert rec_a.delta_alpha <= 1e3
+    # every alpha_i = 1: the record says no privacy protection and states no bound and no
+    # epsilon (issue 35: it must not claim a guarantee the unweighted posterior does not have)
+    assert rec_a.delta_alpha is None and rec_a.epsilon is None
+    assert rec_a.guarantee_class == "none" and not rec_a.differentially_private
+    assert rec_a.guarantee.startswith("not differentially private")
+    assert "no privacy protection" in rec_a.guarantee_text
+    assert rec_a.facts["no_weighting"] == "target_above_unweighted_bound"
+    assert [e["charge"] for e in rec_a.ledger if e.get("step") == "release"] == ["none"]
     # (its public record is compared with the tuned release's below)
     T = float(a.delta_unweighted_)
     srt = np.sort(a.delta_)
@@ -330,12 +342,16 @@ def test_fbs_real_stan_target_above_reach_is_released_not_refused():
     assert b.delta_alpha_ != b.tuning_["delta_alpha"].iloc[0]
     assert any("below the band" in str(w.message) for w in caught)
     rec = b.release().privacy
-    assert rec.delta_alpha == pytest.approx(b.delta_alpha_) and rec.delta_alpha <= T
-    # the public record cannot tell the alpha = 1 branch from a tuned one: the same facts, the
-    # rule stated in both texts (which branch was taken is a bit of the confidential data)
-    numbers = ("target_lipschitz", "epsilon", "delta_alpha")
-    assert {k: v for k, v in rec_a.facts.items() if k not in numbers} == \
-        {k: v for k, v in rec.facts.items() if k not in numbers}
-    for r_ in (rec_a, rec):
-        assert "no risk weighting is applied (alpha_i = 1 for every record)" in r_.guarantee_text
-        assert "tuned on the confidential" in r_.guarantee_text
+    # the public target, never the achieved bound (confidential, at most the target); the
+    # account is 2 * target per released draw (m = 2 new draws)
+    assert rec.delta_alpha == T and b.delta_alpha_ <= rec.delta_alpha
+    assert rec.epsilon == pytest.approx(2 * T * 2, rel=1e-12)
+    assert rec.guarantee_class == "asymptotic database-local (epsilon, delta)-pDP"
+    assert "no risk weighting is applied (alpha_i = 1 for every record)" in rec.guarantee_text
+    assert "tuned on the confidential" in rec.guarantee_text
+    # which branch was taken is a bit of the confidential data: both records declare it as
+    # published without budget, in the same words
+    decided = [[e for e in r_.published_without_budget
+                if e["item"].startswith("whether risk weighting was applied")]
+               for r_ in (rec_a, rec)]
+    assert len(decided[0]) == 1 and decided[0] == decided[1]

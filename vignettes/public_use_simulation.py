@@ -191,6 +191,20 @@ def synthesize(sample: pd.DataFrame, N: float, args: argparse.Namespace, seed: i
     return rel
 
 
+def measured_epsilon(rel: SyntheticRelease) -> float:
+    """2 m sum_j Delta_alpha_j with each step's ACHIEVED bound, from the release's confidential
+    fit summary: what the released draws measure (a study number on simulated data). The
+    public record states the account instead (the public targets; no epsilon at all for an
+    unprotected, alpha = 1 release)."""
+    da = pd.to_numeric(rel.confidential["fit_summary"]["delta_alpha"]).to_numpy(float)
+    return float(2 * rel.m * da.sum())
+
+
+def _eps(rel: SyntheticRelease) -> float:
+    """The release's stated epsilon (its account), NaN when it states none."""
+    return np.nan if rel.epsilon is None else float(rel.epsilon)
+
+
 def commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -246,7 +260,7 @@ def curve_summary(rows: pd.DataFrame, budgets: list[float] | None = None,
                     abs_diff=(rows["syn"] - rows["conf"]).abs())
     per = r.groupby(["budget", "rep", "table"], sort=False).agg(
         std_diff=("std_diff", "mean"), overlap=("overlap", "mean"), max_abs=("abs_diff", "max"),
-        epsilon=("epsilon", "first")).reset_index()
+        epsilon=("epsilon", "first"), measured=("measured_epsilon", "first")).reset_index()
     n_refused = pd.Series([x["budget"] for x in (refused or [])], dtype=object).value_counts()
     order = list(dict.fromkeys(list(per["budget"]) + list(budgets or [])))
 
@@ -265,7 +279,10 @@ def curve_summary(rows: pd.DataFrame, budgets: list[float] | None = None,
         ovt_m, ovt_se = ms(tab["overlap"])
         mx_m, mx_se = ms(tab["max_abs"])
         out.append({"target epsilon": b,
-                    "released epsilon (mean)": g["epsilon"].mean() if len(g) else np.nan,
+                    "released epsilon (mean)": (
+                        (g["epsilon"].mean() if g["epsilon"].notna().any() else "none")
+                        if len(g) else np.nan),
+                    "measured epsilon (mean)": g["measured"].mean() if len(g) else np.nan,
                     "reps": reg["rep"].nunique(), "refused": int(n_refused.get(b, 0)),
                     "coef std diff": sd_m, "+-": sd_se, "coef CI overlap": ovr_m,
                     "+- ": ovr_se, "table CI overlap": ovt_m, "+-  ": ovt_se,
@@ -294,18 +311,21 @@ def mc_summary(rec: pd.DataFrame, R: int) -> list[str]:
 
 
 def plot_curve(summary: pd.DataFrame, path: Path) -> None:
-    """Utilities against the released total epsilon (MC SE bars); refused budgets as red
-    crosses at their target on the lower edge."""
+    """Utilities against the released total epsilon (MC SE bars; the unweighted releases, which
+    state no epsilon, at their measured one); refused budgets as red crosses at their target on
+    the lower edge."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = np.isfinite(summary["released epsilon (mean)"].to_numpy(float))
-    s = summary[ok].sort_values("released epsilon (mean)")
+    released = pd.to_numeric(summary["released epsilon (mean)"], errors="coerce")
+    xs = released.fillna(pd.to_numeric(summary["measured epsilon (mean)"], errors="coerce"))
+    ok = (summary["reps"] > 0).to_numpy() & np.isfinite(xs.to_numpy(float))
+    s = summary[ok].assign(_x=xs[ok]).sort_values("_x")
     bad = summary[~ok]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    x = s["released epsilon (mean)"].to_numpy(float)
+    x = s["_x"].to_numpy(float)
     ax[0].errorbar(x, s["coef CI overlap"], yerr=s["+- "], marker="o", capsize=3,
                    label="regression coefficients")
     ax[0].errorbar(x, s["table CI overlap"], yerr=s["+-  "], marker="s", capsize=3,
@@ -315,10 +335,11 @@ def plot_curve(summary: pd.DataFrame, path: Path) -> None:
     ax[1].set_ylabel("mean |b_syn - b_conf| / SE_conf")
     for a_ in ax:
         a_.set_xscale("log")
-        a_.set_xlabel("total epsilon of the release (refused: the target)")
+        a_.set_xlabel("total epsilon of the release (refused: the target; no weighting: "
+                      "measured)")
         for _, row in s[s["refused"] > 0].iterrows():
             a_.annotate(f"{row['refused']} of {row['reps'] + row['refused']} refused",
-                        (row["released epsilon (mean)"], a_.get_ylim()[1]), color="red",
+                        (row["_x"], a_.get_ylim()[1]), color="red",
                         fontsize=8, ha="center", va="top")
         if len(bad):
             xb = bad["target epsilon"].to_numpy(float)
@@ -374,14 +395,16 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     for r in range(reps):
         s = stratified_sample(pop, n_per, rng)
         rel = synthesize(s, N, a, seed=int(rng.integers(2**31)), target_epsilon=None)
-        eps_none.append(rel.epsilon)
+        meas = measured_epsilon(rel)
+        eps_none.append(meas)
         (rc, tc), (rs, ts) = estimates_conf(s), estimates_release(rel)
-        rows += [{**x, "table": "regression", "epsilon": rel.epsilon}
+        tag = {"epsilon": _eps(rel), "measured_epsilon": meas}
+        rows += [{**x, "table": "regression", **tag}
                  for x in replicate_rows("alpha=1 regression", r, rc, rs)]
-        rows += [{**x, "table": "table", "epsilon": rel.epsilon}
+        rows += [{**x, "table": "table", **tag}
                  for x in replicate_rows("alpha=1 table", r, tc, ts)]
-        print(f"part 1 replicate {r + 1}/{reps}: epsilon {rel.epsilon:.4g}, "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"part 1 replicate {r + 1}/{reps}: epsilon {rel.epsilon} (no protection; "
+              f"measured {meas:.4g}), {time.perf_counter() - t0:.0f} s", flush=True)
         guarantee_none = rel.guarantee
     rec = recovery_table(rows, truth_s)
 
@@ -405,13 +428,15 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
             (rc, tc), (rs, ts) = estimates_conf(s), estimates_release(rel)
             for tab, c, sy in (("regression", rc, rs), ("table", tc, ts)):
                 for row in replicate_rows(tab, r, c, sy):
-                    crow.append({**row, "table": tab, "budget": b, "epsilon": rel.epsilon})
-            print(f"budget {b} replicate {r + 1}/{creps}: epsilon {rel.epsilon:.4g}, "
+                    crow.append({**row, "table": tab, "budget": b, "epsilon": _eps(rel),
+                                 "measured_epsilon": measured_epsilon(rel)})
+            print(f"budget {b} replicate {r + 1}/{creps}: epsilon {_eps(rel):.4g}, "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
     crows = pd.DataFrame(crow)
     pd.concat([pd.DataFrame(rows).assign(budget=np.nan), crows]).to_csv(
         out / "public_use_simulation_replicates.csv", index=False)
-    # the unweighted releases of part 1 head the curve (their epsilon is measured, not set)
+    # the unweighted releases of part 1 head the curve (they state no epsilon: no protection;
+    # their measured one places them on the figure)
     curve = curve_summary(pd.concat([pd.DataFrame(rows).assign(budget=NO_WEIGHTING), crows],
                                     ignore_index=True), budgets, refused)
     plot_curve(curve, out / "public_use_simulation.png")
@@ -449,8 +474,11 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "chance alone. The 13 z's are not independent (the four cells of a row sum to 1; "
           "the coefficients share the sample), so the counts are a summary, not a test.", "",
           *mc_summary(rec, reps), "",
-          "The unweighted posterior is not tuned to a budget; its bound is still measured: "
-          f"released epsilon per replicate {', '.join(f'{e:.4g}' for e in eps_none)}. Guarantee "
+          "The unweighted posterior is not tuned to a budget, and its release states no "
+          "epsilon (every risk weight is 1: no privacy protection). Its bound can still be "
+          "measured on the confidential side (2 m sum_j Delta_j over the released fit's draws, "
+          "from the release's confidential fit summary; not a guarantee): per replicate "
+          f"{', '.join(f'{e:.4g}' for e in eps_none)}. Guarantee "
           f"(`rel.guarantee`, last replicate): {guarantee_none}", "",
           "## 2. The curve: utility as the total epsilon tightens", "",
           f"{creps if budgets else 0} replicate(s) per budget (risk-weighted, tuned to "
@@ -460,8 +488,12 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "SEs over the released replicates (SD / sqrt(reps)). `reps`: replicates released; "
           "`refused`: replicates the package refused (TargetUnreachableError: a step's share of "
           "the budget lies below the floor of its bound on that sample; nothing is released). "
-          "Figure: x = the mean released epsilon; a budget refused on every replicate is a red "
-          "cross at its target.", ""]
+          "`released epsilon`: the total the releases state (their budget account: 2 m times "
+          "the sum of the steps' public targets; 'none' for the unweighted releases, which "
+          "state no epsilon); `measured epsilon`: 2 m sum_j of the steps' achieved bounds "
+          "(confidential side, at most the released one). "
+          "Figure: x = the mean released epsilon (the unweighted row: its measured epsilon); a "
+          "budget refused on every replicate is a red cross at its target.", ""]
     md += [md_table(curve), "", "![curve](public_use_simulation.png)", ""]
     if guarantees:
         md += ["Guarantee at each budget (`rel.guarantee`):", ""]

@@ -20,6 +20,17 @@ from typing import Any
 
 NOT_DP = "not differentially private"
 
+#: The ``guarantee_class`` of a record: what kind of promise it is, read off the run. Only the
+#: "formal" classes set ``differentially_private`` (a formal guarantee as run: exact sampling,
+#: data-independent parameters); the pseudo posterior's guarantee is asymptotic and local to the
+#: database at hand, with risk weights computed from it (docs/privacy.md, "Guarantee classes").
+FORMAL_PURE = "formal pure DP"
+FORMAL_APPROX = "formal approximate DP"
+FORMAL_ZCDP = "formal zCDP"
+ASYMPTOTIC_PDP = "asymptotic database-local (epsilon, delta)-pDP"
+NO_GUARANTEE = "none"
+GUARANTEE_CLASSES = (FORMAL_PURE, FORMAL_APPROX, FORMAL_ZCDP, ASYMPTOTIC_PDP, NO_GUARANTEE)
+
 
 @dataclass(frozen=True)
 class Guarantee:
@@ -42,27 +53,75 @@ _TARGET_MET = ("when the unweighted fit's bound is already below the target, no 
                "confidential data")
 
 
+def _account(facts: dict[str, Any], per_draw: str) -> str:
+    """The sentence stating epsilon as the total of the budget account."""
+    return (f"epsilon = {_fmt(facts.get('epsilon'))} is the total of the budget account (the "
+            f"ledger lists each entry): {per_draw} for every distinct posterior draw released, "
+            "summed over every release and every fit of this synthesizer (sequential "
+            f"composition); this release holds m = {facts.get('m')} synthetic data sets, and a "
+            "data set from an already released draw is post-processing")
+
+
+def _bound(facts: dict[str, Any], symbol: str, what: str) -> str:
+    """How the per-draw bound was obtained: the public target (the achieved maximum is at most
+    it and is not published) or the achieved maximum itself (rounded up, declared)."""
+    S = facts.get("draws")
+    emp = (f"an empirical maximum of {what} over the S = {S} posterior draws of "
+           + ("its" if symbol.endswith("_j") else "the") + " released fit")
+    if facts.get("bound_draws") == "final_fit":
+        emp += (" (a final fit whose draws played no part in choosing the tuning constant c, "
+                "so the reported bound is not selected downward by the stopping rule)")
+    if facts.get("bound") == "target":
+        lead = (f"{symbol} <= {_fmt(facts.get('delta_alpha'))}" if symbol == "Delta_alpha" else
+                f"{symbol} is at most the public target of its step (the ledger lists each)")
+        text = (f"{lead}: the public target. The achieved bound, {emp}, is at most the target "
+                "(a fit above it is never released) and is not published (it is computed from "
+                "the confidential data)")
+    else:
+        lead = (f"{symbol} = {_fmt(facts.get('delta_alpha'))}" if symbol == "Delta_alpha" else
+                f"{symbol}")
+        text = f"{lead} is {emp}"
+        if facts.get("bound") == "achieved":
+            text += (" (rounded up to 3 significant digits; published without budget: it is "
+                     "computed from the confidential data)")
+    return text + ("; it is not an analytic supremum over the parameter space, and a fresh set "
+                   "of draws gives a somewhat different maximum")
+
+
+def _unprotected(facts: dict[str, Any], what: str = "an unweighted model") -> Guarantee:
+    """Pseudo posterior with every risk weight 1: no privacy protection (no epsilon stated)."""
+    label = (f"{NOT_DP}: synthetic data from {what} (every risk weight alpha_i = 1), no "
+             "privacy protection")
+    if facts.get("no_weighting") == "target_above_unweighted_bound":
+        why = ("The target bound was above the unweighted fit's bound, so no risk weighting was "
+               "applied (a comparison made on the confidential data; the record lists its "
+               "outcome as published without budget)")
+    else:
+        why = ("The risk weights alpha_i = clip(c (1 - D_i) + g, 0, 1) are 1 for every record "
+               "(g >= 1), so no risk weighting was applied")
+    text = (f"{label}. {why}: the synthetic data are draws from the unweighted posterior "
+            "predictive, what any Bayesian synthesis releases, and no step of the mechanism "
+            "limits what they reveal about a record. No epsilon is stated.")
+    return Guarantee(label, False, text)
+
+
 def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
     """Risk-weighted pseudo posterior (FBS, FBP, PBP, and the mixture/NB with Lipschitz alpha).
 
-    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller"),
-    ``draws`` (S, posterior draws the bound is a maximum over), ``bound_draws`` ("final_fit":
-    draws that played no part in choosing c, or "same_fit"), ``delta_alpha``, ``m``,
-    ``epsilon``.
+    facts: ``alpha_source`` ("lipschitz_tuned", "lipschitz_fixed_c", "caller", or "none":
+    every alpha_i = 1, no protection; ``no_weighting`` says why), ``draws`` (S, posterior
+    draws the bound is a maximum over), ``bound_draws`` ("final_fit": draws that played no part
+    in choosing c, or "same_fit"), ``bound`` ("target": ``delta_alpha`` is the public target
+    and the achieved maximum is at most it; "achieved": the achieved maximum, rounded up),
+    ``delta_alpha``, ``m``, ``epsilon`` (the account's total). Asymptotic and local to the
+    database, with data-dependent weights: never ``differentially_private`` (a formal
+    guarantee); its class is :data:`ASYMPTOTIC_PDP`.
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
-    S = facts.get("draws")
-    bound = (
-        f"Delta_alpha = {_fmt(facts.get('delta_alpha'))} is an empirical maximum of "
-        f"|alpha_i log p(y_i | theta_s)| over the S = {S} posterior draws of the released fit"
-    )
-    if facts.get("bound_draws") == "final_fit":
-        bound += (" (a final fit whose draws played no part in choosing the tuning constant c, "
-                  "so the reported bound is not selected downward by the stopping rule)")
-    bound += ("; it is not an analytic supremum over the parameter space, and a fresh set of "
-              "draws gives a somewhat different maximum")
-    eps = (f"m = {facts.get('m')} synthetic data sets compose to epsilon = 2 * Delta_alpha * m = "
-           f"{_fmt(facts.get('epsilon'))}")
+    if src == "none":
+        return _unprotected(facts)
+    bound = _bound(facts, "Delta_alpha", "|alpha_i log p(y_i | theta_s)|")
+    eps = _account(facts, "2 * Delta_alpha")
     if src == "caller":
         label = (f"{NOT_DP} unless the caller-supplied risk weights are independent of the "
                  "confidential data: pseudo posterior bound measured for the given weights")
@@ -92,7 +151,7 @@ def pseudo_posterior(facts: dict[str, Any]) -> Guarantee:
         "confidential database at hand (Savitsky, Williams & Hu); this is not a worst-case "
         f"(global) epsilon-DP guarantee. {eps}. {bound}. {how}."
     )
-    return Guarantee(label, True, text)
+    return Guarantee(label, False, text)
 
 
 def kng(facts: dict[str, Any]) -> Guarantee:
@@ -124,8 +183,9 @@ def kng(facts: dict[str, Any]) -> Guarantee:
         text = (f"{label}. Each variable's quantiles were released jointly by the joint "
                 "exponential mechanism (Gillenwater, Joseph & Kulesza 2021; utility sensitivity 2 "
                 "under replace-one neighbours) with data-independent public bounds, on a public "
-                f"{facts.get('transform', 'log')} scale, drawn exactly (up to floating-point "
-                "arithmetic); a later variable's slope on the previous variable by DP Theil-Sen "
+                f"{facts.get('transform', 'log')} scale, drawn exactly onto a public grid inside "
+                "the bounds (integer arithmetic: the set of values a release can take does not "
+                "depend on the data); a later variable's slope on the previous variable by DP Theil-Sen "
                 "(exponential-mechanism median of disjoint-pair slopes). "
                 + (f"Scale: {facts['transform_center']}. " if facts.get("transform_center")
                    else "")
@@ -134,8 +194,9 @@ def kng(facts: dict[str, Any]) -> Guarantee:
         return Guarantee(label, True, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
-        text = (f"{label}. Every quantile's coefficients were drawn exactly (up to floating-point "
-                "arithmetic) from the KNG density "
+        text = (f"{label}. Every quantile's coefficients were drawn exactly onto a public grid "
+                "inside the public bounds (integer arithmetic: the set of values a release can "
+                "take does not depend on the data) from the KNG density "
                 "(Reimherr & Awan) with the sound sensitivity 2 max(tau, 1 - tau) C_X and "
                 "data-independent public bounds; budgets compose sequentially over variables "
                 "and quantiles; the synthetic data sets are post-processing of the released "
@@ -203,20 +264,12 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
     k = facts.get("steps")
-    S = facts.get("draws")
+    if src == "unweighted":
+        return _unprotected(facts, f"{k} unweighted posteriors composed sequentially")
     label = ("asymptotic, database-local (epsilon, delta)-probabilistic differential privacy "
              f"of {k} risk-weighted pseudo posteriors composed sequentially, with risk weights "
              "computed from the confidential data (not privatized)")
-    if src == "unweighted":
-        label = label.replace("risk-weighted pseudo posteriors", "unweighted posteriors").replace(
-            ", with risk weights computed from the confidential data (not privatized)",
-            " (no risk weighting: alpha = 1)")
-    bound = (f"Each step's Delta_alpha_j is an empirical maximum of |alpha_i log p_j(y_i | "
-             f"theta_s)| over the S = {S} posterior draws of its released fit")
-    if facts.get("bound_draws") == "final_fit":
-        bound += (" (a final fit whose draws played no part in choosing the tuning constant c)")
-    bound += ("; it is not an analytic supremum over the parameter space, and a fresh set of "
-              "draws gives a somewhat different maximum")
+    bound = "Each step's " + _bound(facts, "Delta_alpha_j", "|alpha_i log p_j(y_i | theta_s)|")
     design_w = facts.get("weights_step") == "design"
     steps_are = ("each missing-value indicator and each variable's values" if design_w else
                  "each missing-value indicator, each variable's values, and the log weights")
@@ -228,39 +281,51 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
         "before it, and each draw of step j satisfies (2*Delta_alpha_j)-differential privacy "
         "asymptotically (as the sample grows), for the confidential database at hand (Savitsky, "
         "Williams & Hu); this is not a worst-case (global) epsilon-DP guarantee. The steps "
-        "compose: m = {m} synthetic data sets use m draws of every step, so epsilon = "
-        "2 * m * sum_j Delta_alpha_j = {eps} (sum_j Delta_alpha_j = {da}; the ledger lists each "
-        "step's Delta_alpha_j and epsilon). The synthetic values of a variable are drawn given "
-        "the synthetic values of the variables before it (post-processing of the released "
-        "draws). {bound}.".format(m=facts.get("m"), eps=_fmt(facts.get("epsilon")),
-                                   da=_fmt(facts.get("delta_alpha")), bound=bound)
+        "compose: a release of m data sets uses m draws of every step, and {acc} (sum_j "
+        "Delta_alpha_j {rel} {da}; the ledger lists each step's bound and epsilon). The "
+        "synthetic values of a variable are drawn given the synthetic values of the variables "
+        "before it (post-processing of the released draws). {bound}.".format(
+            acc=_account(facts, "2 * Delta_alpha_j"), da=_fmt(facts.get("delta_alpha")),
+            rel="<=" if facts.get("bound") == "target" else "=", bound=bound)
     )
     if design_w:
         text += (" The sampling weights are design weights (one value per cell of the public "
                  "design columns) and are released as collected, outside this guarantee: the "
                  "record lists them as published without budget.")
-    if src == "unweighted":
-        text += (" The posteriors are not risk-weighted (alpha = 1): each step's bound is the "
-                 "unweighted maximum, usually large.")
-    else:
-        how = (" The risk weights alpha_i = clip(c (1 - D_i), 0, 1) of each step are computed "
-               "from the confidential data")
-        if src.startswith("identification"):
-            how += (", with D_i record i's identification risk for the step's variable (Hu, "
-                    "Savitsky & Williams): the share of the records of its intruder-known "
-                    f"pattern ({facts.get('known')}) whose value lies outside [y_i - r|y_i|, "
-                    f"y_i + r|y_i|], r = {facts.get('r')} (for a discrete variable: whose value "
-                    "differs), normalised to [0, 1] over the step's records")
-        if src.endswith("_tuned"):
-            how += (", and each step's c was tuned on the confidential data to bring its bound to "
-                    "its share of the target; " + _TARGET_MET.replace("the target", "its share "
-                                                                       "of the target"))
-        how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
-                "given these weights, and a neighbouring database would in general get other "
-                "weights, so the loss between neighbours with recomputed weights can exceed the "
-                "stated epsilon.")
-        text += how
-    return Guarantee(label, True, text)
+    how = (" The risk weights alpha_i = clip(c (1 - D_i), 0, 1) of each step are computed "
+           "from the confidential data")
+    if src.startswith("identification"):
+        how += (", with D_i record i's identification risk for the step's variable (Hu, "
+                "Savitsky & Williams): the share of the records of its intruder-known "
+                f"pattern ({facts.get('known')}) whose value lies outside [y_i - r|y_i|, "
+                f"y_i + r|y_i|], r = {facts.get('r')} (for a discrete variable: whose value "
+                "differs), normalised to [0, 1] over the step's records")
+    if src.endswith("_tuned"):
+        how += (", and each step's c was tuned on the confidential data to bring its bound to "
+                "its share of the target; " + _TARGET_MET.replace("the target", "its share "
+                                                                   "of the target"))
+    how += (". Neither alpha nor c is privatized: the guarantee is for the released draws "
+            "given these weights, and a neighbouring database would in general get other "
+            "weights, so the loss between neighbours with recomputed weights can exceed the "
+            "stated epsilon.")
+    text += how
+    return Guarantee(label, False, text)
+
+
+def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
+    """The record's ``guarantee_class`` (one of :data:`GUARANTEE_CLASSES`), from the family,
+    the facts and the generated guarantee: formal pure DP only where the generator says the
+    run is differentially private (KNG / JointExp exact, Laplace with global sensitivity); the
+    pseudo posterior's asymptotic, database-local class where it states an epsilon for its own
+    weights; "none" for everything whose label says it is not differentially private."""
+    if g.differentially_private:
+        if family in ("kng", "laplace"):
+            return FORMAL_PURE
+        raise AssertionError(f"family {family!r} claims a formal guarantee the classifier does "
+                             "not know; add its class to guarantees.classify")
+    if family in ("pseudo_posterior", "pseudo_posterior_sequential") and not g.label.startswith(NOT_DP):
+        return ASYMPTOTIC_PDP
+    return NO_GUARANTEE
 
 
 FAMILIES = {

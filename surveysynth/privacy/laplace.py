@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,26 @@ class LaplaceTables:
     budget: dict[str, float]
     privacy: PrivacyRecord
     sensitivity: pd.DataFrame = field(repr=False)
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``path/public/`` (``counts.csv``, ``means.csv``, ``manifest.json`` with the
+        privacy record) and ``path/confidential/`` (the per-cell sensitivities, derived from
+        the confidential data, each file headed by the not-for-publication notice)."""
+        import json
+
+        from ..release import write_confidential
+
+        path = Path(path)
+        pub = path / "public"
+        pub.mkdir(parents=True, exist_ok=False)
+        self.counts.to_csv(pub / "counts.csv")
+        self.means.to_csv(pub / "means.csv")
+        manifest = {"part": "public", "method": "laplace tables", "privacy": self.privacy.to_dict(),
+                    "files": ["counts.csv", "means.csv", "manifest.json"]}
+        (pub / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
+        write_confidential(path / "confidential", {"sensitivity": self.sensitivity,
+                                                   "budget": self.budget})
+        return path
 
 
 def budget_split(epsilon: float, replicates: int = 10, cells_per_record: int = 4,

@@ -9,9 +9,15 @@ A :class:`PrivacyRecord` is what a release says about its privacy, and it is pub
 * refuses a seed: randomness behind a guarantee is a secret key. It records only whether the
   run was seeded (then the release is reproducible by whoever holds the seed);
 * carries ``published_without_budget``: every quantity derived from the confidential data that
-  the public part holds without being covered by epsilon, with the reason. By default it holds
-  only what the guarantee itself requires (the pseudo posterior's achieved bound Delta_alpha,
-  which is the epsilon), and the population size when it was not given as a public input.
+  the public part holds without being covered by epsilon, with the reason (the synthesizers add
+  what they publish that way: columns released as collected, the population size when it was
+  not given as a public input, a bound computed from the data, ...);
+* states the ``guarantee_class`` (:data:`~surveysynth.privacy.guarantees.GUARANTEE_CLASSES`)
+  and sets ``differentially_private`` only for a formal class; a record whose class is "none"
+  says "not differentially private" at the start of its label;
+* carries the budget account: ``epsilon`` is the total of the ledger's charges (every use of
+  the confidential data by the object that made the release, each listed in ``ledger``), not
+  the cost of one release.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .guarantees import FAMILIES, NOT_DP
+from .guarantees import FAMILIES, GUARANTEE_CLASSES, NO_GUARANTEE, NOT_DP, classify
 
 FORBIDDEN_FACTS = ("seed", "random_state", "rng", "alpha", "delta_i", "c", "g", "sha256")
 
@@ -68,6 +74,9 @@ class PrivacyRecord:
     published_without_budget: list[dict[str, str]] = field(default_factory=list)
     convergence_override: bool = False
     notes: list[str] = field(default_factory=list)
+    #: one of GUARANTEE_CLASSES ("formal pure DP", ..., "asymptotic database-local
+    #: (epsilon, delta)-pDP", "none"); differentially_private is true only for a formal class
+    guarantee_class: str = NO_GUARANTEE
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self), allow_nan=False))
@@ -79,6 +88,9 @@ class PrivacyRecord:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"privacy record: unknown key(s) {sorted(unknown)}.")
+        # manifests written before guarantee_class existed: the class of their flag
+        if "guarantee_class" not in d:
+            d = {**d, "guarantee_class": _legacy_class(d)}
         missing = names - set(d)
         if missing:
             raise ValueError(f"privacy record: missing key(s) {sorted(missing)}.")
@@ -132,6 +144,7 @@ def build_record(
     if delta_alpha is not None:
         facts.setdefault("delta_alpha", float(delta_alpha))
     g = FAMILIES[family](facts)
+    gclass = classify(family, facts, g)
     if convergence_override:
         label = g.label + (" (released although MCMC convergence checks failed: override by "
                            "the curator)")
@@ -141,8 +154,7 @@ def build_record(
             "MCMC convergence checks failed (allow_unconverged=True); the draws may not "
             "represent the stated posterior.",
         )
-    if not g.differentially_private and not g.label.startswith(NOT_DP):
-        raise AssertionError(f"guarantee generator for {family} produced a non-DP label {g.label!r}")
+    _check_class(family, g, gclass)
     led = []
     for i, e in enumerate(ledger or []):
         if not isinstance(e, dict):
@@ -167,5 +179,27 @@ def build_record(
         delta_alpha=None if delta_alpha is None else float(delta_alpha), m=int(m),
         seeded=bool(seeded), reproducibility=repro, facts=facts, ledger=led,
         published_without_budget=pwb, convergence_override=bool(convergence_override),
-        notes=list(notes or []),
+        notes=list(notes or []), guarantee_class=gclass,
     )
+
+
+def _check_class(family: str, g: Any, gclass: str) -> None:
+    """The label cannot overstate: differentially_private only for a formal class, and a
+    "none" class (and only it) says "not differentially private" at the start of its label."""
+    if gclass not in GUARANTEE_CLASSES:
+        raise AssertionError(f"guarantee class {gclass!r} is not one of {GUARANTEE_CLASSES}")
+    if g.differentially_private is not gclass.startswith("formal"):
+        raise AssertionError(f"{family}: differentially_private={g.differentially_private} but "
+                             f"the guarantee class is {gclass!r}")
+    if (gclass == NO_GUARANTEE) is not g.label.startswith(NOT_DP):
+        raise AssertionError(f"guarantee generator for {family} produced label {g.label!r} for "
+                             f"class {gclass!r}")
+
+
+def _legacy_class(d: dict[str, Any]) -> str:
+    """The guarantee class of a record read from an old manifest (before the field existed)."""
+    if str(d.get("guarantee", "")).startswith(NOT_DP):
+        return NO_GUARANTEE
+    if str(d.get("family", "")).startswith("pseudo_posterior"):
+        return "asymptotic database-local (epsilon, delta)-pDP"
+    return "formal pure DP" if d.get("differentially_private") else NO_GUARANTEE

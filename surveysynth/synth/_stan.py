@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .stan_build import ensure_compiled
+
 __all__ = [
     "ConvergenceWarning",
     "StanDraws",
@@ -269,24 +271,6 @@ class StanMessageFilter(io.TextIOBase):
         self._target.flush()
 
 
-@contextlib.contextmanager
-def _build_folder():
-    """Run a Stan build with a temporary working directory: httpstan's C++ build (setuptools
-    ``build_ext``) writes its object files to ``build/temp.<platform>/`` relative to the working
-    directory and reads a ``setup.cfg`` there, so a build from the user's folder left a
-    ``build/`` folder in it. The compiled model itself goes to httpstan's cache as before."""
-    import os
-    import tempfile
-
-    before = os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="surveysynth-stan-build-") as tmp:
-        os.chdir(tmp)
-        try:
-            yield
-        finally:
-            os.chdir(before)
-
-
 class _CompilerLog:
     def __init__(self) -> None:
         self.path: str | None = None
@@ -351,7 +335,10 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
         try:
             # the compiler's own output is never progress: kept in a log whose tail a failed
             # build's error carries (also at verbose, where pystan's progress is shown)
-            with _compiler_output(shown=False) as compiler_log, _build_folder():
+            with _compiler_output(shown=False) as compiler_log:
+                # compiled (or repaired) outside pystan's HTTP client first: no client timeout
+                # on a slow machine, no build/ folder in the working directory (stan_build)
+                ensure_compiled(program_code)
                 post = stan.build(program_code, data=data, random_seed=int(seed))
             compiler_log.remove()
             if post is None:  # pystan returns None when Ctrl-C interrupts its build

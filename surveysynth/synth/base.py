@@ -2,13 +2,23 @@
 
 * ``__init__`` takes keyword settings only and stores each unchanged on the attribute of the
   same name: the model, the privacy target, ``m``, MCMC settings, ``population_size``,
-  ``random_state``. No validation there; ``fit`` validates (so ``set_params`` and the
+  ``random_state``, ``max_epsilon``. No validation there; ``fit`` validates (so ``set_params`` and the
   constructor have the same effect, and ``clone`` can rebuild any synthesizer).
 * ``fit(design)`` validates, runs the mechanism and returns ``self``; learned state lives in
   attributes with a trailing underscore. A second ``fit`` replaces the fitted state but not the
   budget accounting: every fit and every release that spends budget is appended to
   ``ledger_``, and ``epsilon_spent_`` is their sum (a refit is a new use of the confidential
   data; :meth:`clone` starts a new, empty account and is the explicit way to begin again).
+  Each entry says how it is charged (``charge``): "epsilon" (counted: its public ``epsilon``),
+  "outside" (the fit's use of the data that releases nothing and that the guarantee text
+  states as outside the budget: tuning fits choosing the risk weights), or "none" (a use with
+  no privacy guarantee: the account then has no finite total). The public record states the
+  account, every entry and its total (:meth:`privacy_record`), whichever fit or release it
+  comes from. Charges are public bounds (a target, never a number measured on the data
+  unless the record declares it), so the account itself can be published.
+* ``max_epsilon`` (a privacy filter, as OpenDP's and Tumult's odometers): the declared total.
+  A fit or release whose charges would take the account above it, or that has no guarantee
+  ("none"), is refused with :class:`BudgetExceededError` before it draws anything.
 * ``release(m=None)`` returns a :class:`~surveysynth.release.SyntheticRelease` of m synthetic
   survey designs: rows in random order, released weights (the column named like the design's
   weights) summing to the public population size, the design's strata and fpc carried where
@@ -38,8 +48,8 @@ import pandas as pd
 from ..privacy.randomness import is_seeded, secret_rng
 from ..privacy.record import PrivacyRecord, build_record
 
-__all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "CONVERGENCE_DEFAULTS",
-           "convergence_verdict", "clone"]
+__all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "BudgetExceededError",
+           "CONVERGENCE_DEFAULTS", "convergence_verdict", "clone"]
 
 #: Release gates on MCMC fits: split R-hat (rank-normalised) of every model parameter at most
 #: ``rhat``, bulk ESS at least ``ess_bulk``, share of divergent post-warm-up transitions at
@@ -65,6 +75,14 @@ class NotFittedError(ValueError, AttributeError):
 
 class ConvergenceError(RuntimeError):
     """An MCMC fit failed the release gates; the message names the parameters and the fix."""
+
+
+class BudgetExceededError(ValueError):
+    """A fit or release would take the budget account above the declared ``max_epsilon``."""
+
+
+#: how a ledger entry is charged (see the module docstring)
+CHARGES = ("epsilon", "outside", "none")
 
 
 def convergence_verdict(summary: dict[str, Any], table: pd.DataFrame | None,
@@ -173,14 +191,84 @@ class Synthesizer:
 
     def _spend(self, entry: dict[str, Any]) -> None:
         """Record one use of the confidential data in the budget account."""
-        ledger = vars(self).setdefault("ledger_", [])
-        ledger.append({"fit": int(getattr(self, "fits_", 1)), **entry})
+        self._spend_all([entry])
+
+    def _spend_all(self, entries: list[dict[str, Any]]) -> None:
+        """Book the entries of one fit or release together, or none of them: refused with
+        :class:`BudgetExceededError` when they would take the account above ``max_epsilon``
+        (or carry no guarantee while a total is declared)."""
+        fit = int(getattr(self, "fits_", 1))
+        booked = [self._entry(e, fit) for e in entries]
+        cap = self._max_epsilon()
+        if cap is not None:
+            unguarded = [e for e in booked if e["charge"] == "none"]
+            if unguarded:
+                raise BudgetExceededError(
+                    f"{type(self).__name__}: max_epsilon = {cap:g} is declared, but this "
+                    f"{unguarded[0].get('step', 'use')} has no privacy guarantee (no epsilon "
+                    "can be charged against the declared total); nothing was released. Fix: a "
+                    "private configuration (risk weights tuned to a target, a private method), "
+                    "or drop max_epsilon for a release without protection.")
+            new = float(sum(e["epsilon"] for e in booked if e["charge"] == "epsilon"))
+            spent = self.epsilon_spent_
+            if spent + new > cap * (1 + 1e-12):
+                raise BudgetExceededError(
+                    f"{type(self).__name__}: this {booked[0].get('step', 'use')} would spend "
+                    f"epsilon {new:.6g} on top of {spent:.6g} already spent by this object "
+                    f"({len(self.ledger_ if hasattr(self, 'ledger_') else [])} ledger entries), "
+                    f"a total of {spent + new:.6g} > the declared max_epsilon = {cap:.6g}; "
+                    "nothing was released or fitted. Fix: release fewer new draws (a smaller m, "
+                    "or the draws already released: the same m again), or declare a larger "
+                    "total if the disclosure review allows it.")
+        vars(self).setdefault("ledger_", []).extend(booked)
+
+    @staticmethod
+    def _entry(e: dict[str, Any], fit: int) -> dict[str, Any]:
+        out = {"fit": fit, **e}
+        eps = out.get("epsilon")
+        charge = out.setdefault("charge", "epsilon" if eps is not None else "none")
+        if charge not in CHARGES or (charge == "epsilon") is (eps is None):
+            raise AssertionError(f"ledger entry {out!r}: charge {charge!r} with epsilon {eps!r}")
+        return out
+
+    def _max_epsilon(self) -> float | None:
+        """The declared total (``max_epsilon``), checked."""
+        cap = getattr(self, "max_epsilon", None)
+        if cap is None:
+            return None
+        if isinstance(cap, bool) or not isinstance(cap, (int, float, np.integer, np.floating)) \
+                or not (np.isfinite(cap) and cap > 0):
+            raise ValueError(f"max_epsilon={cap!r}: the declared total must be a positive "
+                             "number (or None: no declared total).")
+        return float(cap)
 
     @property
     def epsilon_spent_(self) -> float:
-        """Total epsilon of every fit and release made by this object (its budget account)."""
+        """Total epsilon charged by every fit and release of this object (its budget account;
+        entries charged "outside" or "none" add nothing here: see :meth:`account`)."""
         eps = [e.get("epsilon") for e in getattr(self, "ledger_", [])]
         return float(sum(e for e in eps if e is not None))
+
+    def account(self, m: int | None = None) -> dict[str, Any]:
+        """The budget account a release of ``m`` sets would leave: ``ledger`` (every entry,
+        with the release's new charges, not booked), ``epsilon`` (their total; None when an
+        entry has no guarantee: the total is then unbounded), ``unprotected`` (such entries)
+        and ``max_epsilon`` (the declared total, or None)."""
+        self._check_fitted()
+        pending = self._release_charges(self._m(m), book=False)
+        fit = int(getattr(self, "fits_", 1))
+        ledger = [dict(e) for e in getattr(self, "ledger_", [])] + [self._entry(e, fit)
+                                                                    for e in pending]
+        unprotected = [e for e in ledger if e["charge"] == "none"]
+        total = None if unprotected else float(sum(e["epsilon"] for e in ledger
+                                                   if e["charge"] == "epsilon"))
+        return {"ledger": ledger, "epsilon": total, "unprotected": len(unprotected),
+                "max_epsilon": self._max_epsilon()}
+
+    def _release_charges(self, m: int, book: bool) -> list[dict[str, Any]]:
+        """The ledger entries a release of m sets adds (new posterior draws); ``book``: mark
+        those draws as released. Default: a release is post-processing of the fit (none)."""
+        return []
 
     # ------------------------------------------------------------------ the protocol
     def fit(self, design: Any) -> Synthesizer:
@@ -217,12 +305,14 @@ class Synthesizer:
         self._check_fitted()
         m = self._m(m)
         self._check_convergence()
+        # the privacy filter first: a release the declared total cannot cover draws nothing
+        charges = self._release_charges(m, book=False)
+        self._spend_all(charges)
+        self._release_charges(m, book=True)
         frames, spec = self._synthesize(m, self._rng_)
         perms = [self._rng_.permutation(len(f)) for f in frames]
         designs = [self._design_of(f, spec, p) for f, p in zip(frames, perms, strict=True)]
         record = self.privacy_record(m)
-        if self.release_spends:
-            self._spend({"step": "release", "m": m, "epsilon": record.epsilon})
         conf: dict[str, Any] = {"_row_permutations": perms}
         summary = getattr(self, "confidential_summary", None)
         if callable(summary):
@@ -230,11 +320,45 @@ class Synthesizer:
         return SyntheticRelease(designs, self.kind, record, n_original=None, confidential=conf)
 
     def privacy_record(self, m: int | None = None) -> PrivacyRecord:
-        """The public privacy record of a release of ``m`` sets from this fit."""
+        """The public privacy record of a release of ``m`` sets from this fit: its guarantee,
+        and the budget account as it stands after that release (:meth:`account`): ``epsilon``
+        is the total spent by this object over every fit and release, ``ledger`` each entry."""
         self._check_fitted()
         m = self._m(m)
         r = self._privacy_facts(m)
+        acc = self.account(m)
+        r["ledger"] = acc["ledger"]
+        notes = list(r.pop("notes", []))
+        fit = int(getattr(self, "fits_", 1))
+        earlier = [e for e in acc["ledger"] if e["charge"] == "none" and e["fit"] != fit]
+        if earlier and r["family"] != "none":
+            # an earlier fit's release had no guarantee: the account has no finite total
+            notes.append(f"{len(earlier)} entr{'y' if len(earlier) == 1 else 'ies'} of this "
+                         "object's ledger (earlier fits) used the confidential data without "
+                         "privacy protection, so no epsilon bounds what its releases reveal "
+                         "together.")
+            r = {"family": "none", "mechanism": r["mechanism"], "ledger": acc["ledger"],
+                 "facts": {}, "published_without_budget": r.get("published_without_budget", [])}
+        r["epsilon"] = acc["epsilon"]
+        facts = dict(r.pop("facts", {}))
+        facts["ledger_entries"] = len(acc["ledger"])
+        facts["fits"] = int(getattr(self, "fits_", 1))
+        if acc["max_epsilon"] is not None:
+            facts["max_epsilon"] = acc["max_epsilon"]
+        r["facts"] = facts
+        r["notes"] = notes
         pwb = list(r.pop("published_without_budget", []))
+        collected = self.released_as_collected()
+        if collected:
+            pwb.append({
+                "item": f"the columns released as collected (not synthesized): {collected}, "
+                        "and with them every count of records by their values (e.g. a table's "
+                        "n_unweighted over them equals the confidential record counts)",
+                "reason": "partial synthesis: these columns are treated as public (not "
+                          "sensitive) and are outside the guarantee, which covers the "
+                          "synthesized values; if they are sensitive, synthesize them (PBP, "
+                          "Sequential) instead of releasing them.",
+            })
         if getattr(self, "population_size_given_", True) is False:
             pwb.append({
                 "item": "population size N used to scale the released weights (sum of the "
@@ -247,6 +371,11 @@ class Synthesizer:
             convergence_override=bool(getattr(self, "convergence_override_", False)),
             published_without_budget=pwb, **r,
         )
+
+    def released_as_collected(self) -> list[str]:
+        """Columns of the released data sets that are the confidential values as collected
+        (predictors, design columns, declared public columns); [] for a full synthesis."""
+        return []
 
     # ------------------------------------------------------------------ helpers
     def _m(self, m: int | None) -> int:

@@ -63,7 +63,10 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
     * MCMC: ``chains``, ``draws``, ``warmup``, ``stan_kwargs``, ``log_lik`` (keep per-record
       log-likelihood draws, e.g. for Lipschitz weights), ``convergence`` (gate overrides),
       ``allow_unconverged``;
-    * ``random_state`` (None: secret OS entropy), ``progress``.
+    * ``random_state`` (None: secret OS entropy), ``progress``;
+    * ``max_epsilon``: the declared total of the budget account (a privacy filter): a release
+      that would take it above this, or one without a guarantee (computed identification-risk
+      weights, no weights), is refused (BudgetExceededError). None: no limit.
 
     Fitted: ``alpha_``, ``alpha_kind_``, ``synthetic_`` (m, n), ``synthesis_draws_``,
     ``draws_`` (StanDraws), ``log_lik_``, ``delta_alpha_``, ``convergence_``,
@@ -105,6 +108,7 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
         population_size: float | None = None,
         random_state: Any = None,
         progress: bool = True,
+        max_epsilon: float | None = None,
     ) -> None:
         self._store_settings(locals())
 

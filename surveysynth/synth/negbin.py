@@ -64,6 +64,7 @@ class NBSynthesizer(RiskWeightedSynthesizer):
         population_size: float | None = None,
         random_state: Any = None,
         progress: bool = True,
+        max_epsilon: float | None = None,
     ) -> None:
         self._store_settings(locals())
 

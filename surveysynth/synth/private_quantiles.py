@@ -12,15 +12,25 @@ one gap to another, so the utility changes by at most Delta = 2 and the mechanis
 eps-DP (exponential mechanism with a data-independent base measure). All m quantiles share the
 one budget: no split over quantiles, which is what makes it accurate in the tails.
 
-Exact sampler. With the edges e_0 = a, e_1..e_n = sorted data, e_{n+1} = b, interval
-I_i = [e_i, e_{i+1}] (i = 0..n, length L_i) holds the outputs with exactly i data values below.
-The density depends on o only through the intervals i_1 <= ... <= i_m holding the o_j, and the
-volume of the sorted outputs with those intervals is prod_i L_i^{r_i} / r_i! (r_i = number of
-outputs in I_i). So the mechanism is a distribution over index sequences times sorted uniforms
-within intervals. A forward dynamic programme in log space gives, for each quantile j and
-interval i, the total weight of all prefixes ending with a run of r outputs in I_i; a backward
-pass draws the runs (interval, run length) exactly from their conditional probabilities; then
-each run's outputs are sorted uniform draws on its interval.
+Exact sampler on a public grid (docs/privacy.md, "Exact sampling on a public grid"). The
+outputs are restricted to the public grid G = {a + (b - a) k / 2^K : k = 0..2^K} (K =
+``grid_bits``, default 20; on the transformed scale for "log"/"pareto"), a set of doubles that
+does not depend on the data, and the mechanism is the exponential mechanism over sorted m-tuples
+of grid points (ties allowed) with the counting measure as base: P(o) ∝ exp(alpha u(o)), the same
+utility with sensitivity 2, so exactly eps-DP (the grid changes the output space, not epsilon).
+With the edges e_0 = a, e_1..e_n = sorted data, e_{n+1} = b, the grid points with exactly i
+data values <= them form "interval" i (c_i points; a data value on a grid point counts as below
+it, ties between data values give c_i = 0). The utility depends on o only through the intervals
+i_1 <= ... <= i_m holding the o_j, and the number of sorted tuples with r_i outputs in interval
+i is prod_i C(c_i + r_i - 1, r_i) (multisets). So the mechanism is a distribution over index
+sequences times uniform sorted tuples of grid points within intervals. A forward dynamic
+programme in log space gives, for each quantile j and interval i, the total weight of all
+prefixes ending with a run of r outputs in I_i; a backward pass draws the runs (interval, run
+length) from their conditional probabilities by :func:`~surveysynth.privacy.exact_sampling.
+exact_categorical` (exact for the computed log weights, however small), then each run's grid
+points uniformly among the C(c_i + r - 1, r) multisets with integer draws (Floyd's algorithm).
+The output is the grid double of the drawn integer index, mapped back by the public inverse
+transform: a data-independent function of an integer.
 
 The convolution over previous intervals, sum_{i' < i} W(i') exp(-alpha |i - i' - c_j|), is done
 without FFT (the reference implementation's FFT in scaled linear space loses small terms): for
@@ -40,6 +50,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from ..privacy.exact_sampling import exact_categorical, public_grid
 from ..privacy.randomness import secret_rng
 from .kng.mechanism import _check_epsilon
 
@@ -56,6 +67,7 @@ __all__ = [
 ]
 
 JOINTEXP_SENSITIVITY = 2.0  # replace-one neighbours: one record leaves one gap and joins another
+GRID_BITS = 20  # default public grid: 2^20 steps between the (transformed) public bounds
 _CHUNK = 2_000_000  # elements of one sliding-window block (memory cap of the near part)
 
 
@@ -63,7 +75,9 @@ _CHUNK = 2_000_000  # elements of one sliding-window block (memory cap of the ne
 class JointExpTables:
     """Forward tables of the exact JointExp sampler (computed from confidential data: curator only).
 
-    ``edges`` e_0..e_{n+1}; ``log_len`` log L_i (-inf for empty intervals, e.g. ties);
+    ``edges`` e_0..e_{n+1}; ``grid`` the public grid (doubles, 2^grid_bits + 1); ``first[i]`` the
+    index of interval i's first grid point and ``count[i]`` its number of grid points c_i;
+    ``log_len`` log c_i (-inf for intervals without grid points, e.g. ties);
     ``alpha`` = eps / (2 Delta); ``gaps`` c_1..c_{m+1}; ``log_start[j, i]`` the log weight of all
     prefixes o_1..o_{j+1} whose last output starts a new run in interval i (0-based j);
     ``log_total[j, i]`` the same for any run length; ``log_z`` the log normaliser.
@@ -80,6 +94,10 @@ class JointExpTables:
     log_z: float
     n_clipped: int = 0
     _cum_phi0: np.ndarray = field(default=None, repr=False)
+    grid: np.ndarray = field(default=None, repr=False)
+    first: np.ndarray = field(default=None, repr=False)
+    count: np.ndarray = field(default=None, repr=False)
+    grid_bits: int = GRID_BITS
 
     @property
     def n(self) -> int:
@@ -95,15 +113,22 @@ class JointExpTables:
 
     def log_run(self, j: int, upto: int) -> np.ndarray:
         """log weight of prefixes o_1..o_{j+1} ending with a run of r = 1..j+1 outputs in
-        interval i, for i < upto: array (upto, j + 1), column r - 1."""
+        interval i, for i < upto: array (upto, j + 1), column r - 1. A run of r in interval i
+        has C(c_i + r - 1, r) sorted tuples: c_i (in ``log_start``) times
+        (c_i + 1)...(c_i + r - 1) / r!."""
         r = np.arange(1, j + 2)
         first = j + 1 - r  # 0-based index of the run's first output
-        ll = self.log_len[:upto, None]
-        with np.errstate(invalid="ignore"):
-            extra = np.where(r[None, :] > 1, (r[None, :] - 1) * ll, 0.0)
+        extra = _log_rising(self.count[:upto], j + 1)
         out = (self.log_start[first, :upto].T + extra + (self._cum_phi0[j] - self._cum_phi0[first])[None, :]
                - gammaln(r + 1)[None, :])
         return np.where(np.isnan(out), -np.inf, out)
+
+
+def _log_rising(count: np.ndarray, width: int) -> np.ndarray:
+    """(len(count), width): column r - 1 holds log[(c + 1)(c + 2)...(c + r - 1)] (0 for r = 1)."""
+    c = np.asarray(count, dtype=float)[:, None]
+    steps = np.log(c + np.arange(1, width, dtype=float)[None, :]) if width > 1 else np.zeros((c.size, 0))
+    return np.concatenate([np.zeros((c.size, 1)), np.cumsum(steps, axis=1)], axis=1)
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,7 @@ class JointExpResult:
     upper: float
     sampler: str = "exact"
     n_clipped: int = 0  # confidential: records clipped to the bounds (curator only)
+    grid_bits: int = GRID_BITS  # the public output grid: 2^grid_bits steps on the mechanism's scale
 
 
 def _check_inputs(data: Any, quantiles: Any, lower: float, upper: float) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -144,9 +170,18 @@ def _check_inputs(data: Any, quantiles: Any, lower: float, upper: float) -> tupl
     return x, q, lo, hi
 
 
-def _log_lengths(edges: np.ndarray) -> np.ndarray:
+def _grid_counts(grid: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Interval i's first grid index and number of grid points: the grid points t with exactly i
+    sorted data values x <= t (a value on a grid point counts as below it)."""
+    below = np.searchsorted(grid, xs, side="left")  # #{t < x_(i)}: first point with x_(i) <= t
+    first = np.concatenate([[0], below])
+    count = np.diff(np.concatenate([first, [grid.size]]))
+    return first, count
+
+
+def _log_lengths(count: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        return np.log(np.diff(edges))
+        return np.log(np.asarray(count, dtype=float))
 
 
 def _log_factorial(r: np.ndarray) -> np.ndarray:
@@ -183,10 +218,13 @@ def joint_exp_tables(
     epsilon: float,
     lower: float,
     upper: float,
+    grid_bits: int = GRID_BITS,
 ) -> JointExpTables:
     """The forward dynamic programme of the exact JointExp sampler (log space).
 
     Data outside [lower, upper] are clipped to the bounds (counted in ``n_clipped``, curator only).
+    The outputs live on the public grid :func:`~surveysynth.privacy.exact_sampling.public_grid`
+    (``lower``, ``upper``, ``grid_bits``): 2^grid_bits + 1 doubles fixed by public numbers.
     """
     x, q, lo, hi = _check_inputs(data, quantiles, lower, upper)
     eps = _check_epsilon(epsilon, "epsilon")
@@ -194,7 +232,9 @@ def joint_exp_tables(
     xs = np.sort(np.clip(x, lo, hi))
     n, m = xs.size, q.size
     edges = np.concatenate([[lo], xs, [hi]])
-    log_len = _log_lengths(edges)
+    grid = public_grid(lo, hi, grid_bits)
+    first, count = _grid_counts(grid, xs)
+    log_len = _log_lengths(count)
     alpha = eps / (2.0 * JOINTEXP_SENSITIVITY)
     gaps = np.diff(np.concatenate([[0.0], q, [1.0]])) * n
     idx = np.arange(n + 1, dtype=float)
@@ -209,45 +249,57 @@ def joint_exp_tables(
     for j in range(1, m):
         log_start[j] = log_len + _convolve(log_total[j - 1], alpha, gaps[j])
         r = np.arange(2, j + 2)
-        runs[:, 1: j + 1] = runs[:, 0:j] + (log_len + phi0[j])[:, None] - np.log(r)[None, :]
+        # C(c + r - 1, r) = C(c + r - 2, r - 1) (c + r - 1) / r
+        runs[:, 1: j + 1] = (runs[:, 0:j] + np.log(count[:, None] + r[None, :] - 1.0) + phi0[j]
+                             - np.log(r)[None, :])
         runs[:, 0] = log_start[j]
         log_total[j] = logsumexp(runs[:, : j + 1], axis=1)
     log_z = float(logsumexp(log_total[m - 1] - alpha * np.abs(n - idx - gaps[m])))
     return JointExpTables(edges=edges, log_len=log_len, quantiles=q, epsilon=eps, alpha=alpha,
                           gaps=gaps, log_start=log_start, log_total=log_total, log_z=log_z,
-                          n_clipped=n_clipped, _cum_phi0=cum_phi0)
+                          n_clipped=n_clipped, _cum_phi0=cum_phi0, grid=grid, first=first,
+                          count=count, grid_bits=int(grid_bits))
 
 
-def _pick(logw: np.ndarray, u: float) -> int:
-    """Index of a flat log-weight array drawn by inverse CDF with uniform u."""
-    flat = logw.ravel()
-    p = np.exp(flat - flat.max())
-    cdf = np.cumsum(p)
-    k = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return min(k, flat.size - 1)
+def _sorted_multiset(c: int, r: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniform sorted r-tuple (repetition allowed) of {0..c-1}, by integers only: a uniform
+    r-subset s_1 < ... < s_r of {0..c+r-2} (Floyd's algorithm) gives s_j - (j - 1)."""
+    chosen: set[int] = set()
+    pop = c + r - 1
+    for top in range(pop - r, pop):
+        t = int(rng.integers(0, top + 1))
+        chosen.add(top if t in chosen else t)
+    return np.array(sorted(chosen), dtype=np.int64) - np.arange(r, dtype=np.int64)
 
 
-def joint_exp_draws(
+def joint_exp_indices(
     tables: JointExpTables, size: int = 1, random_state: Any = None
 ) -> np.ndarray:
-    """``size`` exact draws (rows, each sorted, one column per quantile) from the JointExp density."""
+    """``size`` exact draws as integer grid indices (rows sorted, one column per quantile)."""
     rng = secret_rng(random_state)
     n, m = tables.n, tables.m
-    out = np.empty((int(size), m))
+    out = np.empty((int(size), m), dtype=np.int64)
     for s in range(int(size)):
         j, last, first = m - 1, n, True  # j: 0-based index of the highest unassigned output
         while j >= 0:
             upto = last + 1 if first else last
             # weight of a run ending at output j in interval i, times the gap above it
             logw = tables.log_run(j, upto) + tables.log_phi(j + 1, last - np.arange(upto))[:, None]
-            k = _pick(logw, rng.random())
+            k = exact_categorical(logw, rng)
             i, r = divmod(k, j + 1)
             r += 1
-            lo, hi = tables.edges[i], tables.edges[i + 1]
-            out[s, j - r + 1: j + 1] = np.sort(rng.uniform(lo, hi, r))
+            pts = _sorted_multiset(int(tables.count[i]), r, rng)
+            out[s, j - r + 1: j + 1] = tables.first[i] + pts
             j -= r
             last, first = i, False
     return out
+
+
+def joint_exp_draws(
+    tables: JointExpTables, size: int = 1, random_state: Any = None
+) -> np.ndarray:
+    """``size`` exact draws (rows, each sorted, one column per quantile): public grid doubles."""
+    return tables.grid[joint_exp_indices(tables, size, random_state)]
 
 
 def tail_transform(lower: float, upper: float, transform: str = "log", scale: float | None = None,
@@ -315,6 +367,7 @@ def joint_exp_quantiles(
     scale: float | None = None,
     random_state: Any = None,
     center: float | None = None,
+    grid_bits: int = GRID_BITS,
 ) -> JointExpResult:
     """Pure epsilon-DP estimates of all ``quantiles`` at once (JointExp, exact sampler).
 
@@ -322,15 +375,19 @@ def joint_exp_quantiles(
     lies in [lower, upper]. The whole ``epsilon`` covers all quantiles jointly. ``transform``
     (``"identity"``, ``"log"`` or ``"pareto"`` with a public ``center``, see
     :func:`tail_transform`) is the public scale on which the mechanism runs; outputs are mapped
-    back (post-processing).
+    back (post-processing). ``grid_bits``: the outputs are points of the public grid with
+    2^grid_bits equal steps between the transformed bounds (default 20: a step of about 1e-6 of
+    the transformed range), each mapped back by the public inverse transform, so the set of
+    doubles a release can take is the same for every database (docs/privacy.md).
     """
     x, _, lo, hi = _check_inputs(data, quantiles, lower, upper)
     fwd, inv, tlo, thi = tail_transform(lo, hi, transform, scale, center)
-    t = joint_exp_tables(fwd(np.clip(x, lo, hi)), quantiles, epsilon, tlo, thi)
+    t = joint_exp_tables(fwd(np.clip(x, lo, hi)), quantiles, epsilon, tlo, thi, grid_bits)
     vals = np.clip(inv(joint_exp_draws(t, 1, random_state)[0]), lo, hi)
     return JointExpResult(values=np.maximum.accumulate(vals), quantiles=t.quantiles,
                           epsilon=t.epsilon, lower=lo, upper=hi,
-                          n_clipped=int(np.count_nonzero((x < lo) | (x > hi))))
+                          n_clipped=int(np.count_nonzero((x < lo) | (x > hi))),
+                          grid_bits=t.grid_bits)
 
 
 def dp_theil_sen_slope(x: np.ndarray, y: np.ndarray, epsilon: float, bound: float, rng: np.random.Generator) -> float:
@@ -368,13 +425,17 @@ def joint_exp_log_density(
     epsilon: float,
     lower: float,
     upper: float,
+    grid_bits: int = GRID_BITS,
 ) -> np.ndarray:
-    """Normalised log density of sorted outputs (rows) under JointExp, from the counts directly."""
-    t = joint_exp_tables(data, quantiles, epsilon, lower, upper)
+    """Normalised log probability of sorted outputs (rows) under JointExp on the public grid,
+    from the counts directly (-inf for a row that is not a sorted tuple of grid points)."""
+    t = joint_exp_tables(data, quantiles, epsilon, lower, upper, grid_bits)
     o = np.atleast_2d(np.asarray(outputs, dtype=float))
     xs = t.edges[1:-1]
     below = np.searchsorted(xs, o, side="right")  # #{x <= o_j}
     cnt = np.diff(np.column_stack([np.zeros(o.shape[0]), below, np.full(o.shape[0], t.n)]), axis=1)
     u = -np.abs(cnt - t.gaps[None, :]).sum(axis=1)
-    ok = np.all(np.diff(o, axis=1) >= 0, axis=1) & np.all((o >= t.edges[0]) & (o <= t.edges[-1]), axis=1)
+    k = np.clip(np.searchsorted(t.grid, o), 0, t.grid.size - 1)
+    on_grid = np.all(t.grid[k] == o, axis=1)
+    ok = on_grid & np.all(np.diff(o, axis=1) >= 0, axis=1)
     return np.where(ok, t.alpha * u - t.log_z, -np.inf)

@@ -79,6 +79,14 @@ def _first(mask: np.ndarray, k: int = 5) -> list[int]:
     return np.flatnonzero(mask)[:k].tolist()
 
 
+def _round_up(x: float, digits: int = 3) -> float:
+    """x rounded UP to ``digits`` significant digits (a bound stays a bound)."""
+    if not np.isfinite(x) or x <= 0:
+        return float(x)
+    e = int(np.floor(np.log10(x))) - digits + 1
+    return float(np.ceil(x / 10.0**e) * 10.0**e)
+
+
 def _even_draws(S: int, m: int) -> np.ndarray:
     """m draw indices spaced evenly over S retained draws (the last one included)."""
     return (np.floor((np.arange(1, m + 1)) * S / m) - 1).astype(np.int64)
@@ -151,16 +159,9 @@ class _FittedMethods:
         if m != self.m:
             warnings.warn(
                 f"releasing m={m} data sets from a fit tuned for m={self.m}: the privacy cost "
-                f"is epsilon = 2 * Delta_alpha * {m} = {2 * self.delta_alpha_ * m:.4g}.",
+                f"of its new draws is 2 * Delta_alpha each (the account: privacy_record()).",
                 UserWarning, stacklevel=3)
         idx = self._draw_indices(m)
-        used = vars(self).setdefault("draws_released_", set())
-        new = sorted(set(int(i) for i in idx) - used)
-        used.update(new)
-        # the mechanism's output is the posterior draw: synthetic values from an already
-        # released draw are post-processing, a new draw costs 2 Delta_alpha
-        self._spend({"step": "release", "new_draws": len(new),
-                     "epsilon": 2.0 * self.delta_alpha_ * len(new)})
         rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
         frames = [self._synthesize_one(int(s), rng, False) for s in idx]
         prep = self._prep_
@@ -169,8 +170,49 @@ class _FittedMethods:
             spec["strata"] = prep["strata_release"]
         return frames, spec
 
+    # ------------------------------------------------------------------ the budget account
+    def _unprotected(self) -> bool:
+        """Every risk weight is 1 (the no-weighting path, or g >= 1): no protection."""
+        return bool(np.all(np.asarray(self.alpha_) >= 1.0))
+
+    def _public_bound(self) -> tuple[float, str]:
+        """The per-draw bound the record states and the account charges: the public target
+        when the fit was tuned to one (the achieved bound is at most it: a fit above the
+        target is never released), else the achieved bound rounded up to 3 significant digits
+        (declared as published without budget)."""
+        if self.target_lipschitz_ is not None:
+            return float(self.target_lipschitz_), "target"
+        return _round_up(float(self.delta_alpha_)), "achieved"
+
+    def _release_charges(self, m: int, book: bool) -> list[dict[str, Any]]:
+        """A release's charge: 2 Delta_alpha for each posterior draw not released before from
+        this fit (the mechanism's output is the draw: synthetic values from an already released
+        draw are post-processing); an unprotected fit is charged "none"."""
+        idx = self._draw_indices(m)
+        used = vars(self).setdefault("draws_released_", set())
+        new = sorted(set(int(i) for i in idx) - used)
+        if book or not new:
+            used.update(new)
+            return []
+        entry: dict[str, Any] = {"step": "release", "m": m, "new_draws": len(new)}
+        if self._unprotected():
+            return [{**entry, "epsilon": None, "charge": "none"}]
+        bound, _ = self._public_bound()
+        return [{**entry, "delta_alpha": bound, "epsilon": 2.0 * bound * len(new)}]
+
+    def _fit_entry(self) -> dict[str, Any]:
+        """The fit's own use of the data: the unweighted, tuning and final fits release no draw;
+        the risk weights they choose are not privatized (the guarantee says so)."""
+        return {"step": "fit", "model": self.name, "epsilon": None, "charge": "outside",
+                "what": "unweighted, tuning and final fits on the confidential data: no draw "
+                        "of them is released by the fit; the risk weights and c they choose "
+                        "are not privatized (the guarantee is given these weights)"}
+
+    def released_as_collected(self) -> list[str]:
+        self._check_fitted()
+        return list(self._prep_["predictors"]) if self.kind == "partial" else []
+
     def _privacy_facts(self, m: int) -> dict[str, Any]:
-        da = float(self.delta_alpha_)
         prep = self._prep_
         scale = ("outcome on the " + ("log" if self.log else "original") + " scale"
                  + {"FBS": ", weights as log w", "FBP": ", pi = 1/w on the weights' natural scale",
@@ -185,26 +227,48 @@ class _FittedMethods:
                          "with cell-constant weights the standard errors of counts are too "
                          "small (they miss the sampling variability of the weights); use FBS "
                          "for counts (docs/pseudo_posterior.md).")
-        if self.target_lipschitz_ is not None:
-            # also when the alpha = 1 branch was taken (c_ None): the public text states the
-            # rule, not which branch this data took (guarantees._TARGET_MET)
-            src = "lipschitz_tuned"
-        else:
-            src = "lipschitz_fixed_c"
+        pwb: list[dict[str, str]] = []
+        tuned = self.target_lipschitz_ is not None
+        if tuned:
+            pwb.append({
+                "item": "whether risk weighting was applied (the label: risk-weighted, or no "
+                        "privacy protection when every alpha_i = 1)",
+                "reason": "decided by comparing the unweighted fit's bound, computed from the "
+                          "confidential data, with the public target; the label states the "
+                          "outcome so that it cannot overstate the protection."})
+        facts: dict[str, Any] = {
+            "draws": int(prep["S_weighted"]), "bound_draws": "final_fit", "model": self.name,
+            "target_lipschitz": self.target_lipschitz_,
+            "draws_released": len(getattr(self, "draws_released_", ())),
+            "convergence_gates": ", ".join(
+                f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
+                for k, v in self.convergence_["gates"].items())}
+        if self._unprotected():
+            facts["alpha_source"] = "none"
+            facts["no_weighting"] = ("target_above_unweighted_bound" if tuned else "g_at_least_1")
+            return {"family": "pseudo_posterior",
+                    "mechanism": f"pseudo_posterior_{self.name.lower()}",
+                    "facts": facts, "notes": notes, "published_without_budget": pwb}
+        bound, how = self._public_bound()
+        # also when the alpha = 1 branch was tuned away from: the public text states the rule
+        facts["alpha_source"] = "lipschitz_tuned" if tuned else "lipschitz_fixed_c"
+        facts["bound"] = how
+        if how == "achieved":
+            pwb.append({
+                "item": "Delta_alpha, the achieved maximum of |alpha_i log p(y_i | theta_s)| over "
+                        "the released fit's draws (rounded up to 3 significant digits), and "
+                        "the epsilon computed from it",
+                "reason": "no target was given (fixed c): the guarantee's epsilon is 2 "
+                          "Delta_alpha per released draw, and Delta_alpha is computed from the "
+                          "confidential data. Give target_lipschitz or target_epsilon to publish "
+                          "a public bound instead."})
         return {
             "family": "pseudo_posterior",
             "mechanism": f"pseudo_posterior_{self.name.lower()}",
-            "epsilon": 2.0 * da * m,
-            "delta_alpha": da,
-            "facts": {"alpha_source": src, "draws": int(prep["S_weighted"]),
-                      "bound_draws": "final_fit", "model": self.name,
-                      "target_lipschitz": self.target_lipschitz_,
-                      "convergence_gates": ", ".join(
-                          f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
-                          for k, v in self.convergence_["gates"].items())},
+            "delta_alpha": bound,
+            "facts": facts,
             "notes": notes,
-            "ledger": [{"step": "synthesis", "mechanism": self.name, "delta_alpha": da, "m": m,
-                        "epsilon": 2.0 * da * m}],
+            "published_without_budget": pwb,
         }
 
     def confidential_summary(self) -> dict[str, Any]:
@@ -265,7 +329,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       the check off;
     * ``population_size`` (public N the released weights sum to; default: the sum of the
       confidential weights, then listed in the manifest as published without budget);
-    * ``random_state`` (None: secret OS entropy), ``progress``.
+    * ``random_state`` (None: secret OS entropy), ``progress``;
+    * ``max_epsilon``: the declared total of the budget account (a privacy filter): a release
+      whose new draws would take the account (every release and refit of this object) above
+      it, or a release without protection, is refused (BudgetExceededError). None: no limit.
     """
 
     name = ""
@@ -304,6 +371,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         random_state: Any = None,
         progress: bool = True,
         stan_kwargs: dict | None = None,
+        max_epsilon: float | None = None,
     ) -> None:
         self.outcome = outcome
         self.predictors = predictors
@@ -333,6 +401,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.random_state = random_state
         self.progress = progress
         self.stan_kwargs = stan_kwargs
+        self.max_epsilon = max_epsilon
 
     def _validate(self) -> dict[str, Any]:
         """Check the settings; returns the normalised ones used by the fit."""
@@ -380,6 +449,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             target = float(self.target_epsilon) / (2.0 * m)
         if target is not None and not float(target) > 0:
             raise ValueError(f"target_lipschitz must be > 0, got {target!r}.")
+        self._max_epsilon()
         gates = dict(self.convergence or {})
         bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
         if bad:
@@ -477,6 +547,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         progress = bool(self.progress)
         stan_seed = child_seed(rng)
         prep = self._prepare(design)
+        # the data are used from here on: the account lists this fit (charged "outside": no
+        # draw of these fits is released; the guarantee states the weights as not privatized)
+        self._spend(self._fit_entry())
         self._prep_ = prep
         self.n_ = int(prep["n"])
         self.target_lipschitz_ = target

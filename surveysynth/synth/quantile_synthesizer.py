@@ -314,6 +314,9 @@ class QuantileSynthesizer(Synthesizer):
     population_size : public population size N the released weights sum to (default: the sum of
         the input's weights, then listed as published without budget).
     progress : tqdm progress bar over quantiles.
+    max_epsilon : the declared total of the budget account (a privacy filter): a fit that would
+        take the account (every fit of this object) above it, or a non-private fit, is refused
+        before it touches the data (BudgetExceededError). None: no limit.
 
     Fitted attributes: ``coefficients_`` (dict variable -> DataFrame tau x coefficients, the
     released quantity), ``n_``, ``population_``, ``integer_variables_``, ``hull_``,
@@ -349,6 +352,7 @@ class QuantileSynthesizer(Synthesizer):
         random_state: int | np.random.Generator | np.random.SeedSequence | None = None,
         population_size: float | None = None,
         progress: bool = True,
+        max_epsilon: float | None = None,
     ) -> None:
         self.variables = variables
         self.quantiles = quantiles
@@ -370,6 +374,7 @@ class QuantileSynthesizer(Synthesizer):
         self.random_state = random_state
         self.population_size = population_size
         self.progress = progress
+        self.max_epsilon = max_epsilon
 
     # ------------------------------------------------------------------ configuration
     def _config(self) -> _Config:
@@ -401,6 +406,7 @@ class QuantileSynthesizer(Synthesizer):
                 f"{self.sensitivity!r} / init={self.init!r} would only mislabel the release; "
                 "leave them at their defaults ('sound', 'independent')."
             )
+        self._max_epsilon()
         grid, anchors = _parse_grid(self.quantiles, method, self.anchors)
         epsilon = None if method == "nonprivate" else _check_epsilon(self.epsilon, "epsilon")
         budget = dict(self.budget or {})

@@ -130,6 +130,7 @@ class RiskWeightedSynthesizer(Synthesizer):
         if self.stan_kwargs is not None and not isinstance(self.stan_kwargs, dict):
             raise ValueError(f"stan_kwargs must be a dict of pystan sample() options; got {self.stan_kwargs!r}.")
         self._check_model()
+        self._max_epsilon()
         return {"predictors": preds, "categorical": cat, "known": known, "extra": extra, "m": m,
                 "r": r, "gates": gates}
 
@@ -313,14 +314,25 @@ class RiskWeightedSynthesizer(Synthesizer):
             self.synthetic_, self.synthesis_draws_ = self._draw_sets(m, self._rng_, self.n_)
         return self.synthetic_
 
+    def _release_charges(self, m: int, book: bool) -> list[dict[str, Any]]:
+        """A release's charge: 2 Delta_alpha per posterior draw not released before (caller's
+        alpha); computed identification-risk weights or none: no guarantee ("none")."""
+        S = self.draws_.chains * self.draws_.draws_per_chain
+        used = vars(self).setdefault("draws_released_", set())
+        new = sorted(set(int(i) for i in even_draws(S, m)) - used)
+        if book or not new:
+            used.update(new)
+            return []
+        eps = 2.0 * self.delta_alpha_ * len(new) if self.alpha_kind_ == "caller" else None
+        return [{"step": "release", "family": self._family(), "m": m, "new_draws": len(new),
+                 "epsilon": eps}]
+
+    def released_as_collected(self) -> list[str]:
+        self._check_fitted()
+        return [c for c in self._released_columns_ if c != self.outcome]
+
     def _synthesize(self, m: int, rng: np.random.Generator) -> tuple[list[pd.DataFrame], dict]:
         ys = self.synthesize(m)
-        used = vars(self).setdefault("draws_released_", set())
-        new = sorted(set(int(i) for i in self.synthesis_draws_) - used)
-        used.update(new)
-        da = self.delta_alpha_
-        eps = 2.0 * da * len(new) if self.alpha_kind_ == "caller" else None
-        self._spend({"step": "release", "family": self._family(), "new_draws": len(new), "epsilon": eps})
         base = self._frame_[self._released_columns_].reset_index(drop=True)
         w = np.full(self.n_, self.population_size_ / self.n_)
         frames = []

@@ -64,7 +64,7 @@ from ..privacy.randomness import child_seed
 from ._seq_models import MODELS, WHITEN_MIN_ROWS, identity_pre, patterns, whitening
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
-from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior
+from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
 
 __all__ = ["Sequential", "TYPES"]
 
@@ -160,6 +160,9 @@ class Sequential(Synthesizer):
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
     stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    max_epsilon : the declared total of the budget account (a privacy filter): a release whose
+        new draws would take the account (every release and refit of this object) above it, or
+        a release without protection (risk_weights="none"), is refused (BudgetExceededError).
     """
 
     name = "Sequential"
@@ -191,6 +194,7 @@ class Sequential(Synthesizer):
         random_state: Any = None,
         progress: bool = True,
         stan_kwargs: dict | None = None,
+        max_epsilon: float | None = None,
     ) -> None:
         self.variables = variables
         self.public = public
@@ -215,6 +219,7 @@ class Sequential(Synthesizer):
         self.random_state = random_state
         self.progress = progress
         self.stan_kwargs = stan_kwargs
+        self.max_epsilon = max_epsilon
 
     # ================================================================== validation
     def _validate(self) -> dict[str, Any]:
@@ -242,6 +247,7 @@ class Sequential(Synthesizer):
             raise ValueError("risk_weights='none' (alpha = 1) cannot be tuned to target_epsilon; "
                              "drop target_epsilon or use risk_weights='lipschitz'.")
         r = self._identification_radius()
+        self._max_epsilon()
         gates = dict(self.convergence or {})
         bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
         if bad:
@@ -528,6 +534,13 @@ class Sequential(Synthesizer):
         eps = None if self.target_epsilon is None else float(self.target_epsilon)
         progress = bool(self.progress)
         t_all = time.perf_counter()
+        # the account lists this fit: its unweighted, tuning and final fits release no draw;
+        # the risk weights they choose are not privatized (the guarantee says so)
+        self._spend({"step": "fit", "model": "Sequential", "epsilon": None, "charge": "outside",
+                     "what": "per step: unweighted, tuning and final fits on the confidential "
+                             "data; no draw of them is released by the fit; the risk weights and "
+                             "c they choose are not privatized (the guarantee is given these "
+                             "weights)"})
         conf_enc: list[np.ndarray] = []     # encoded confidential columns of earlier steps
         results = []
         groups = (pattern_codes(data, cfg["known"]) if self.risk_weights == "identification"
@@ -651,16 +664,42 @@ class Sequential(Synthesizer):
 
     def _synthesize(self, m: int, rng: np.random.Generator):
         idx = self._draw_indices(m)
-        used = vars(self).setdefault("draws_released_", {})
-        for step, r in zip(self.steps_, self.step_fits_, strict=True):
-            seen = used.setdefault(step.name, set())
-            new = sorted(set(int(i) for i in idx) - seen)
-            seen.update(new)
-            self._spend({"step": "release", "variable": step.name, "new_draws": len(new),
-                         "epsilon": 2.0 * r["delta_alpha"] * len(new)})
         rng = np.random.default_rng(rng.integers(0, 2**63 - 1))
         frames = [self._synthesize_one(int(s), rng) for s in idx]
         return frames, self._spec()
+
+    def _step_bound(self, r: dict[str, Any]) -> tuple[float, str]:
+        """A step's public per-draw bound: its target (its share of target_epsilon; the
+        achieved bound is at most it), else the achieved bound rounded up (declared)."""
+        if r["target"] is not None:
+            return float(r["target"]), "target"
+        return _round_up(float(r["delta_alpha"])), "achieved"
+
+    def _release_charges(self, m: int, book: bool) -> list[dict[str, Any]]:
+        """Per step: 2 Delta_alpha_j for each draw of step j not released before from this
+        fit; risk_weights="none": no guarantee ("none")."""
+        idx = self._draw_indices(m)
+        used = vars(self).setdefault("draws_released_", {})
+        out = []
+        for step, r in zip(self.steps_, self.step_fits_, strict=True):
+            seen = used.setdefault(step.name, set())
+            new = sorted(set(int(i) for i in idx) - seen)
+            if book or not new:
+                seen.update(new)
+                continue
+            entry = {"step": "release", "variable": step.name, "m": m, "new_draws": len(new)}
+            if self.risk_weights == "none":
+                out.append({**entry, "epsilon": None, "charge": "none"})
+            else:
+                bound, _ = self._step_bound(r)
+                out.append({**entry, "delta_alpha": bound, "epsilon": 2.0 * bound * len(new)})
+        return out
+
+    def released_as_collected(self) -> list[str]:
+        self._check_fitted()
+        cols = self._released_columns(self._prep_["data_public"])
+        return [c for c in cols if c != self._prep_["weights_name"]] + (
+            [self._prep_["weights_name"]] if self._prep_["design_w"] is not None else [])
 
     def _spec(self) -> dict[str, Any]:
         design_spec: dict[str, Any] = {"weights": self._prep_["weights_name"]}
@@ -758,14 +797,9 @@ class Sequential(Synthesizer):
 
     # ================================================================== privacy
     def _privacy_facts(self, m: int) -> dict[str, Any]:
-        ledger = []
-        for step, r in zip(self.steps_, self.step_fits_, strict=True):
-            ledger.append({"step": "synthesis", "variable": step.name, "type": step.type,
-                           "model": step.family, "delta_alpha": r["delta_alpha"],
-                           "target_lipschitz": r["target"], "share": step.share, "m": m,
-                           "epsilon": 2.0 * r["delta_alpha"] * m})
-        total = float(sum(e["epsilon"] for e in ledger))
-        da = float(sum(r["delta_alpha"] for r in self.step_fits_))
+        bounds = [self._step_bound(r) for r in self.step_fits_]
+        da = float(sum(b for b, _ in bounds))
+        how = ("target" if all(h == "target" for _, h in bounds) else "achieved")
         kind = "identification" if self.risk_weights == "identification" else "lipschitz"
         src = ("unweighted" if self.risk_weights == "none" else
                f"{kind}_tuned" if self.target_epsilon is not None else f"{kind}_fixed_c")
@@ -788,6 +822,14 @@ class Sequential(Synthesizer):
             "weakly informative priors and are not privatized.",
         ]
         pwb = []
+        if self.risk_weights != "none" and how == "achieved":
+            pwb.append({
+                "item": "each step's Delta_alpha_j without a target: the achieved maximum of "
+                        "|alpha_i log p_j(y_i | theta_s)| over its released fit's draws (rounded "
+                        "up to 3 significant digits, in the ledger), and the epsilon from them",
+                "reason": "no target_epsilon was given (fixed c), so the guarantee's epsilon is "
+                          "computed from these data-dependent bounds. Give target_epsilon to "
+                          "publish public per-step targets instead."})
         if self.design_weights_:
             pwb.append({
                 "item": f"the sampling weights {cfg['weights_name']!r}, released as collected "
@@ -811,13 +853,13 @@ class Sequential(Synthesizer):
         return {
             "family": "pseudo_posterior_sequential",
             "mechanism": "pseudo_posterior_sequential",
-            "epsilon": total,
-            "delta_alpha": da,
-            "facts": {"alpha_source": src, "steps": len(self.steps_),
+            "delta_alpha": None if src == "unweighted" else da,
+            "facts": {"alpha_source": src, "steps": len(self.steps_), "bound": how,
+                      "draws_released": max((len(v) for v in
+                                             getattr(self, "draws_released_", {}).values()),
+                                            default=0),
                       "draws": int(min(r["S"] for r in self.step_fits_)),
                       "bound_draws": "final_fit" if self.risk_weights != "none" else "same_fit",
-                      "max_step_delta_alpha": float(max(r["delta_alpha"]
-                                                        for r in self.step_fits_)),
                       "weights": "design" if self.design_weights_ else self.weights,
                       "weights_step": "design" if self.design_weights_ else "modelled",
                       **({"known": ", ".join(map(str, self._cfg_["known"])) or "none (one "
@@ -826,7 +868,6 @@ class Sequential(Synthesizer):
                       "convergence_gates": ", ".join(
                           f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                           for k, v in self.convergence_["gates"].items())},
-            "ledger": ledger,
             "notes": notes,
             "published_without_budget": pwb,
         }

@@ -3,9 +3,10 @@
 When only the intercept b moves (an intercept-only model, or fixed slopes s) the KNG density is
 one-dimensional and piecewise (constant x Gaussian kernel) between the sorted residuals
 r_i = y_i - x_i,slopes' s: :func:`kng_intercept_pieces` computes each piece's mass in closed form
-and :func:`kng_intercept_draws` draws a piece by its mass, then the intercept inside it from a
-truncated normal. No chain, no convergence caveat. See docs/kng.md, "Exact sampling when only the
-intercept moves".
+and :func:`kng_intercept_draws` draws the intercept exactly from this density restricted to a
+public grid of the feasible interval (a fixed set of doubles, the same for every database: see
+docs/privacy.md, "Exact sampling on a public grid"). No chain, no convergence caveat. See
+docs/kng.md, "Exact sampling when only the intercept moves".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...privacy.exact_sampling import exact_categorical, public_grid
 from ...privacy.randomness import secret_rng
 from .mechanism import (
     PENALTY_C,
@@ -25,9 +27,13 @@ from .mechanism import (
     _intercept_interval,
     _kng_inputs,
 )
-from .truncated_gauss import log_gauss_mass, truncnorm_ppf
+from .truncated_gauss import log_gauss_mass
 
-__all__ = ["InterceptPieces", "kng_intercept_pieces", "kng_intercept_draws", "kng_sample_intercept_exact"]
+__all__ = ["InterceptPieces", "kng_intercept_pieces", "kng_intercept_draws", "kng_sample_intercept_exact",
+           "GRID_BITS"]
+
+GRID_BITS = 20  # default public grid: 2^20 equal steps over the feasible interval [b_lo, b_hi]
+_BLOCK = 1024  # grid points per block of the two-level draw (data-independent partition)
 
 
 def _piece_log_mass(lo, hi, g, kappa, c, s):
@@ -63,6 +69,7 @@ class InterceptPieces:
     kappa: float
     c: float
     sensitivity_value: float
+    breaks: np.ndarray | None = None  # sorted residuals r_(1..n): piece k is [r_(k), r_(k+1))
 
     @property
     def log_total(self) -> float:
@@ -88,7 +95,7 @@ class InterceptPieces:
         log_mass = _piece_log_mass(lo, hi, self.g, self.kappa, self.c, self.slopes)
         return InterceptPieces(
             lo=lo, hi=hi, g=self.g, log_mass=log_mass, b_lo=lo_new, b_hi=hi_new, slopes=self.slopes,
-            kappa=self.kappa, c=self.c, sensitivity_value=self.sensitivity_value,
+            kappa=self.kappa, c=self.c, sensitivity_value=self.sensitivity_value, breaks=self.breaks,
         )
 
     def probabilities(self) -> np.ndarray:
@@ -165,43 +172,74 @@ def kng_intercept_pieces(
     log_mass = _piece_log_mass(lo, hi, g, kappa, c, s)
     return InterceptPieces(
         lo=lo, hi=hi, g=g, log_mass=log_mass, b_lo=float(b_lo), b_hi=float(b_hi), slopes=s,
-        kappa=kappa, c=c, sensitivity_value=delta,
+        kappa=kappa, c=c, sensitivity_value=delta, breaks=r,
     )
+
+
+def _grid_segments(pieces: InterceptPieces, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The grid cut by the pieces and by fixed blocks of _BLOCK points: each segment's first grid
+    index, its length, and its log weight -kappa g - c (b^2 + ||s||^2) summed over its points."""
+    piece = np.searchsorted(pieces.breaks, grid, side="right")  # #{r_i <= t}: G's step at t
+    cut = np.zeros(grid.size, dtype=bool)
+    cut[0] = True
+    cut[1:] = piece[1:] != piece[:-1]
+    cut[::_BLOCK] = True
+    start = np.flatnonzero(cut)
+    length = np.diff(np.append(start, grid.size))
+    w = -pieces.c * grid * grid  # data-independent (0 when c = 0)
+    top = np.maximum.reduceat(w, start)
+    lse = top + np.log(np.add.reduceat(np.exp(w - np.repeat(top, length)), start))
+    log_w = lse - pieces.kappa * pieces.g[piece[start]] - pieces.c * float(pieces.slopes @ pieces.slopes)
+    return start, length, log_w
 
 
 def kng_intercept_draws(
     pieces: InterceptPieces,
     size: int = 1,
     random_state: int | np.random.Generator | np.random.SeedSequence | None = None,
+    grid_bits: int = GRID_BITS,
 ) -> np.ndarray:
-    """``size`` independent exact draws of the intercept from the density ``pieces`` describes.
+    """``size`` independent exact draws of the intercept from the density ``pieces`` describes,
+    restricted to the public grid of the feasible interval.
 
-    A piece is chosen by inverse CDF on its probability (normalised in log space), then the
-    intercept within it from the density ∝ exp(-c b^2) on that piece (a normal with sd
-    1/sqrt(2c) truncated to the piece; uniform if c = 0) by :func:`truncnorm_ppf`. Two uniforms
-    per draw. If the feasible interval is a single point, that point is returned (the constraints
-    leave no choice; the output is then data independent).
+    The output set is the public grid b_lo + (b_hi - b_lo) k / 2^grid_bits, k = 0..2^grid_bits
+    (:func:`~surveysynth.privacy.exact_sampling.public_grid`; b_lo, b_hi come from the public
+    bounds and released neighbours only), and grid point t has probability proportional to
+    exp(-kappa ||G(t)|| - c (t^2 + ||s||^2)): the K-norm gradient mechanism with the counting
+    measure on the grid as base, eps-DP by the same argument as the density (||G|| moves by at
+    most the sensitivity at every t). Drawn in two exact steps (:func:`exact_categorical`): a
+    segment (the grid cut by the pieces and by fixed blocks of 1024 points) by its summed
+    weight, then a grid point inside it by exp(-c t^2) (uniform integers if c = 0). Integers
+    only; the released double is the grid point. If the feasible interval is a single point,
+    that point is returned (the constraints leave no choice; the output is then data
+    independent). The feasible interval must be finite (pass ``lb`` and ``ub``): the grid needs
+    public ends.
     """
     rng = secret_rng(random_state)
     size = int(size)
     if size < 1:
         raise ValueError(f"size must be a positive integer; got {size}.")
-    u = rng.random((2, size))
     if pieces.b_lo == pieces.b_hi:
         return np.full(size, pieces.b_lo)
-    w = np.exp(pieces.log_mass - np.max(pieces.log_mass))
-    cdf = np.cumsum(w)
-    last = int(np.flatnonzero(w > 0)[-1])
-    k = np.minimum(np.searchsorted(cdf, u[0] * cdf[-1], side="right"), last)
-    lo, hi = pieces.lo[k], pieces.hi[k]
-    if pieces.c > 0:
-        sd = 1.0 / math.sqrt(2.0 * pieces.c)
-        b = sd * truncnorm_ppf(lo / sd, hi / sd, u[1])
-    else:
-        b = lo + u[1] * (hi - lo)
-    # pieces are half-open [lo, hi) except the last feasible one: stay inside
-    top = np.where(hi < pieces.b_hi, np.nextafter(hi, -np.inf), hi)
-    return np.clip(b, lo, top)
+    if not (np.isfinite(pieces.b_lo) and np.isfinite(pieces.b_hi)):
+        raise ValueError(
+            f"the feasible interval [{pieces.b_lo}, {pieces.b_hi}] is unbounded: the exact sampler "
+            "draws on a public grid between finite public ends; pass lb and ub (public bounds).")
+    if pieces.breaks is None:
+        raise ValueError("pieces without breakpoints: build them with kng_intercept_pieces.")
+    grid = public_grid(pieces.b_lo, pieces.b_hi, grid_bits)
+    start, length, log_w = _grid_segments(pieces, grid)
+    out = np.empty(size)
+    for d in range(size):
+        k = exact_categorical(log_w, rng)
+        a, n_k = int(start[k]), int(length[k])
+        if pieces.c > 0 and n_k > 1:
+            t = grid[a: a + n_k]
+            j = exact_categorical(-pieces.c * t * t, rng)
+        else:
+            j = int(rng.integers(0, n_k))
+        out[d] = grid[a + j]
+    return out
 
 
 def kng_sample_intercept_exact(
@@ -220,14 +258,16 @@ def kng_sample_intercept_exact(
     ub: float = np.inf,
     c: float = PENALTY_C,
     random_state: int | np.random.Generator | np.random.SeedSequence | None = None,
+    grid_bits: int = GRID_BITS,
 ) -> KNGResult:
     """One EXACT KNG draw of the tau-quantile coefficients when only the intercept moves.
 
     Same mechanism, clipping, sensitivity and constraints as :func:`kng_sample` with
     ``slopes="fixed"`` (or an intercept-only X), but no MCMC: the one-dimensional density is
     piecewise (constant x Gaussian kernel), see :func:`kng_intercept_pieces`, and is sampled
-    exactly by :func:`kng_intercept_draws`. The epsilon-DP guarantee of KNG then holds without
-    the caveat about chains not run to convergence.
+    exactly on the public grid by :func:`kng_intercept_draws` (``grid_bits``). The epsilon-DP
+    guarantee of KNG then holds without the caveat about chains not run to convergence, and the
+    set of doubles an output can take does not depend on the data.
 
     Parameters as :func:`kng_sample`; ``slopes`` are the fixed slope values (p - 1 numbers; the
     released median's in the stepwise/sandwich schemes; default zeros, none for an
@@ -238,7 +278,7 @@ def kng_sample_intercept_exact(
         X, y, tau, epsilon, C_X, slopes=slopes, sensitivity=sensitivity, lower=lower,
         upper=upper, check_X=check_X, lb=lb, ub=ub, c=c,
     )
-    b = kng_intercept_draws(pieces, 1, random_state)[0]
+    b = kng_intercept_draws(pieces, 1, random_state, grid_bits)[0]
     return KNGResult(
         beta=np.concatenate([[b], pieces.slopes]),
         accept_rate=float("nan"),
