@@ -290,8 +290,8 @@ print.ss_release_estimate <- function(x, ...) {
   rownames(m) <- .labels(x)
   print(signif(m, 6))
   notes <- unique(x$note[!is.na(x$note) & nzchar(x$note)])
-  for (n in notes) cat("Note:", n, "\n")
-  if (!is.null(attr(x, "df_note"))) cat(attr(x, "df_note"), "\n")
+  for (n in notes) cat("Note: ", n, "\n", sep = "")
+  if (!is.null(attr(x, "df_note"))) cat(attr(x, "df_note"), "\n", sep = "")
   invisible(x)
 }
 
