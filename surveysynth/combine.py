@@ -172,6 +172,44 @@ def combine(
     )
 
 
+def low_df_note(result: pd.DataFrame, kind: str) -> str | None:
+    """One line explaining a combined inference with df < 2, or None when every df >= 2.
+
+    ``result`` is a :func:`combine` frame (columns ``df``, ``between``, ``within``, ``m``). A t
+    reference with df < 2 has a 97.5% quantile above 4.3 (12.7 at df = 1, 64 at df = 0.5), so
+    such intervals are too wide to use; the line says why and what helps. For full synthesis
+    (Raghunathan, Reiter & Rubin 2003) T_f = (1 + 1/m) b - vbar and df = (m - 1)(1 - r)^2 with
+    r = vbar / ((1 + 1/m) b): df is small when the m estimates vary little more than each one's
+    own sampling variance predicts (r near 1), so T_f is a small difference of two noisy
+    numbers; df can never exceed m - 1, so more synthetic sets are the remedy. For partial
+    synthesis and multiple imputation df >= m - 1 (large-sample rules), so df < 2 means m = 2.
+    """
+    df = np.asarray(result["df"], dtype=float)
+    low = np.isfinite(df) & (df < 2)
+    if not low.any():
+        return None
+    m = int(np.asarray(result["m"])[0])
+    if kind == "full" and m > 2:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (np.asarray(result["within"], dtype=float)
+                 / ((1 + 1 / m) * np.asarray(result["between"], dtype=float)))[low]
+        r_txt = (f"{np.nanmin(r):.2f}" if np.nanmin(r) == np.nanmax(r)
+                 else f"{np.nanmin(r):.2f}-{np.nanmax(r):.2f}")
+        return (
+            f"df < 2 ({int(low.sum())} row(s)): full synthesis estimates the variance as "
+            f"T_f = (1+1/m) b - vbar from only m = {m} sets, with df = (m-1)(1 - vbar/((1+1/m) b))^2"
+            f" <= m - 1 = {m - 1}; here vbar/((1+1/m) b) = {r_txt} (the closer to 1, i.e. the "
+            "less the sets' estimates vary beyond their own sampling variance, the smaller df), "
+            "so T_f is poorly determined and the t interval is very wide: use more synthetic "
+            "sets (a larger m)."
+        )
+    return (
+        f"df < 2 ({int(low.sum())} row(s)): with m = {m} synthetic sets the between-set variance "
+        f"rests on {m - 1} degree(s) of freedom, so the t interval is very wide: use more "
+        "synthetic sets (a larger m)."
+    )
+
+
 def combine_sets(
     estimates: ArrayLike,
     variances: ArrayLike,

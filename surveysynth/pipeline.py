@@ -815,9 +815,11 @@ def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,
 # ----------------------------------------------------------------------------- report
 def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn: Any,
                               release: Any, notes: list[str] | None = None,
-                              published: list[tuple[TableSpec, Any]] | None = None) -> None:
+                              published: list[tuple[TableSpec, Any]] | None = None) -> list[str]:
     """report.html and figures/ in the confidential folder (see surveysynth.report);
-    ``published``: the (spec, Table) pairs written to ``public/tables/``."""
+    ``published``: the (spec, Table) pairs written to ``public/tables/``. Returns the flags the
+    report raised beyond ``notes`` (fidelity pile-ups and drifts, failed convergence gates,
+    sections that could not be computed), for the console summary."""
     import base64
 
     import matplotlib
@@ -922,6 +924,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     for name, data in figures.items():
         (folder / "figures" / name).write_bytes(data)
     (folder / "report.html").write_text(html)
+    return warns[len(notes or []):]
 
 
 def _c_text(c: float | None) -> str:
@@ -1061,7 +1064,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
         with warnings.catch_warnings():
             if level < 2:  # numerical notes of the utility fits (e.g. pMSE's logistic overflow)
                 warnings.simplefilter("ignore", RuntimeWarning)
-            write_confidential_report(conf, cfg, design, syn, release, notes, published)
+            flags = write_confidential_report(conf, cfg, design, syn, release, notes, published)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the release is a normal folder
@@ -1080,4 +1083,10 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
                    + f", {release.privacy.guarantee}; {len(cfg.tables)} table(s)")
         con.say(f"publish only {out / 'public'}; disclosure review: "
                    f"{out / 'confidential' / 'report.html'} (confidential)")
+        if flags:  # the report's flags, also where users look (issue 37)
+            con.say(f"the report flags {len(flags)} problem(s) (confidential):")
+            for f in flags[:10]:
+                con.say(f"  - {f}")
+            if len(flags) > 10:
+                con.say(f"  ({len(flags) - 10} more in the report)")
     return out

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .combine import combine_sets
+from .combine import combine_sets, low_df_note
 from .privacy.record import PrivacyRecord
 
 RELEASE_KINDS = ("partial", "full")
@@ -51,6 +51,42 @@ NOT_FOR_PUBLICATION = (
     "CONFIDENTIAL - NOT FOR PUBLICATION. Computed from the confidential data for the "
     "disclosure review; never copy this file into a public release."
 )
+
+
+class ReleaseEstimate(pd.DataFrame):
+    """A combined estimate of a release: a pandas DataFrame that prints every column.
+
+    Printed (``repr``), it shows all columns, ``df``, ``ci_low`` and ``ci_high`` included
+    (pandas would otherwise elide middle columns in a narrow terminal), and, when a row has
+    df < 2, one line below the table saying why and what helps
+    (:func:`surveysynth.combine.low_df_note`). Any operation on it returns a plain DataFrame.
+    """
+
+    _metadata = ["release_kind"]
+    release_kind: str = "full"  # the release's rule ("partial" / "full"), set by the release
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    def df_note(self) -> str | None:
+        """The df < 2 explanation (None when every row has df >= 2)."""
+        return low_df_note(self, self.release_kind)
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_columns", None):
+            text = pd.DataFrame(self).__repr__()
+        note = self.df_note()
+        return text if note is None else f"{text}\n{note}"
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_columns", None):
+            html = pd.DataFrame(self)._repr_html_()
+        note = self.df_note()
+        if html is None or note is None:
+            return html
+        from html import escape
+        return f"{html}<p>{escape(note)}</p>"
 
 
 def _as_record(privacy: Any, m: int) -> PrivacyRecord:
@@ -257,7 +293,9 @@ class SyntheticRelease:
         for c in keys:
             if isinstance(frames[0][c].dtype, pd.CategoricalDtype):
                 res[c] = pd.Categorical(res[c], categories=frames[0][c].cat.categories)
-        return pd.concat([res, out], axis=1)
+        est = ReleaseEstimate(pd.concat([res, out], axis=1))
+        est.release_kind = self._kind
+        return est
 
     def _run(self, method: str, args: tuple, by, na_rm: bool, level: float,
              additive: bool) -> pd.DataFrame:
@@ -270,6 +308,8 @@ class SyntheticRelease:
 
         Columns: the ``by`` columns, ``variable`` (and ``level``), ``estimate``, ``variance``,
         ``se``, ``df``, ``ci_low``, ``ci_high``, ``between``, ``within``, ``m``, ``note``.
+        A :class:`ReleaseEstimate` (a DataFrame whose print shows every column and, when a
+        row has df < 2, one line explaining it).
         """
         return self._run("total", (variables,), by, na_rm, level, additive=True)
 
@@ -307,7 +347,7 @@ class SyntheticRelease:
         return self._combine_frames(frames, additive=False, level=level)
 
     def glm(self, formula: str, family: str = "gaussian", link: str | None = None,
-            offset: Any = None, na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+            offset: Any = None, na_rm: bool = False, level: float = 0.95) -> ReleaseEstimate:
         """Survey-weighted GLM (:func:`surveysynth.analysis.svyglm`) on every synthetic set,
         coefficients combined by the release's rule.
 
@@ -341,7 +381,9 @@ class SyntheticRelease:
                 np.isfinite(df) & (df > 0), df, 1.0)), 2 * stats.norm.sf(np.abs(t)))
         out["t"] = t
         out["p"] = p
-        return out
+        est = ReleaseEstimate(out)
+        est.release_kind = self._kind
+        return est
 
     # ---------------------------------------------------------------- persistence
     def manifest(self) -> dict[str, Any]:

@@ -36,7 +36,7 @@ variables = ["X1", "X2", "X3"]
 epsilon = 1.0
 m = 2
 seed = 11
-init = {{ n_iter = {n_iter}, quantiles = [0.1, 0.3, 0.5, 0.7, 0.9], C_X = {{ X1 = 1, X2 = 46, X3 = 106 }}, bounds = {{ X1 = [0, 1000], X2 = [0, 1000], X3 = [0, 2000] }} }}
+init = {{ method = "stepwise", n_iter = {n_iter}, quantiles = [0.1, 0.3, 0.5, 0.7, 0.9], C_X = {{ X1 = 1, X2 = 46, X3 = 106 }}, bounds = {{ X1 = [0, 1000], X2 = [0, 1000], X3 = [0, 2000] }} }}
 [output]
 folder = "{folder}"
 """)

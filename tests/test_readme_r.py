@@ -79,6 +79,8 @@ def readme_run(tmp_path_factory):
                        text=True, timeout=900)
     assert r.returncode == 0 and "README R example: done" in r.stdout, (
         f"the README's R example failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+    (out / "stdout.txt").write_text(r.stdout)  # what the user sees printed
+    (out / "rlib.txt").write_text(str(lib))
     return code, out
 
 
@@ -150,3 +152,51 @@ def test_readme_r_release_equals_python(readme_run, python_side):
     p1 = rel.designs[0].mean("api00")
     np.testing.assert_allclose(first.estimate, p1.estimate, rtol=1e-12)
     np.testing.assert_allclose(first.se, p1.se, rtol=1e-9)
+
+
+def test_readme_r_release_estimate_prints_df_and_ci(readme_run, python_side):
+    """Issue 37: the printed release estimate shows df and the CI, and explains a df < 2."""
+    _, out = readme_run
+    _, rel = python_side
+    printed = (out / "stdout.txt").read_text()
+    py = rel.mean("api00").iloc[0]
+    m = re.search(r"^\s+mean\s+SE\s+df\s+2\.5 %\s+97\.5 %\n(api00 .*)$", printed, flags=re.M)
+    assert m, printed
+    values = [float(v) for v in m.group(1).split()[1:]]
+    np.testing.assert_allclose(values, [py.estimate, py.se, py.df, py.ci_low, py.ci_high],
+                               rtol=1e-5)
+    assert ("df < 2 (1 row(s)): full synthesis" in printed) is bool(py.df < 2)
+
+
+def test_r_prints_the_df_below_2_line(readme_run, tmp_path):
+    """A constructed full-synthesis release with df < 2 (three shifted copies of one sample),
+    saved by Python and loaded in R: the print has the df, the CI and the one-line reason."""
+    import surveysynth as ss
+    from surveysynth.privacy.record import build_record
+    from surveysynth.release import SyntheticRelease
+
+    _, out = readme_run
+    base = np.linspace(0.0, 10.0, 50)
+    designs = [ss.SurveyDesign(pd.DataFrame({"x": base + s, "w": 2.0}), weights="w")
+               for s in (-0.6, 0.0, 0.6)]
+    rel = SyntheticRelease(designs, "full", build_record("none", "test copy", m=3, epsilon=None,
+                                                         seeded=True, notes=["test"]),
+                           n_original=50)
+    rel.save_public(tmp_path / "rel")
+    py = rel.mean("x")
+    assert py["df"].iloc[0] < 2
+    lib = (out / "rlib.txt").read_text()
+    env = dict(os.environ, RETICULATE_PYTHON=sys.executable,
+               R_LIBS=lib + os.pathsep + os.environ.get("R_LIBS", ""))
+    code = (f'library(surveysynth); rel <- ss_load_release("{tmp_path / "rel"}"); '
+            'print(ss_release_estimate(rel, "mean", ~x))')
+    r = subprocess.run(["Rscript", "-e", code], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert re.match(r"\s+mean\s+SE\s+df\s+2\.5 %\s+97\.5 %", lines[0]), r.stdout
+    vals = [float(v) for v in lines[1].split()[1:]]
+    row = py.iloc[0]
+    np.testing.assert_allclose(vals, [row.estimate, row.se, row.df, row.ci_low, row.ci_high],
+                               rtol=1e-5)
+    assert lines[2] == py.df_note(), r.stdout  # the same one line as Python's print

@@ -249,8 +249,12 @@ ss_estimate <- function(design, statistic, x, by = NULL, ...) {
   fun <- reticulate::py_get_attr(obj, statistic)
   res <- .py(do.call(reticulate::py_call, c(list(fun, as.list(.vars(x, "x"))), args)))
   out <- .df(res)
-  structure(out, class = c("ss_estimate", "data.frame"), statistic = statistic,
-            level = if (is.null(args$level)) 0.95 else args$level)
+  # a release's combined estimate (Python ReleaseEstimate): printed with df and CI, and the
+  # one-line explanation of a df below 2
+  combined <- reticulate::py_has_attr(res, "df_note")
+  structure(out, class = c(if (combined) "ss_release_estimate", "ss_estimate", "data.frame"),
+            statistic = statistic, level = if (is.null(args$level)) 0.95 else args$level,
+            df_note = if (combined) reticulate::py_to_r(res$df_note()))
 }
 
 .labels <- function(x) {
@@ -274,6 +278,20 @@ print.ss_estimate <- function(x, ...) {
   if ("deff" %in% names(x)) m <- cbind(m, DEff = x$deff)
   rownames(m) <- .labels(x)
   stats::printCoefmat(m)  # as survey::print.svystat
+  invisible(x)
+}
+
+#' @export
+print.ss_release_estimate <- function(x, ...) {
+  lev <- attr(x, "level")
+  m <- cbind(x$estimate, x$se, x$df, x$ci_low, x$ci_high)
+  colnames(m) <- c(attr(x, "statistic"), "SE", "df",
+                   paste(format(100 * c((1 - lev) / 2, (1 + lev) / 2), trim = TRUE), "%"))
+  rownames(m) <- .labels(x)
+  print(signif(m, 6))
+  notes <- unique(x$note[!is.na(x$note) & nzchar(x$note)])
+  for (n in notes) cat("Note: ", n, "\n", sep = "")
+  if (!is.null(attr(x, "df_note"))) cat(attr(x, "df_note"), "\n", sep = "")
   invisible(x)
 }
 

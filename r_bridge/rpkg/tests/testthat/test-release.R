@@ -153,6 +153,9 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
   expect_equal(est$se, unname(ref$se), tolerance = 1e-9)
   expect_equal(est$between, unname(ref$between), tolerance = 1e-9)
   expect_equal(est$within, unname(ref$within), tolerance = 1e-9)
+  # printed with its df and CI (issue 37)
+  expect_output(print(est), "mean +SE +df +2\\.5 % +97\\.5 %")
+  expect_s3_class(est, "ss_release_estimate")
   # ss_estimate on a release is the same call
   expect_identical(ss_estimate(rel, "mean", ~salary)$se, est$se[1])
   tab <- ss_tabulate(rel, rows = ~visits)
@@ -170,7 +173,7 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
   expect_true(nzchar(p$guarantee_text))
   expect_false("random_state" %in% names(p$facts))          # the seed is never in the record
   # seeded: the same release again
-  rel2 <- ss_release(ss_fit(kng(random_state = 11), des))
+  rel2 <- ss_release(ss_fit(kng(random_state = 11, method = "stepwise"), des))
   expect_identical(ss_release_estimate(rel2, "mean", ~salary)$estimate, est$estimate[1])
   f <- tempfile()
   ss_save_release(rel, f)
