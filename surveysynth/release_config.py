@@ -404,7 +404,7 @@ def _check_kng_bounds(syn: dict[str, Any]) -> None:
     """KNG needs public bounds on every synthesized variable (a run without them fails, or
     with the nonprivate method is not private): refuse a missing one here, naming the key."""
     settings = {**syn.get("init", {}), **syn.get("fit", {})}
-    if settings.get("method", "stepwise") == "nonprivate":
+    if settings.get("method", "jointexp") == "nonprivate":
         return
     variables = [syn["variables"]] if isinstance(syn["variables"], str) else syn["variables"]
     bounds = settings.get("bounds", {})
