@@ -812,6 +812,15 @@ def attack_table(train: pd.DataFrame, syntheses: dict[str, Sequence[pd.DataFrame
     regression = target in cols.numeric
     coarse_cols = [*sp_keys, target]
 
+    sp_ok = bool(sp_keys)  # synthpop's measures need a key besides the target
+    if not sp_ok:
+        notes.append("synthpop's identity and attribute disclosure measures (UiO, repU, DiSCO, "
+                     "TCAP) not computed: they need a key variable besides the target, and the "
+                     "release attacks one variable only.")
+    if not (link_a.all and link_b.all):
+        notes.append("Linkability attack not run: it needs two groups of columns (one "
+                     "attacked column).")
+
     def sp_table(records: pd.DataFrame, sets: Sequence[pd.DataFrame]) -> pd.DataFrame:
         rec, *syn = _coarsened([records, *sets], coarse_cols, ref, ngroups)
         return synthpop_disclosure(rec, syn, sp_keys, target)
@@ -840,10 +849,11 @@ def attack_table(train: pd.DataFrame, syntheses: dict[str, Sequence[pd.DataFrame
             cells[("mia_auc", label)] = f"{mia.auc:.4g} (SE {mia.auc_se:.2g})"
             values.at["mia_epsilon", label] = mia.epsilon_lower
         so = singling_out(ref, sets, hold, cols, n_attacks=n_attacks, rng=rng)
-        lk = linkability(ref, sets, hold, (link_a, link_b), n_attacks=n_attacks, rng=rng)
+        lk = (linkability(ref, sets, hold, (link_a, link_b), n_attacks=n_attacks, rng=rng)
+              if link_a.all and link_b.all else None)
         inf = inference(ref, sets, hold, inf_aux, target, regression, n_attacks=n_attacks,
                         rng=rng) if inf_aux.all else None
-        risks[label] = {"singling out": so, "linkability": lk,
+        risks[label] = {"singling out": so, **({"linkability": lk} if lk is not None else {}),
                         **({"inference": inf} if inf is not None else {})}
         for key, r in (("so", so), ("link", lk), ("inf", inf)):
             if r is None:
@@ -854,16 +864,18 @@ def attack_table(train: pd.DataFrame, syntheses: dict[str, Sequence[pd.DataFrame
             cells[(f"{key}_risk", label)] = f"{r.risk:.3g} [{lo:.3g}, {hi:.3g}]"
             if label == release and hold is not None:
                 values.at[f"{key}_rate", "holdout"] = r.n_control / r.n_attacks
-        sp[label] = sp_table(ref, sets)
-        for m in ("UiO", "repU", "Dorig", "DiSCO", "TCAP"):
-            values.at[m, label] = float(sp[label][m].mean())
+        if sp_ok:
+            sp[label] = sp_table(ref, sets)
+            for m in ("UiO", "repU", "Dorig", "DiSCO", "TCAP"):
+                values.at[m, label] = float(sp[label][m].mean())
         if label == release and hold is not None:
             dh = dcr_summary(sets, hold, cols, tol)
             values.loc[["dcr_median", "dcr_p05", "match_share"], "holdout"] = [
                 dh["median"], dh["p05"], dh["match_share"]]
-            sp["holdout"] = sp_table(hold, sets)
-            for m in ("UiO", "repU", "Dorig", "DiSCO", "TCAP"):
-                values.at[m, "holdout"] = float(sp["holdout"][m].mean())
+            if sp_ok:
+                sp["holdout"] = sp_table(hold, sets)
+                for m in ("UiO", "repU", "Dorig", "DiSCO", "TCAP"):
+                    values.at[m, "holdout"] = float(sp["holdout"][m].mean())
     if holdout is not None:
         for key in ("mia_auc", "mia_epsilon", "so_risk", "link_risk", "inf_risk",
                     "stated_epsilon"):
