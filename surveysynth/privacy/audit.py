@@ -15,8 +15,11 @@ DP, with P_1 bounded below and P_2 above):
   between D_in's (transformed) values, or for KNG the truncated-normal inverse CDF on D_in's
   pieces (the samplers the package used before docs/privacy.md, "Exact sampling on a public
   grid"). A value is flagged when no integer k reproduces it bit for bit (binary search over k;
-  the maps are monotone). The event is fixed before any run, so the bound is valid whatever the
-  model; the model only decides the test's power. A grid sampler gives no flags on either side.
+  the uniform maps are monotone; the inverse CDF is monotone only up to a few ulps, so the
+  window where a solution can lie is scanned in full, see :func:`reachable`): the model is
+  exact, D_in's own releases are never flagged. The event is fixed before any run, so the bound
+  is valid whatever the model; the model only decides the test's power. A grid sampler gives
+  no flags on either side.
 
 The two bounds are computed at confidence 1 - (1 - ``confidence``) / 2 each (Bonferroni), and
 the audit's lower bound is the larger one. A correct mechanism gives a bound at or below the
@@ -37,7 +40,8 @@ from scipy import stats
 
 from .randomness import secret_rng
 
-__all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "reachable", "MECHANISMS"]
+__all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "lattice_flags", "reachable",
+           "MECHANISMS"]
 
 MECHANISMS = ("jointexp", "kng-exact", "laplace")
 
@@ -278,6 +282,23 @@ def _lattice_flags(mechanism: str, s: dict[str, Any], d_in: np.ndarray, values: 
                 slack = 256.0 * float(np.spacing(max(abs(a), abs(b))))
                 ok[sel] = reachable(f, values[sel], 2 ** 53 - 1, slack=slack)
     return ~ok
+
+
+def lattice_flags(mechanism: str, d_in: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray, *,
+                  epsilon: float = 1.0, lower: float = 0.0, upper: float = 100.0,
+                  transform: str = "identity", quantiles: Sequence[float] | None = None,
+                  centers: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """The lattice test on its own: True for each released value that ``d_in``'s arithmetic
+    (``mechanism`` "jointexp" or "kng-exact", at the settings of :func:`audit_mechanism`) cannot
+    produce. ``centers``: the public centre of a pareto scale per value (JointExp only; None:
+    none). Exposed to check the model against draws made outside the pipeline."""
+    if mechanism not in ("jointexp", "kng-exact"):
+        raise ValueError(f"mechanism={mechanism!r}: the lattice test models 'jointexp' or 'kng-exact'.")
+    v = np.asarray(values, dtype=float).ravel()
+    c = np.full(v.size, np.nan) if centers is None else np.asarray(centers, dtype=float).ravel()
+    q = None if quantiles is None else [float(x) for x in np.atleast_1d(quantiles)]
+    s = dict(epsilon=float(epsilon), lower=float(lower), upper=float(upper), transform=transform, quantiles=q)
+    return _lattice_flags(mechanism, s, np.asarray(d_in, dtype=float).ravel(), v, c)
 
 
 # ----------------------------------------------------------------------------- threshold test
