@@ -15,8 +15,11 @@ DP, with P_1 bounded below and P_2 above):
   between D_in's (transformed) values, or for KNG the truncated-normal inverse CDF on D_in's
   pieces (the samplers the package used before docs/privacy.md, "Exact sampling on a public
   grid"). A value is flagged when no integer k reproduces it bit for bit (binary search over k;
-  the maps are monotone). The event is fixed before any run, so the bound is valid whatever the
-  model; the model only decides the test's power. A grid sampler gives no flags on either side.
+  the uniform maps are monotone; the inverse CDF is monotone only up to a few ulps, so the
+  window where a solution can lie is scanned in full, see :func:`reachable`): the model is
+  exact, D_in's own releases are never flagged. The event is fixed before any run, so the bound
+  is valid whatever the model; the model only decides the test's power. A grid sampler gives
+  no flags on either side.
 
 The two bounds are computed at confidence 1 - (1 - ``confidence``) / 2 each (Bonferroni), and
 the audit's lower bound is the larger one. A correct mechanism gives a bound at or below the
@@ -37,7 +40,8 @@ from scipy import stats
 
 from .randomness import secret_rng
 
-__all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "reachable", "MECHANISMS"]
+__all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "lattice_flags", "reachable",
+           "MECHANISMS"]
 
 MECHANISMS = ("jointexp", "kng-exact", "laplace")
 
@@ -140,19 +144,69 @@ def _pipeline_runner(mechanism: str, s: dict[str, Any]) -> Callable[[np.ndarray,
 
 
 # ----------------------------------------------------------------------------- the lattice test
-def reachable(f: Callable[[np.ndarray], np.ndarray], targets: np.ndarray, k_max: int) -> np.ndarray:
-    """Whether some integer k in [0, k_max] has f(k) == target exactly (f non-decreasing in k)."""
-    t = np.asarray(targets, dtype=float)
-    lo = np.zeros(t.size, dtype=np.int64)
-    hi = np.full(t.size, k_max, dtype=np.int64)
+def _first_true(pred: Callable[[np.ndarray], np.ndarray], n: int, k_max: int) -> np.ndarray:
+    """Binary search over [0, k_max]: some k with pred(k) true and pred(k - 1) false (k = 0 or
+    k_max at the ends). Exact for a monotone predicate; for any predicate it still ends at a
+    transition, which is what the slack argument of :func:`reachable` needs."""
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.full(n, k_max, dtype=np.int64)
     while np.any(lo < hi):
         mid = lo + (hi - lo) // 2
         with np.errstate(all="ignore"):
-            ge = f(mid) >= t
+            ge = pred(mid)
         hi = np.where(ge, mid, hi)
         lo = np.where(ge, lo, mid + 1)
+    return lo
+
+
+def reachable(f: Callable[[np.ndarray], np.ndarray], targets: np.ndarray, k_max: int,
+              slack: float = 0.0, max_window: int = 1 << 20) -> np.ndarray:
+    """Whether some integer k in [0, k_max] has f(k) == target exactly (bit for bit).
+
+    ``slack = 0``: f must be non-decreasing in k (one binary search per target). ``slack > 0``:
+    f need only lie within ``slack`` below a non-decreasing function T (f <= T <= f + slack;
+    e.g. an inverse CDF computed by Newton's method, monotone up to a few ulps). Then every k
+    with f(k) == t lies in [k_lo, k_hi], k_lo a transition of f(k) >= t - slack and k_hi + 1
+    one of f(k) > t + slack (both found by binary search: at k_lo - 1, T < t - slack + slack
+    <= T(k) for any solution k; at k_hi + 1, T > t + slack >= T(k)), and that window is scanned
+    in full. A window longer than ``max_window`` counts as reachable (the conservative answer:
+    it can cost power, never a false flag).
+    """
+    t = np.asarray(targets, dtype=float)
+    n = t.size
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    k0 = _first_true(lambda k: f(k) >= t, n, k_max)
     with np.errstate(all="ignore"):
-        return f(lo) == t
+        ok = f(k0) == t
+    if slack <= 0 or ok.all():
+        return ok
+    rest = np.flatnonzero(~ok)
+    tr = t[rest]
+    klo = _first_true(lambda k: f(k) >= tr - slack, rest.size, k_max)
+    khi = _first_true(lambda k: f(k) > tr + slack, rest.size, k_max)
+    with np.errstate(all="ignore"):
+        khi = np.where((khi == k_max) & ~(f(khi) > tr + slack), k_max, khi - 1)
+    length = np.maximum(khi - klo + 1, 0)
+    wide = length > max_window
+    ok[rest[wide]] = True
+    rest, tr, klo, length = rest[~wide], tr[~wide], klo[~wide], length[~wide]
+    # scan every window, flattened, a few million evaluations at a time
+    found = np.zeros(rest.size, dtype=bool)
+    chunk = 1 << 22
+    i = 0
+    while i < rest.size:
+        j = i + max(1, int(np.searchsorted(np.cumsum(length[i:]), chunk, side="right")))
+        j = min(j, rest.size)
+        ln = length[i:j]
+        owner = np.repeat(np.arange(i, j), ln)
+        offset = np.arange(owner.size) - np.repeat(np.cumsum(ln) - ln, ln)
+        with np.errstate(all="ignore"):
+            hit = f(klo[owner] + offset) == tr[owner]
+        found[np.unique(owner[hit])] = True
+        i = j
+    ok[rest] = found
+    return ok
 
 
 def _transform(s: dict[str, Any], center: float):
@@ -198,20 +252,53 @@ def _lattice_flags(mechanism: str, s: dict[str, Any], d_in: np.ndarray, values: 
     from ..synth.quantile_synthesizer import paper_quantile_grid
 
     grid = paper_quantile_grid() if s["quantiles"] is None else s["quantiles"]
-    # every quantile's own pieces (one per budget row: KNG splits epsilon equally over the grid)
+    # The old sampler (tests/test_audit.py::old_kng_intercept_draws): a piece k of positive
+    # mass, then b = clip(sd * truncnorm_ppf(lo_k / sd, hi_k / sd, u), lo_k, top_k) with u a
+    # numpy uniform k 2^-53, top_k = nextafter(hi_k, -inf) below b_hi; b_lo if b_lo == b_hi.
+    # Every quantile's pieces (KNG splits epsilon equally over the grid; the masses change with
+    # tau, the ends do not), every piece of positive width (a superset of those it can choose).
+    seen = set()
     for tau in grid:
         P = kng_intercept_pieces(np.ones((d_in.size, 1)), d_in, tau, s["epsilon"] / len(grid), 1.0,
                                  lb=lo, ub=hi)
+        if P.b_lo == P.b_hi:
+            ok |= values == P.b_lo
+            continue
         sd = 1.0 / math.sqrt(2.0 * P.c)
         for a, b in zip(P.lo, P.hi, strict=True):
-            if b > a:
-                top = np.nextafter(b, -np.inf) if b < P.b_hi else b
+            top = np.nextafter(b, -np.inf) if b < P.b_hi else b
+            if not b > a or (a, top, sd) in seen:
+                continue
+            seen.add((a, top, sd))
+            # the same calls and arguments as the old sampler (a, b numpy doubles, u an array)
+            def f(k, a=a, b=b, top=top, sd=sd):
+                return np.clip(sd * truncnorm_ppf(a / sd, b / sd, k * 2.0 ** -53), a, top)
 
-                def f(k, a=a, b=b, top=top, sd=sd):
-                    return np.clip(sd * truncnorm_ppf(a / sd, b / sd, k * 2.0 ** -53), a, top)
-
-                ok |= reachable(f, values, 2 ** 53 - 1)
+            # f clips to [a, top]: only values there can come from this piece. Newton's method
+            # (narrow pieces) and ndtri_exp make u -> b monotone only up to a few ulps (measured
+            # at most 5.5 ulps of max(|a|, |b|)): slack 256 ulps, then a full scan of the window.
+            sel = np.flatnonzero(~ok & (values >= a) & (values <= top))
+            if sel.size:
+                slack = 256.0 * float(np.spacing(max(abs(a), abs(b))))
+                ok[sel] = reachable(f, values[sel], 2 ** 53 - 1, slack=slack)
     return ~ok
+
+
+def lattice_flags(mechanism: str, d_in: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray, *,
+                  epsilon: float = 1.0, lower: float = 0.0, upper: float = 100.0,
+                  transform: str = "identity", quantiles: Sequence[float] | None = None,
+                  centers: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """The lattice test on its own: True for each released value that ``d_in``'s arithmetic
+    (``mechanism`` "jointexp" or "kng-exact", at the settings of :func:`audit_mechanism`) cannot
+    produce. ``centers``: the public centre of a pareto scale per value (JointExp only; None:
+    none). Exposed to check the model against draws made outside the pipeline."""
+    if mechanism not in ("jointexp", "kng-exact"):
+        raise ValueError(f"mechanism={mechanism!r}: the lattice test models 'jointexp' or 'kng-exact'.")
+    v = np.asarray(values, dtype=float).ravel()
+    c = np.full(v.size, np.nan) if centers is None else np.asarray(centers, dtype=float).ravel()
+    q = None if quantiles is None else [float(x) for x in np.atleast_1d(quantiles)]
+    s = dict(epsilon=float(epsilon), lower=float(lower), upper=float(upper), transform=transform, quantiles=q)
+    return _lattice_flags(mechanism, s, np.asarray(d_in, dtype=float).ravel(), v, c)
 
 
 # ----------------------------------------------------------------------------- threshold test
