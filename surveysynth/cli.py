@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     aud.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     if args.command == "audit":
-        from .privacy.audit import audit_mechanism
+        from .audit import audit_mechanism
 
         def floats(text: str) -> list[float]:
             return [float(v) for v in text.split(",") if v.strip()]

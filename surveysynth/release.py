@@ -38,6 +38,7 @@ import pandas as pd
 from scipy import stats
 
 from .combine import combine_sets, low_df_note
+from .privacy.confidential import write_confidential
 from .privacy.record import PrivacyRecord
 
 RELEASE_KINDS = ("partial", "full")
@@ -47,10 +48,6 @@ FORMAT_VERSION = 2
 _WEIGHT_COLUMN = "__surveysynth_weight__"
 # per-set value columns (everything else labels a cell); the combined frame recomputes cv
 _VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv", "n", "variance")
-NOT_FOR_PUBLICATION = (
-    "CONFIDENTIAL - NOT FOR PUBLICATION. Computed from the confidential data for the "
-    "disclosure review; never copy this file into a public release."
-)
 
 
 class ReleaseEstimate(pd.DataFrame):
@@ -461,39 +458,6 @@ class SyntheticRelease:
         manifest["datasets"] = datasets
         (path / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False))
         return path
-
-
-def write_confidential(path: Path, items: dict[str, Any], overwrite: bool = False) -> Path:
-    """Write disclosure-review material: DataFrames as CSV (first line the notice), everything
-    else in one ``confidential.json`` whose first key is the notice, plus a README."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "README.txt").write_text(NOT_FOR_PUBLICATION + "\n")
-    scalars: dict[str, Any] = {"notice": NOT_FOR_PUBLICATION}
-    for key, value in items.items():
-        if str(key).startswith("_"):  # in-memory only (e.g. row permutations)
-            continue
-        name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(key))
-        if isinstance(value, pd.DataFrame):
-            with open(path / f"{name}.csv", "w") as fh:
-                fh.write(f"# {NOT_FOR_PUBLICATION}\n")
-                value.to_csv(fh, index=True)
-        elif isinstance(value, bytes):
-            (path / name).write_bytes(value)
-        else:
-            scalars[str(key)] = value
-    (path / "confidential.json").write_text(json.dumps(scalars, indent=2, default=_jsonable))
-    return path
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, Path):
-        return str(v)
-    return str(v)
 
 
 def load_release(path: str | Path) -> SyntheticRelease:

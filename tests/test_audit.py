@@ -1,4 +1,4 @@
-"""The neighbouring-database auditor (surveysynth.privacy.audit) on every mechanism labelled pure
+"""The neighbouring-database auditor (surveysynth.audit) on every mechanism labelled pure
 DP, at CI size, and the mutants it must refute: the OLD uniform-in-interval JointExp sampler and
 the OLD inverse-CDF KNG sampler (copied below as they were before the public grid: their output
 sets depend on the data), and a Laplace mechanism with half the scale. Full size (issue 35's
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from surveysynth.privacy import audit as au
+from surveysynth import audit as au
 from surveysynth.privacy.noise import add_laplace
 from surveysynth.privacy.randomness import secret_rng
 from surveysynth.synth import private_quantiles as pq

@@ -100,7 +100,7 @@ class LaplaceTables:
         the confidential data, each file headed by the not-for-publication notice)."""
         import json
 
-        from ..release import write_confidential
+        from .confidential import write_confidential
 
         path = Path(path)
         pub = path / "public"

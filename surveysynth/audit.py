@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .randomness import secret_rng
+from .privacy.randomness import secret_rng
 
 __all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "lattice_flags", "reachable",
            "MECHANISMS"]
@@ -113,7 +113,7 @@ class AuditResult:
 def _pipeline_runner(mechanism: str, s: dict[str, Any]) -> Callable[[np.ndarray, int], tuple[float, float, float]]:
     """fit -> release -> the released value (and the public centre of a pareto scale), claim."""
     if mechanism == "laplace":
-        from .noise import add_laplace
+        from .privacy.noise import add_laplace
 
         def run_laplace(data: np.ndarray, seed: int) -> tuple[float, float, float]:
             # the noise layer of surveysynth.privacy.laplace: a bounded sum, global sensitivity
@@ -123,7 +123,7 @@ def _pipeline_runner(mechanism: str, s: dict[str, Any]) -> Callable[[np.ndarray,
             return add_laplace(np.array([x.sum()]), sens / s["epsilon"]), np.nan, s["epsilon"]
 
         return run_laplace
-    from ..synth.quantile_synthesizer import QuantileSynthesizer
+    from .synth.quantile_synthesizer import QuantileSynthesizer
 
     def run(data: np.ndarray, seed: int) -> tuple[float, float, float]:
         kw = dict(variables=["x"], quantiles=s["quantiles"], epsilon=s["epsilon"],
@@ -210,7 +210,7 @@ def reachable(f: Callable[[np.ndarray], np.ndarray], targets: np.ndarray, k_max:
 
 
 def _transform(s: dict[str, Any], center: float):
-    from ..synth.private_quantiles import tail_transform
+    from .synth.private_quantiles import tail_transform
 
     lo, hi = s["lower"], s["upper"]
     if s["transform"] == "pareto":
@@ -226,7 +226,7 @@ def _lattice_flags(mechanism: str, s: dict[str, Any], d_in: np.ndarray, values: 
     lo, hi = s["lower"], s["upper"]
     ok = np.zeros(values.size, dtype=bool)
     if mechanism == "jointexp":
-        from ..synth.private_quantiles import GRID_BITS
+        from .synth.private_quantiles import GRID_BITS
 
         for c in np.unique(centers):
             at = (centers == c) | (np.isnan(c) & np.isnan(centers))
@@ -243,13 +243,13 @@ def _lattice_flags(mechanism: str, s: dict[str, Any], d_in: np.ndarray, values: 
                                        v, 2 ** 53 - 1)
             ok[at] = good
         return ~ok
-    from ..synth.kng import kng_intercept_pieces
-    from ..synth.kng.exact import GRID_BITS
-    from ..synth.kng.truncated_gauss import truncnorm_ppf
+    from .synth.kng import kng_intercept_pieces
+    from .synth.kng.exact import GRID_BITS
+    from .synth.kng.truncated_gauss import truncnorm_ppf
 
     K = 2 ** s.get("grid_bits", GRID_BITS)
     ok |= reachable(lambda k: lo + (hi - lo) * (k / K), values, K)
-    from ..synth.quantile_synthesizer import paper_quantile_grid
+    from .synth.quantile_synthesizer import paper_quantile_grid
 
     grid = paper_quantile_grid() if s["quantiles"] is None else s["quantiles"]
     # The old sampler (tests/test_audit.py::old_kng_intercept_draws): a piece k of positive
