@@ -106,6 +106,23 @@ def test_synthetic_sets_come_from_evenly_spaced_distinct_draws(nb_data, nb_fits)
         assert stats.kstest(pit, "uniform").pvalue > 1e-4
 
 
+def test_each_set_follows_its_own_draw_when_draws_differ(nb_data, nb_fits):
+    """The PIT test above has little power when the posterior is tight (every draw predicts
+    nearly the same outcomes). Here the retained draws are made far apart on purpose (a copy
+    of the fit whose intercept draws climb by log 2 every quarter of S), and m = 4 new sets are
+    drawn: set l's mean must follow ITS draw's intercept, doubling from set to set. Kills: all
+    m sets drawn from one posterior draw (equal means), draws in reverse order."""
+    import copy
+
+    fit = copy.deepcopy(nb_fits[None])
+    S = fit.draws_["phi"].shape[0]
+    fit.draws_.draws["beta"][:, 0] = np.log(2.0) * 4 * (np.arange(S) + 1) / S
+    sets = fit.synthesize(4)
+    np.testing.assert_array_equal(fit.synthesis_draws_, np.floor(np.arange(1, 5) * S / 4) - 1)
+    steps = np.diff(np.log(sets.mean(axis=1)))
+    np.testing.assert_allclose(steps, np.log(2.0), atol=0.25)
+
+
 def test_nb_caller_alpha_label_bound_and_ledger(nb_data):
     """Caller-supplied alpha: log_lik = scipy's NB log pmf at the draws, Delta_alpha = max
     |alpha log p| over all S draws, family pseudo_posterior with alpha_source "caller", labelled
