@@ -46,11 +46,14 @@ def parse_vars(spec: str | Sequence[str] | None, argument: str) -> list[str] | N
     raise ValueError(f"{argument}: expected a column name, a list of names or a formula string.")
 
 
-def as_list(x: str | Sequence[str] | None) -> list[str]:
+def as_list(x: str | Sequence[str] | None, argument: str = "variables") -> list[str]:
+    """Column names from ``None`` (none), a name, a list of names, or an R-style formula
+    (``"~api00+api99"``, as R survey's ``svymean(~api00+api99, d)``): every estimator, ``by=``
+    and table argument takes what ``SurveyDesign`` takes for its design columns."""
     if x is None:
         return []
     if isinstance(x, str):
-        return [x]
+        return parse_vars(x, argument) or []
     return list(x)
 
 

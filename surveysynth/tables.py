@@ -696,7 +696,12 @@ def tabulate(
     stat, of = {"row percent": ("percent", "row"),
                 "column percent": ("percent", "col")}.get(stat, (stat, of))
     designs, release = _check_source(source)
-    row_vars, col_vars = as_list(rows), as_list(cols)
+    row_vars, col_vars = as_list(rows, "rows"), as_list(cols, "cols")
+    if isinstance(value, str) and value.lstrip().startswith("~"):  # "~api00", as R writes it
+        parsed = as_list(value, "value")
+        if len(parsed) != 1:
+            raise ValueError(f"value={value!r}: one column (a table has one value variable).")
+        value = parsed[0]
     _check_layout(row_vars, col_vars, value, stat)
     for d in designs:
         require_columns(d.full_data, row_vars + col_vars + ([value] if value else []), "tabulate")
