@@ -138,6 +138,18 @@ def _stated(release: Any) -> float | None:
     return None if p.epsilon is None or p.guarantee_class == "none" else float(p.epsilon)
 
 
+def _syntheses(label: str, release: Any, unweighted: list[pd.DataFrame] | None
+               ) -> tuple[dict[str, list[pd.DataFrame]], dict[str, float | None]]:
+    """The syntheses an attack table compares and their stated epsilons: the release under
+    ``label``, and its unweighted counterpart (no protection: no epsilon) when there is one."""
+    syns = {label: _release_frames(release)}
+    stated = {label: _stated(release)}
+    if unweighted is not None:
+        syns["unweighted synthesis"] = unweighted
+        stated["unweighted synthesis"] = None
+    return syns, stated
+
+
 def evaluate(cfg: Any, design: Any, syn: Any, release: Any,
              settings: AttackSettings) -> tuple[AttackEvidence, list[str]]:
     """The attack evidence of a pipeline release and the paragraphs that say how it was
@@ -171,11 +183,7 @@ def evaluate(cfg: Any, design: Any, syn: Any, release: Any,
     if settings.holdout != "split":
         holdout = read_input(settings.holdout)
         unw, how = unweighted_frames(cfg.method, syn, design, m, child_seed(rng), construct)
-        syns = {"release": _release_frames(release)}
-        stated = {"release": _stated(release)}
-        if unw is not None:
-            syns["unweighted synthesis"] = unw
-            stated["unweighted synthesis"] = None
+        syns, stated = _syntheses("release", release, unw)
         ev = attack_table(data, syns, cols, holdout=holdout, keys=keys, target=target,
                           stated_epsilon=stated, n_attacks=settings.n_attacks, rng=rng)
         identification_rows(ev, cfg, design, release, {"release": "release",
@@ -205,11 +213,7 @@ def evaluate(cfg: Any, design: Any, syn: Any, release: Any,
         twin.fit(eval_design)
         eval_rel = twin.release(m)
     unw, how = unweighted_frames(cfg.method, twin, eval_design, m, child_seed(rng), construct)
-    syns = {"release configuration": _release_frames(eval_rel)}
-    stated = {"release configuration": _stated(eval_rel)}
-    if unw is not None:
-        syns["unweighted synthesis"] = unw
-        stated["unweighted synthesis"] = None
+    syns, stated = _syntheses("release configuration", eval_rel, unw)
     ev = attack_table(train, syns, cols, holdout=holdout, keys=keys, target=target,
                       stated_epsilon=stated, n_attacks=settings.n_attacks, rng=rng)
     pub = attack_table(data, {"published release": _release_frames(release)}, cols, keys=keys,

@@ -47,28 +47,22 @@ value = "salary"
 stat = "mean"
 """
 
+
+def _pseudo_posterior(method: str, target: float) -> str:
+    """FBS / FBP / PBP on the example's salary by field and gender, tuned to ``target``."""
+    return f"""method = "{method}"
+outcome = "salary"
+predictors = ["field", "gender"]
+target_lipschitz = {target}
+m = 2
+population_size = 100000
+init = {{ {FAST} }}"""
+
+
 SYNTH = {
-    "FBS": f"""method = "FBS"
-outcome = "salary"
-predictors = ["field", "gender"]
-target_lipschitz = 6.0
-m = 2
-population_size = 100000
-init = {{ {FAST} }}""",
-    "FBP": f"""method = "FBP"
-outcome = "salary"
-predictors = ["field", "gender"]
-target_lipschitz = 6.0
-m = 2
-population_size = 100000
-init = {{ {FAST} }}""",
-    "PBP": f"""method = "PBP"
-outcome = "salary"
-predictors = ["field", "gender"]
-target_lipschitz = 20.0
-m = 2
-population_size = 100000
-init = {{ {FAST} }}""",
+    "FBS": _pseudo_posterior("FBS", 6.0),
+    "FBP": _pseudo_posterior("FBP", 6.0),
+    "PBP": _pseudo_posterior("PBP", 20.0),
     "sequential": f"""method = "sequential"
 target_epsilon = 40.0
 m = 2
