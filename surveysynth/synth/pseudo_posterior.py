@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import as_list
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
@@ -408,7 +409,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         if not isinstance(self.outcome, str) or not self.outcome:
             raise ValueError(f"outcome must be a column name, got {self.outcome!r}.")
         preds = self.predictors
-        preds = [] if preds is None else [preds] if isinstance(preds, str) else list(preds)
+        preds = [] if preds is None else as_list(preds, "predictors")  # also '~a+b'
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it.")
         # FBS's cell-means default applies to full cells; main effects always take the

@@ -88,6 +88,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .._validate import as_list
 from ..privacy.randomness import secret_rng
 from .base import Synthesizer
 from .kng import (
@@ -386,7 +387,7 @@ class QuantileSynthesizer(Synthesizer):
     # ------------------------------------------------------------------ configuration
     def _config(self) -> _Config:
         """Validate the settings (no data needed); a clear ValueError names the setting."""
-        variables = [self.variables] if isinstance(self.variables, str) else self.variables
+        variables = as_list(self.variables) if isinstance(self.variables, str) else self.variables  # '~a+b'
         try:
             variables = list(variables)
         except TypeError:

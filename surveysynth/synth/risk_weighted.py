@@ -101,12 +101,12 @@ class RiskWeightedSynthesizer(Synthesizer):
         """Check the common settings; returns them normalised (the attributes stay as given)."""
         if not isinstance(self.outcome, str) or not self.outcome:
             raise ValueError(f"outcome must be one column name (str); got {self.outcome!r}.")
-        preds = known_columns(self.predictors)
+        preds = known_columns(self.predictors, "predictors")
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it from predictors.")
-        cat = known_columns(self.categorical)
+        cat = known_columns(self.categorical, "categorical")
         known = known_columns(self.known)
-        extra = known_columns(self.release_columns)
+        extra = known_columns(self.release_columns, "release_columns")
         for nm in ("chains", "draws", "warmup"):
             v = getattr(self, nm)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import as_list
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
@@ -272,8 +273,7 @@ class Sequential(Synthesizer):
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:
             raise ValueError(f"variables: {dup} listed more than once; list each variable once.")
-        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
-            else list(self.public)
+        public = [] if self.public is None else as_list(self.public, "public")  # also '~a+b'
         return {"specs": specs, "scales": scales, "public": public, "m": m, "gates": gates,
                 "r": r}
 
@@ -296,8 +296,7 @@ class Sequential(Synthesizer):
         wname = design.weights_var if isinstance(design.weights_var, str) else "weight"
         design_cols = [c for c in (_cols(design.strata_vars) + _cols(design.ids_vars)
                                    + _cols(design.fpc_vars)) if c in cols]
-        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
-            else list(self.public)
+        public = [] if self.public is None else as_list(self.public, "public")  # also '~a+b'
         for i, (name, _, _) in enumerate(specs):
             if name not in cols:
                 raise ValueError(f"variables[{i}]: column {name!r} is not in the design's data "
@@ -1154,7 +1153,7 @@ def number_text_fix(bad: pd.Series) -> str:
 def _cols(x: Any) -> list[str]:
     if x is None:
         return []
-    cols = [x] if isinstance(x, str) else list(x)
+    cols = as_list(x, "known") if isinstance(x, str) else list(x)
     return [c for c in cols if isinstance(c, str) and c not in ("1", "~1")]
 
 
