@@ -266,6 +266,22 @@ class SurveyDesign(Estimators):
 
     Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
     DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
+
+    Example (R: ``svydesign(id = ~1, strata = ~stype, weights = ~pw, data = df)``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> d = ss.SurveyDesign(df, strata="stype", weights="pw")
+    >>> d.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
+    >>> d.mean("~api00", by="stype")[["stype", "estimate", "se"]].round(2)
+      stype  estimate     se
+    0     E    650.00  28.87
+    1     H    596.67  26.03
     """
 
     def __init__(

@@ -144,6 +144,25 @@ class SyntheticRelease:
     confidential : dict, optional
         What the disclosure review needs (tuning path, diagnostics, seed, ...): kept in memory
         and written only to ``confidential/`` by :meth:`save`, never to ``public/``.
+
+    Example (made by a synthesizer's ``release``; KNG quantile synthesis of one variable):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.QuantileSynthesizer(variables="salary", bounds={"salary": (0, 5e5)},
+    ...                                    epsilon=5, m=3, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m, rel.epsilon
+    ('full', 3, 5.0)
+    >>> rel.mean("salary").columns.tolist()[:6]
+    ['variable', 'estimate', 'variance', 'se', 'cv', 'df']
     """
 
     def __init__(

@@ -86,6 +86,20 @@ class ReplicateDesign(Estimators):
         multiplying rscales by 1 - f, or ``"correction"`` 1 - f).
     dtype : storage type of the replicate weights (``"float32"`` halves memory; sums are
         always computed in float64).
+
+    Example (usually made from a design by ``bootstrap``, ``jackknife`` or ``brr``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> rd = ss.SurveyDesign(df, strata="stype", weights="pw").jackknife()
+    >>> rd.replicates
+    6
+    >>> rd.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
     """
 
     design_kind = "replicate"

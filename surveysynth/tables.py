@@ -103,6 +103,22 @@ class Table:
     sums over a variable), ``cell`` (interior / row margin / column margin / grand total) and
     ``estimate, se, cv, ci_low, ci_high, df, n_unweighted, flag, flag_reason`` (plus ``note``,
     ``between``, ``within`` for releases).
+
+    Example (made by :func:`surveysynth.tabulate`):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> t = ss.tabulate(ss.SurveyDesign(df, strata="stype", weights="pw"), rows="stype",
+    ...                 value="api00", stat="mean")
+    >>> t.wide("estimate").round(1)
+           estimate
+    stype
+    E         650.0
+    H         596.7
+    All       632.2
     """
 
     long: pd.DataFrame

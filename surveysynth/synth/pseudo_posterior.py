@@ -942,6 +942,23 @@ class FBS(_PseudoPosterior):
     w* = exp(x b_w + rho (ly* - x b_y) tau_w / tau_y), rescaled to sum to N.
     Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
     max_refits, population_size, effects, loglik, progress, stan_kwargs).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.FBS("salary", ["field"], log=True, m=2, chains=4, draws=500,
+    ...                    warmup=500, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "FBS"
@@ -1045,6 +1062,23 @@ class FBP(_PseudoPosterior):
     Section 2.2 writes it ("only the kappa_y y_i component"): it ignores the cell terms of the
     pi model and biases the counts by cell (the paper's field 7 under-coverage); kept to
     reproduce the paper. The weights are post-processing of the released draws (no budget).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.FBP("salary", ["field"], log=True, m=2, chains=4, draws=500,
+    ...                    warmup=500, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "FBP"
@@ -1148,6 +1182,23 @@ class PBP(_PseudoPosterior):
     x ~ Categorical(theta) over predictor cells with a Dirichlet(1) prior, y | x ~ N(x beta,
     sigma), beta ~ N(0, 10^2), sigma ~ half-t(3, 0, 10). Releases n synthetic (x*, y*) records
     with constant weights N/n, no strata (simple random sample formulas); combining rule: full.
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.PBP("salary", ["field"], log=True, m=2, chains=4, draws=300,
+    ...                    warmup=300, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('full', 2)
     """
 
     name = "PBP"

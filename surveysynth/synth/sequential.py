@@ -164,6 +164,24 @@ class Sequential(Synthesizer):
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.Sequential(variables=[{"name": "salary", "type": "positive"}],
+    ...                           public=["field"], m=2, chains=4, draws=300,
+    ...                           warmup=300, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "Sequential"
