@@ -87,6 +87,14 @@ class ReplicateDesign(Estimators):
     dtype : storage type of the replicate weights (``"float32"`` halves memory; sums are
         always computed in float64).
 
+    The analysis API is the estimators (``mean``, ``total``, ``ratio``, ``proportion``,
+    ``quantile``), ``subset``, the replicate-design makers and calibration. Methods whose
+    docstring starts "Engine API, internal" (``domains``, ``missing_rows``,
+    ``numeric_values``, ``level_indicators``, ``domain_ratios``, ``domain_df``,
+    ``resolve_df``, ...) are the interface of estimation engines (also third-party ones,
+    entry-point group ``surveysynth.engines``), tables and privacy mechanisms; they keep
+    public names because that code lives outside the class (docs/architecture.md).
+
     Example (usually made from a design by ``bootstrap``, ``jackknife`` or ``brr``):
 
     >>> import pandas as pd
@@ -192,7 +200,9 @@ class ReplicateDesign(Estimators):
                      index: np.ndarray | None, type_: str, scale: float, rscales: np.ndarray,
                      rho: float | None, mse: bool, inside: np.ndarray,
                      source: str = "", combined: bool = False) -> ReplicateDesign:
-        """A design from compact replicate factors: replicate weight = pw * factors[index].
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        A design from compact replicate factors: replicate weight = pw * factors[index].
 
         ``frame``/``pw``/``inside`` are a design's ``full_data``, ``full_weights`` and
         ``in_subset``; ``factors`` (K, R) and ``index`` (row -> factor row, None: identity)
@@ -327,7 +337,9 @@ class ReplicateDesign(Estimators):
 
     def replicate_estimates(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
                             count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Domain ratios of weighted totals (as :meth:`domain_ratios`) and their replicates.
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Domain ratios of weighted totals (as :meth:`domain_ratios`) and their replicates.
 
         Returns the (count, V) full-sample estimates and the (R, count*V) replicate estimates
         (domain-major columns), for statistics built on them (R ``return.replicates=TRUE``).

@@ -59,3 +59,27 @@ def test_class_docstring_example_runs(name):
         runner.run(t)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{name}: {result.failed} of {result.attempted} examples failed"
+
+
+ENGINE_API = {
+    ss.SurveyDesign: ["domains", "missing_rows", "numeric_values", "level_indicators",
+                      "domain_ratios", "domain_df", "resolve_df", "with_calibration"],
+    ss.ReplicateDesign: ["domains", "missing_rows", "numeric_values", "level_indicators",
+                         "domain_ratios", "domain_df", "resolve_df", "from_factors",
+                         "replicate_estimates"],
+}
+
+
+@pytest.mark.parametrize("cls", list(ENGINE_API), ids=lambda c: c.__name__)
+def test_internal_helpers_are_marked_in_help(cls):
+    """help() marks the engine API as internal in each method's first line, and the class
+    docstring names the analysis API: a helper turned public without the mark fails here."""
+    import pydoc
+
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    for name in ENGINE_API[cls]:
+        doc = inspect.getdoc(getattr(cls, name))
+        assert doc.startswith("Engine API, internal"), name
+        block = text[text.index(f" {name}("):]
+        assert "Engine API, internal" in block[:block.index("\n |  \n")], name
+    assert "The analysis API is the estimators" in inspect.getdoc(cls)
