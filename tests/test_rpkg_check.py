@@ -125,6 +125,8 @@ def test_check_log_parser_finds_errors_and_warnings():
                                     "no Status line: the check did not finish"]
 
 
+# slow (~100 s): the default tier checks the same help pages with test_every_export_has_a_
+# valid_help_page and test_help_pages_and_namespace_are_what_roxygen_generates
 @pytest.mark.slow
 def test_r_cmd_check_has_no_errors_or_warnings(tmp_path):
     """R CMD build + R CMD check --no-manual: 0 errors, 0 warnings (the examples run)."""

@@ -168,3 +168,11 @@ test_that("an unknown estimator name is refused with the valid ones", {
   expect_error(ss_estimate(d, "median", ~api00), "\"quantile\" with quantiles = 0.5",
                fixed = TRUE)
 })
+
+test_that("every exported function has an installed help page", {
+  for (f in getNamespaceExports("surveysynth")) {
+    expect_length(utils::help(f, package = "surveysynth"), 1L)
+  }
+  rd <- tools::Rd_db("surveysynth")
+  expect_true("ss_design.Rd" %in% names(rd))
+})
