@@ -414,23 +414,22 @@ def _mean_df(df: np.ndarray) -> float:
 
 
 def status_table(results: dict) -> pd.DataFrame:
-    """Samples per ICC x method x status kind (ok, refused, unreachable, error, estimate
-    failed) and the first message of each non-ok kind."""
-    rows = []
+    """Per ICC x method x status kind (ok, refused, unreachable, error, estimate failed): the
+    samples and rows of that kind and the first message."""
+    parts = []
     for icc, mc in results.items():
         rep = mc.replicates
         rep = rep[rep["method"] != CONFIDENTIAL]
-        for (method, status), g in rep.groupby(["method", "status"], sort=False):
-            kind = status.split(":")[0]
-            rows.append({"ICC": f"{icc:g}", "method": method, "status": kind,
-                         "rows": len(g), "samples": g["rep"].nunique(),
-                         "message": "" if kind == "ok" else status})
-    if not rows:
-        return pd.DataFrame(columns=["ICC", "method", "status", "rows", "samples", "message"])
-    t = pd.DataFrame(rows)
-    return (t.groupby(["ICC", "method", "status"], sort=False)
-            .agg(samples=("samples", "max"), rows=("rows", "sum"), message=("message", "first"))
-            .reset_index())
+        parts.append(rep.assign(ICC=f"{icc:g}", kind=rep["status"].str.split(":").str[0]))
+    cols = ["ICC", "method", "status", "samples", "rows", "message"]
+    if not parts or not sum(map(len, parts)):
+        return pd.DataFrame(columns=cols)
+    rep = pd.concat(parts, ignore_index=True)
+    t = (rep.groupby(["ICC", "method", "kind"], sort=False)
+         .agg(samples=("rep", "nunique"), rows=("rep", "size"), message=("status", "first"))
+         .reset_index().rename(columns={"kind": "status"}))
+    t.loc[t["status"] == "ok", "message"] = ""
+    return t[cols]
 
 
 def _md(df: pd.DataFrame) -> str:
