@@ -69,6 +69,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 import warnings
 from datetime import datetime, timezone
@@ -316,36 +317,47 @@ def cell_seed(seed: int, icc: float) -> int:
     return population_seed(seed, icc) + 30
 
 
-def run(cfg: dict, reps: int, store: Path, workers: int = 1, progress: bool = True) -> None:
-    """Run the samples missing from the store (all ICCs), in ``workers`` processes."""
+def run(cfg: dict, reps: int, store: Path, workers: int = 1, progress: bool = True,
+        shard: tuple[int, int] | None = None) -> None:
+    """Run the samples missing from the store (all ICCs).
+
+    ``workers=2``: two child processes of this script (``--shard 0/2`` and ``1/2``), each a
+    plain Python process with its own Stan, each running the samples assigned to it by the
+    sample's identity (ICC, index), so the split does not depend on which samples are done.
+    (Not a multiprocessing pool: pystan's own process pool inside a pool worker keeps the
+    worker from exiting.) ``shard=(k, n)``: run only this process's share, in this process.
+    """
     jobs = []
-    for icc in cfg["iccs"]:
+    for i, icc in enumerate(cfg["iccs"]):
         (store / f"icc{icc:g}").mkdir(parents=True, exist_ok=True)
         for r, rng in enumerate(sample_generators(cfg["seed"], icc, reps)):
+            if shard is not None and (r * len(cfg["iccs"]) + i) % shard[1] != shard[0]:
+                continue
             if not _rep_path(store, icc, r).exists():
                 jobs.append((icc, r, rng, cfg, str(store)))
     if not jobs:
         return
-    t0 = time.perf_counter()
-
-    def say(done, res):
-        if progress:
-            icc, r, secs = res
-            print(f"[{done}/{len(jobs)}] ICC {icc:g} sample {r}: {secs:.1f} s "
-                  f"({time.perf_counter() - t0:.0f} s elapsed)", flush=True)
-
-    if workers <= 1:
-        for i, job in enumerate(jobs, 1):
-            say(i, _run_one(job))
+    if workers > 1 and shard is None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--store", str(store),
+               "--reps", str(reps)] + (["--quiet"] if not progress else [])
+        procs = [subprocess.Popen([*cmd, "--shard", f"{k}/{workers}"]) for k in range(workers)]
+        try:
+            codes = [p.wait() for p in procs]
+        except BaseException:
+            for p in procs:
+                p.terminate()
+            raise
+        if any(codes):
+            raise SystemExit(f"a worker process failed (exit codes {codes}); the samples it "
+                             "finished are in the store: rerun to resume.")
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # spawn, not fork: each worker starts its own interpreter and its own Stan/httpstan
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-        futures = [ex.submit(_run_one, job) for job in jobs]
-        for i, fut in enumerate(as_completed(futures), 1):
-            say(i, fut.result())
+    t0 = time.perf_counter()
+    for done, job in enumerate(jobs, 1):
+        icc, r, secs = _run_one(job)
+        if progress:
+            tag = "" if shard is None else f"worker {shard[0]}: "
+            print(f"{tag}[{done}/{len(jobs)}] ICC {icc:g} sample {r}: {secs:.1f} s "
+                  f"({time.perf_counter() - t0:.0f} s elapsed)", flush=True)
 
 
 def score(cfg: dict, reps: int, store: Path):
@@ -570,11 +582,22 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--report-only", action="store_true",
                     help="render from the samples in the store; run nothing")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--shard", default=None,
+                    help="internal (--workers): K/N runs this process's share of the samples "
+                         "with the store's config.json, and writes no report")
     args = ap.parse_args(argv)
     bad = [i for i in args.iccs if not 0 <= i < 1]
     if bad:
         ap.error(f"--iccs {bad}: an intra-cluster correlation is in [0, 1).")
     store = Path(args.store)
+    if args.shard is not None:
+        k, n = (int(v) for v in args.shard.split("/"))
+        cfg = json.loads((store / "config.json").read_text())
+        if cfg["code"]["sha256"] != code_stamp()["sha256"]:
+            raise SystemExit(f"--shard: the code changed since {store}/config.json was written.")
+        warnings.filterwarnings("ignore")
+        run(cfg, args.reps, store, progress=not args.quiet, shard=(k, n))
+        return store
     if args.report_only:
         path = store / "config.json"
         if not path.exists():
