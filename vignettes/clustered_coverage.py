@@ -317,6 +317,22 @@ def cell_seed(seed: int, icc: float) -> int:
     return population_seed(seed, icc) + 30
 
 
+def pending(cfg: dict, reps: int, store: Path,
+            shard: tuple[int, int] | None = None) -> list[tuple]:
+    """The samples (icc, r, generator, cfg, store) not yet in the store; with ``shard=(k, n)``
+    those of share k of n, assigned by the sample's identity (ICC, index), never by position
+    in the list, so two processes listing at different moments split the same way."""
+    jobs = []
+    for i, icc in enumerate(cfg["iccs"]):
+        (store / f"icc{icc:g}").mkdir(parents=True, exist_ok=True)
+        for r, rng in enumerate(sample_generators(cfg["seed"], icc, reps)):
+            if shard is not None and (r * len(cfg["iccs"]) + i) % shard[1] != shard[0]:
+                continue
+            if not _rep_path(store, icc, r).exists():
+                jobs.append((icc, r, rng, cfg, str(store)))
+    return jobs
+
+
 def run(cfg: dict, reps: int, store: Path, workers: int = 1, progress: bool = True,
         shard: tuple[int, int] | None = None) -> None:
     """Run the samples missing from the store (all ICCs).
@@ -327,14 +343,7 @@ def run(cfg: dict, reps: int, store: Path, workers: int = 1, progress: bool = Tr
     (Not a multiprocessing pool: pystan's own process pool inside a pool worker keeps the
     worker from exiting.) ``shard=(k, n)``: run only this process's share, in this process.
     """
-    jobs = []
-    for i, icc in enumerate(cfg["iccs"]):
-        (store / f"icc{icc:g}").mkdir(parents=True, exist_ok=True)
-        for r, rng in enumerate(sample_generators(cfg["seed"], icc, reps)):
-            if shard is not None and (r * len(cfg["iccs"]) + i) % shard[1] != shard[0]:
-                continue
-            if not _rep_path(store, icc, r).exists():
-                jobs.append((icc, r, rng, cfg, str(store)))
+    jobs = pending(cfg, reps, store, shard)
     if not jobs:
         return
     if workers > 1 and shard is None:
@@ -413,6 +422,7 @@ def summarize(results: dict) -> pd.DataFrame:
                         "bias MC SE %": (100 * float(err.std(ddof=1)) / np.sqrt(R) / abs(truth)
                                          if R > 1 else np.nan),
                         "mean df": _mean_df(ok["df"].to_numpy(float)),
+                        "share df < 2": float(np.mean(ok["df"].to_numpy(float) < 2)),
                         "seconds": float(sub["seconds"].mean())})
                 row["confidential coverage"] = c_cov
                 rows.append(row)
@@ -467,7 +477,8 @@ def machine() -> dict:
 
 
 def report(results: dict, cfg: dict, reps: int, store: Path, out: Path, meta: dict) -> Path:
-    """Write the coverage table (markdown) to ``out``; returns its path."""
+    """Write the coverage table (markdown) to ``out`` and its numbers to the store's
+    summary.csv; returns the markdown's path."""
     s = summarize(results)
     st = status_table(results)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -496,7 +507,7 @@ def report(results: dict, cfg: dict, reps: int, store: Path, out: Path, meta: di
          "confidential*: mean interval length over the confidential design's mean length on "
          "the same samples; *median length ratio*: median over samples of the two lengths' "
          "ratio (robust to a few samples with near-zero combined df); *bias* (estimate - truth) in units of y and in % of the truth "
-         "with its MC SE; *mean df* of the intervals (finite ones); *seconds*: mean fit + "
+         "with its MC SE; *mean df* of the intervals (finite ones); *share df < 2*: samples whose interval has fewer than 2 df (a t quantile above 4.3, and without bound as df -> 0: these make the mean length ratio explode); *seconds*: mean fit + "
          "release + estimates time per sample; *confidential coverage* beside. A method "
          "that refused has no scored samples (see the status table).\n"]
     for icc in cfg["iccs"]:
@@ -516,7 +527,7 @@ def report(results: dict, cfg: dict, reps: int, store: Path, out: Path, meta: di
                  "other).\n\n" + _md(timing.round(2).to_frame("seconds").reset_index()) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(w))
-    s.to_csv(out.with_suffix(".csv"), index=False)
+    s.to_csv(store / "summary.csv", index=False)
     return out
 
 
