@@ -88,8 +88,8 @@ def test_confidential_intervals_are_r_surveys(fast_run, R):
     from r_bridge import r_session
     from r_bridge.convert import pandas_to_r
 
-    _, _, reps = fast_run
-    cfg = {"seed": 36}
+    store, _, reps = fast_run
+    cfg = json.loads((store / "config.json").read_text())
     icc = 0.2
     pop = cc.two_stage_population(icc, cc.population_seed(cfg["seed"], icc))
     sample = cc.two_stage_sample(pop, cc.sample_generators(cfg["seed"], icc, 1)[0])

@@ -525,6 +525,15 @@ def report(results: dict, cfg: dict, reps: int, store: Path, out: Path, meta: di
                  f"three combined estimates, over all ICCs ({meta.get('workers', 1)} worker "
                  "process(es); with 2 workers each sample shares the machine with the "
                  "other).\n\n" + _md(timing.round(2).to_frame("seconds").reset_index()) + "\n")
+    methods = " ".join(cfg["methods"])
+    w.append("## Rerun\n\n```\n"
+             f"python vignettes/clustered_coverage.py --reps {reps} --methods {methods} "
+             f"--seed {cfg['seed']} --workers 2 --store <new store>   # run / resume\n"
+             f"python vignettes/clustered_coverage.py --store {store.as_posix()} "
+             "--report-only                      # render this table again\n```\n\n"
+             "A store is resumed only by the same settings and code (else a new --store is "
+             "asked for). Per-sample rows (estimate, se, interval, df, status, seconds) are "
+             "the store's icc<ICC>/rep_<r>.parquet; this table's numbers are its summary.csv.\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(w))
     s.to_csv(store / "summary.csv", index=False)
@@ -534,15 +543,20 @@ def report(results: dict, cfg: dict, reps: int, store: Path, out: Path, meta: di
 # ------------------------------------------------------------------------------- store checks
 def code_stamp() -> dict:
     """Commit and SHA-256 of the code the numbers depend on: every .py and .stan file of the
-    package and this file (path and content, sorted)."""
+    surveysynth package that is imported (wherever PYTHONPATH puts it: a branch's worktree
+    counts as its own code) and this file (path and content, sorted)."""
+    import importlib.util
+
+    pkg = Path(importlib.util.find_spec("surveysynth").origin).resolve().parent
     h = hashlib.sha256()
-    files = sorted(p for p in (ROOT / "surveysynth").rglob("*")
+    files = sorted(p for p in pkg.rglob("*")
                    if p.suffix in (".py", ".stan") and "__pycache__" not in p.parts)
-    for f in [*files, Path(__file__).resolve()]:
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+    for f in files:
+        h.update(f.relative_to(pkg.parent).as_posix().encode() + b"\0" + f.read_bytes())
+    h.update(b"vignettes/clustered_coverage.py\0" + Path(__file__).resolve().read_bytes())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pkg.parent,
                             capture_output=True, text=True).stdout.strip() or "unknown"
-    return {"commit": commit, "sha256": h.hexdigest()}
+    return {"commit": commit, "sha256": h.hexdigest(), "package": str(pkg.parent)}
 
 
 _SAME = ("seed", "chains", "draws", "warmup", "tol", "gates", "methods", "fast")
