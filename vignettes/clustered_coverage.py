@@ -99,7 +99,6 @@ TARGET_LIPSCHITZ = 3.4
 SEQ_EPSILON = 2 * TARGET_LIPSCHITZ * M_SETS
 QUANTILE_EPSILON = 5.0
 Y_BOUNDS = (0.0, 500.0)
-Z95 = 1.959963984540054
 
 
 # ------------------------------------------------------------------------- population, sample
