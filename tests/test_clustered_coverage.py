@@ -111,8 +111,8 @@ def test_population_has_the_stated_icc_and_truths():
     """The one-way ANOVA estimate of the ICC of log y (PSUs within strata, 300 PSUs) is near
     the stated ICC (its SE ~0.02 at 0.2), and the truths are the population's mean, domain
     mean and least-squares slope (numpy's polyfit). Kills: sqrt and variance confused in the
-    generator (ICC 0.2 would come out 0.04 or 0.45), a truth taken from a sample, the slope of
-    log y."""
+    generator (u_j with sd ICC s instead of sqrt(ICC) s: ICC 0.2 comes out 0.05), a truth
+    taken from a sample, the slope of log y."""
     for icc in cc.ICCS:
         pop = cc.two_stage_population(icc, cc.population_seed(36, icc))
         ly = np.log(pop["y"]) - pop.groupby("stratum")["y"].transform(
