@@ -190,7 +190,7 @@ def test_per_stratum_release_passes_the_audit():
         return values, np.nan, float(rel.epsilon)
 
     r = au.audit_mechanism(stratified_jointexp, d_in, d_out, epsilon=1.0, lower=0.0, upper=100.0,
-                           transform="identity", quantiles=[0.25, 0.5, 0.75], runs=120, seed=36,
+                           transform="identity", quantiles=[0.25, 0.5, 0.75], runs=60, seed=36,
                            lattice="jointexp")
     assert r.claimed_epsilon == 1.0
     assert r.lattice_flagged_in == 0 and r.lattice_flagged_out == 0
