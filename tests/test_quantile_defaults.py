@@ -80,14 +80,17 @@ def _release(shift: float, m: int = 3, kind: str = "full") -> SyntheticRelease:
 
 
 def _hand_full(rel: SyntheticRelease) -> tuple[float, float, float]:
-    """T_f, df and vbar/((1+1/m) b) by hand (Raghunathan, Reiter & Rubin 2003)."""
+    """T_f, df and vbar/((1+1/m) b) by hand (Raghunathan, Reiter & Rubin 2003), the df capped
+    by the synthetic design's df nu_com = n - 1 = 49 (issue 36, D8: full synthesis, gamma 0)."""
     q = np.array([d.mean("x")["estimate"].iloc[0] for d in rel.designs])
     u = np.array([d.mean("x")["se"].iloc[0] ** 2 for d in rel.designs])
     m = len(q)
     b = np.sum((q - q.mean()) ** 2) / (m - 1)
     vbar = u.mean()
     r = vbar / ((1 + 1 / m) * b)
-    return (1 + 1 / m) * b - vbar, (m - 1) * (1 - r) ** 2, r
+    nu_com = rel.designs[0].degf
+    nu_obs = nu_com * (nu_com + 1) / (nu_com + 3)
+    return (1 + 1 / m) * b - vbar, 1 / (1 / ((m - 1) * (1 - r) ** 2) + 1 / nu_obs), r
 
 
 def test_printed_estimate_shows_df_ci_and_explains_df_below_2():
