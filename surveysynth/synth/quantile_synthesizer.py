@@ -972,6 +972,7 @@ def _design_plan(design: Any, variables: Any) -> _DesignPlan | None:
     col = strata[0]
     values = data[col]
     codes, uniques = pd.factorize(values, sort=True)
+    uniques = pd.Index(uniques).tolist()  # plain Python labels (messages, dict keys)
     H = len(uniques)
     lo = np.full(H, np.inf)
     hi = np.full(H, -np.inf)
@@ -1000,7 +1001,7 @@ def _design_plan(design: Any, variables: Any) -> _DesignPlan | None:
     first = np.array([np.flatnonzero(codes == h)[0] for h in range(H)])
     fpc_values = [dict(zip(fpc, data[fpc].iloc[i].tolist(), strict=True)) if fpc else {}
                   for i in first]
-    return _DesignPlan(col, list(uniques), codes.astype(np.int64), sizes,
+    return _DesignPlan(col, uniques, codes.astype(np.int64), sizes,
                        values.iloc[first].reset_index(drop=True), values.dtype,
                        w[first].copy(), float(w.sum()), fpc, fpc_values)
 
