@@ -69,10 +69,18 @@ Decisions taken here (see docs/kng.md):
   runs and the paper. Which quantiles are exact is fixed by the configuration, not by the data
   (:meth:`QuantileSynthesizer.exact_plan`).
 * Input: a SurveyDesign or a DataFrame (then a simple random sample with weights 1). The
-  mechanism treats records as exchangeable and ignores survey weights (the sensitivity argument
-  is for unweighted sums). A release has n records of weight N/n, N = ``population_size`` (a
-  public input) or else the sum of the input's weights (listed in the record as published
-  without budget), in a column named like the design's weights (``"weight"`` otherwise).
+  mechanism treats records as exchangeable (the sensitivity argument is for unweighted sums).
+  An unstratified input releases n records of weight N/n, N = ``population_size`` (a public
+  input) or else the sum of the input's weights (listed in the record as published without
+  budget), in a column named like the design's weights (``"weight"`` otherwise).
+* **Weights through strata (issue 36, D7).** A stratified design is synthesized within each
+  stratum, each with the whole epsilon (parallel composition: disjoint strata whose membership
+  and sizes are public design information); each synthetic record keeps its stratum, its
+  stratum's weight (scaled to ``population_size`` when given) and fpc, so weighted synthetic
+  estimates target the population. Weights varying within a stratum, or unequal weights
+  without strata, are refused naming rows and the fix (:meth:`QuantileSynthesizer.check_design`).
+* **Clustered designs are refused (D6)**: a record's change moves its cluster's effect, and no
+  DP synthesis of cluster effects is implemented (docs/kng.md, "Weights, strata and clusters").
 """
 
 from __future__ import annotations
