@@ -786,8 +786,14 @@ def _finish(long: pd.DataFrame, q: np.ndarray, u: np.ndarray, dfs: np.ndarray,
         meta["source"] = type(source).__name__
         extra = {}
     else:
+        # the rule's df capped by the synthetic designs' df per cell (issue 36, D8;
+        # docs/tables.md, "Which rule and which df"); none where a set has no design df
+        with np.errstate(invalid="ignore"):
+            nu = np.asarray(dfs, dtype=float).min(axis=0)
+        nu = np.where(nu > 0, nu, np.nan)
         comb = combine_sets(q, u, kind=release.kind, n_syn=release.n_syn,
-                            n_original=getattr(release, "n_original", None), level=level)
+                            n_original=getattr(release, "n_original", None), level=level,
+                            df_complete=nu)
         est, se, df = (comb[c].to_numpy(float) for c in ("estimate", "se", "df"))
         lo, hi = comb.ci_low.to_numpy(float), comb.ci_high.to_numpy(float)
         n_unw = nn.mean(axis=0)

@@ -1183,6 +1183,10 @@ class PBP(_PseudoPosterior):
     sigma), beta ~ N(0, 10^2), sigma ~ half-t(3, 0, 10). Releases n synthetic (x*, y*) records
     with constant weights N/n, no strata (simple random sample formulas); combining rule: full.
 
+    Clustered designs are refused (issue 36, D6; docs/pseudo_posterior.md, "PBP and clustered
+    designs"): a full synthesis draws every record independently given theta and releases no
+    cluster ids, so the synthetic designs cannot carry the design effect.
+
     Example (short chains to run quickly; a release keeps the default chains and draws):
 
     >>> import numpy as np
@@ -1206,6 +1210,22 @@ class PBP(_PseudoPosterior):
     program = "pbp"
     description = ("survey-weighted pseudo likelihood model of (outcome, predictors) for the "
                    "population; all released values synthetic, constant weights N/n")
+
+    def check_design(self, design: Any) -> None:
+        """Refuse a design with real clusters (D6; data-free of the outcome, so ``surveysynth
+        release --check`` runs it before any MCMC). A ValueError names the reason, the
+        measured consequence and the alternatives."""
+        from .design_checks import refuse_clustered
+
+        refuse_clustered(
+            design, "PBP (full synthesis)",
+            "a full synthesis draws every synthetic record independently given the model "
+            "parameters and releases no cluster ids, so the within-cluster correlation is lost "
+            "and the synthetic designs (simple random sample formulas) understate the variance")
+
+    def _prepare(self, design: Any) -> dict:
+        self.check_design(design)
+        return super()._prepare(design)
 
     def _wt(self, prep):
         w = prep["w_raw"]

@@ -379,12 +379,15 @@ ss_estimate <- function(design, statistic, x, by = NULL, ...) {
   fun <- reticulate::py_get_attr(obj, statistic)
   res <- .py(do.call(reticulate::py_call, c(list(fun, as.list(.vars(x, "x"))), args)))
   out <- .df(res)
-  # a release's combined estimate (Python ReleaseEstimate): printed with df and CI, and the
-  # one-line explanation of a df below 2
+  # a release's combined estimate (Python ReleaseEstimate): printed with df and CI, the rule,
+  # its df (capped by the synthetic design's df) and its assumptions, and the one-line
+  # explanation of a df below 2
   combined <- reticulate::py_has_attr(res, "df_note")
   structure(out, class = c(if (combined) "ss_release_estimate", "ss_estimate", "data.frame"),
             statistic = statistic, level = if (is.null(args$level)) 0.95 else args$level,
-            df_note = if (combined) reticulate::py_to_r(res$df_note()))
+            df_note = if (combined) reticulate::py_to_r(res$df_note()),
+            rule_note = if (combined && reticulate::py_has_attr(res, "rule_note"))
+              reticulate::py_to_r(res$rule_note()))
 }
 
 .STAT_COLS <- c("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv", "variance",
@@ -472,6 +475,7 @@ print.ss_release_estimate <- function(x, ...) {
   }
   notes <- unique(x$note[!is.na(x$note) & nzchar(x$note)])
   for (n in notes) cat("Note: ", n, "\n", sep = "")
+  if (!is.null(attr(x, "rule_note"))) cat(attr(x, "rule_note"), "\n", sep = "")
   if (!is.null(attr(x, "df_note"))) cat(attr(x, "df_note"), "\n", sep = "")
   invisible(x)
 }

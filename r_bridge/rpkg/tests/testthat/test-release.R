@@ -135,7 +135,10 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
   skip_if_no_python()
   data <- reticulate::import("surveysynth.release_config")$example_data()
   expect_s3_class(data, "data.frame")
-  des <- svydesign(ids = ~1, strata = ~field, weights = ~weight, data = data)
+  # quantile synthesis runs within strata and needs weights constant within each (issue 36,
+  # D7): the example's PPS weights vary within fields, so each field gets its mean weight
+  data$w <- ave(data$weight, data$field)
+  des <- svydesign(ids = ~1, strata = ~field, weights = ~w, data = data)
   syn <- ss_fit(kng(random_state = 11, method = "stepwise"), des)   # m = 3 is not `method`
   rel <- ss_release(syn)
   designs <- ss_release_designs(rel)
