@@ -177,9 +177,9 @@ class SyntheticRelease:
     >>> rng = np.random.default_rng(1)
     >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
     ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
-    ...                    "visits": rng.poisson(3, 60),
-    ...                    "w": rng.uniform(50, 150, 60).round(1)})
-    >>> d = ss.SurveyDesign(df, weights="w")
+    ...                    "visits": rng.poisson(3, 60)})
+    >>> df["w"] = np.where(df["field"] == "a", 80.0, 120.0)  # constant within strata
+    >>> d = ss.SurveyDesign(df, strata="field", weights="w")
     >>> syn = ss.synth.QuantileSynthesizer(variables="salary", bounds={"salary": (0, 5e5)},
     ...                                    epsilon=5, m=3, random_state=1, progress=False)
     >>> rel = syn.fit(d).release()
