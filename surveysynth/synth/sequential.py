@@ -26,6 +26,15 @@ pseudo posterior model in Stan suited to its type (docs/sequential.md):
 * epsilon composes: epsilon = sum_j 2 Delta_alpha_j m, each step in the ledger;
 * the design goes through: strata, cluster ids and fpc are public and carried into every
   synthetic design (the strata also serve as predictors);
+* clustered designs (ids with fewer first-stage units than records; :func:`psu_codes`; issue
+  36 D1/D3/D4/D5, docs/sequential.md "Clustered designs"): every step's model gets a random
+  intercept per PSU, u_j ~ N(0, sigma_u), non-centred (``seq_*_re.stan``; the rows are the
+  distinct (x, y, PSU) patterns); each record's bound is of its density GIVEN its PSU's u_j
+  (u is inside theta, so a record's move of its cluster's effect is covered); each synthetic
+  set draws u*_j afresh from N(0, sigma_u^(s)), never the posterior u_j (which would publish
+  the cluster means); with design weights, the standardised log weight is a predictor of every
+  step so that weighted synthetic estimates target the population. Unclustered designs keep the
+  original programs and code path (seeded output unchanged);
 * design weights: when the sampling weights are a function of the public design columns
   (exactly constant within each stratum x fpc cell, as apistrat's pw = N_h / n_h), they are
   design information -- what the released strata and fpc already say (N_h / n_h from the
