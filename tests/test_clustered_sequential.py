@@ -352,12 +352,12 @@ FAMILY_VARIABLES = [
 
 def test_every_family_with_random_intercepts_fast():
     """Bounded, binary, count (truncated), categorical and ordinal steps on a
-    small simulated clustered design (24 clusters of 4): each fits its seq_*_re program; the
+    small simulated clustered design (16 clusters of 4): each fits its seq_*_re program; the
     synthetic values keep the types and public ranges, the cluster ids are carried. (The same
     on apiclus1: the slow test below.)"""
     rng = np.random.default_rng(8)
-    clu = np.repeat(np.arange(24), 4)
-    u = rng.normal(0, 0.7, 24)[clu]
+    clu = np.repeat(np.arange(16), 4)
+    u = rng.normal(0, 0.7, 16)[clu]
     f = pd.DataFrame({"clu": clu, "w": 10.0, "x": rng.integers(0, 2, len(clu))})
     f["v_bounded"] = np.clip(600 + 100 * u + rng.normal(0, 60, len(clu)), 200, 1000)
     f["v_binary"] = np.where(rng.uniform(size=len(clu)) < 1 / (1 + np.exp(-u)), "Yes", "No")
@@ -392,3 +392,21 @@ def test_every_family_with_random_intercepts_on_apiclus1(api):
                      draws=100, warmup=100, allow_unconverged=True, progress=False)
     _quiet(syn.fit, design)
     _check_families(syn, d, "dnum", 100)
+
+
+def test_modelled_weights_constant_within_psus_stay_so():
+    """Weights that are not design weights (no strata or fpc, yet they vary) but are constant
+    within each PSU as collected are modelled (a step with the random intercept) and released
+    constant within each PSU, summing to N (D5: the PSU's average, rescaled)."""
+    frame = _clustered_frame(seed=6, n_clu=16, per=5)
+    rng = np.random.default_rng(2)
+    frame["w"] = rng.uniform(5, 40, 16)[frame["clu"]]
+    d = SurveyDesign(frame, ids="clu", weights="w")
+    syn = Sequential(variables=[{"name": "y", "type": "continuous"}], public=["x"], m=2,
+                     random_state=3, chains=1, draws=60, warmup=100, allow_unconverged=True,
+                     progress=False)
+    _quiet(syn.fit, d)
+    assert syn.summary()["stan_program"].tolist() == ["seq_normal_re", "seq_normal_re"]
+    for f in syn.synthesize(2):
+        assert f.groupby("clu")["w"].nunique().eq(1).all()
+        assert f["w"].sum() == pytest.approx(frame["w"].sum(), rel=1e-12)
