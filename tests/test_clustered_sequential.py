@@ -274,6 +274,11 @@ def _check_release(syn: Sequential, design: SurveyDesign, name: str) -> pd.DataF
                                       conf)   # ids, fpc and design weights as collected
         assert d.data["api00"].between(200, 1000).all()
         assert d.degf == design.degf
+    # the record says what was done: PSU random effects, bounds given u, fresh u*
+    rec = rel.privacy
+    assert rec.facts["random_effects"] == "psu"
+    assert "random intercept per first-stage sampling unit" in rec.guarantee_text
+    assert "never the fitted ones" in rec.guarantee_text
     return rel.mean("api00")
 
 
@@ -324,6 +329,9 @@ def test_log_weight_predictor_only_when_it_adds_a_direction(api):
     assert not syn._cfg_["clustered"] and not syn._cfg_["log_weight_predictor"]  # noqa: SLF001
     assert (syn.summary()["stan_program"] == "seq_normal").all()
     assert "J" not in syn.steps_[0].spec
+    rec = _quiet(syn.release).privacy
+    assert "random_effects" not in rec.facts
+    assert "random intercept" not in rec.guarantee_text
 
 
 FAMILY_PROGRAMS = ["seq_normal_re", "seq_logistic_re", "seq_negbin_re", "seq_categorical_re",
