@@ -325,6 +325,12 @@ def _dispersion_41(fit: GLMResults) -> float:
     from .variance_matrix import _svyvar_values
 
     design = fit.refit_arguments["design"]
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        raise ValueError(
+            "AIC(survey_version='4.1'): R survey 4.1 fails on Gaussian svyglm fits of replicate "
+            "designs (its Pearson residuals need design$prob), so there is no 4.1 number to "
+            "reproduce. Fix: survey_version='4.5' (the default)."
+        )
     rows = fit.fit_rows
     vals = np.full(rows.shape[0], np.nan)
     vals[rows] = fit.y - fit.fitted_values
