@@ -29,6 +29,8 @@ _EXPORTS = {
     "svychisq": ".analysis",
     "svyttest": ".analysis",
     "svyranktest": ".analysis",
+    "svyvar": ".analysis", "regTermTest": ".analysis", "anova": ".analysis",
+    "AIC": ".analysis", "BIC": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

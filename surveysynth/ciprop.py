@@ -1,4 +1,4 @@
-"""Confidence intervals for proportions: R ``svyciprop``'s six methods.
+"""Confidence intervals for proportions: R ``svyciprop``'s seven methods.
 
 ``design.proportion(x, by=..., ci_method=...)`` gives, for the share of every level of ``x`` in
 every domain, the interval R's ``svyciprop(~I(x == level), design, method=)`` gives (with
@@ -14,6 +14,10 @@ t quantile ``qt(1 - alpha/2, df)`` with ``df`` the domain's design df by default
   (t_{n-1} / t_{degf})^2 with n the domain's rows and degf its design df (R uses these two
   whatever ``df`` is); limits qbeta(alpha/2, n* p, n* (1 - p) + 1) and
   qbeta(1 - alpha/2, n* p + 1, n* (1 - p)).
+* ``"wilson"`` (R survey 4.5; absent from 4.1): the Wilson score interval with the effective
+  sample size n* = p (1 - p) / v and t on ``df`` (R: ``degf(design)`` of the domain unless
+  ``df=`` is given): (p + t^2/(2 n*) -+ t/(2 n*) sqrt(4 n* p (1 - p) + t^2)) / (1 + t^2/n*).
+  Tested against stored output of R survey 4.5 (tests/reference/r_survey45/).
 * ``"logit"`` (R's default): the design-based logistic regression on an intercept
   (``svyglm(y ~ 1, family=quasibinomial)``), Wald interval on its coefficient, back-transformed.
   Its coefficient is R's ``glm.fit`` iterate, reproduced here step by step (start from
@@ -44,7 +48,7 @@ from scipy import optimize, special, stats
 
 from .variance.replicate_weights import replicate_variance
 
-CI_METHODS = ("logit", "likelihood", "asin", "beta", "mean", "xlogit")
+CI_METHODS = ("logit", "likelihood", "asin", "beta", "mean", "xlogit", "wilson")
 _EPS = 1e-8  # glm.control()$epsilon
 _MAXIT = 25  # glm.control()$maxit
 
@@ -235,6 +239,13 @@ def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str]
         elif method == "asin":
             x, sx = np.arcsin(np.sqrt(p)), np.sqrt(v) / (2 * np.sqrt(p) * np.sqrt(1 - p))
             lo, hi = np.sin(x - tq * sx) ** 2, np.sin(x + tq * sx) ** 2
+        elif method == "wilson":
+            n_eff = p * (1 - p) / v
+            t2 = tq * tq
+            root = np.sqrt(4 * n_eff * p * (1 - p) + t2)
+            denom = 1 + t2 / n_eff
+            lo = (p + t2 / (2 * n_eff) - tq / (2 * n_eff) * root) / denom
+            hi = (p + t2 / (2 * n_eff) + tq / (2 * n_eff) * root) / denom
         elif method == "beta":
             n_eff = p * (1 - p) / v
             n0 = facts["nrow0"][:, None].astype(float)

@@ -848,8 +848,8 @@ class Estimators:
         each level, with t quantiles on ``df`` (default: each domain's design df, as
         ``svyby(..., svyciprop)``): ``"logit"`` (Wald on the logit scale from the design-based
         logistic fit, R's default), ``"likelihood"`` (Rao-Scott scaled profile likelihood),
-        ``"asin"``, ``"beta"`` (Korn-Graubard), ``"mean"`` (Wald with t) and ``"xlogit"``
-        (delta method on the logit). See :mod:`surveysynth.ciprop`. ``covmat`` as in
+        ``"asin"``, ``"beta"`` (Korn-Graubard), ``"mean"`` (Wald with t), ``"xlogit"``
+        (delta method on the logit) and ``"wilson"`` (Wilson score, R survey 4.5). See :mod:`surveysynth.ciprop`. ``covmat`` as in
         :meth:`total`.
         """
         cols = as_list(variables)

@@ -137,8 +137,8 @@ def test_issue_example_and_df_and_level(R, designs):
     ref = r_ciprop(R, "nhanes", "xlogit", False, ", df=5, level=0.9")
     assert_rel(np.r_[o.estimate, o.ci_low, o.ci_high], ref, TOL)
     assert (o.df == 5).all()
-    with pytest.raises(ValueError, match="ci_method='wilson'"):
-        d.proportion("hc", na_rm=True, ci_method="wilson")
+    with pytest.raises(ValueError, match="ci_method='wald-cc'"):
+        d.proportion("hc", na_rm=True, ci_method="wald-cc")
 
 
 def test_every_method_is_different(designs):

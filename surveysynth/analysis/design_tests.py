@@ -240,7 +240,7 @@ def _lhs_values(lhs: str, design: Any, na_rm: bool, what: str) -> tuple[np.ndarr
     cols = formula_columns(lhs, full.columns)
     rows = _scope(design, cols, na_rm, what)
     mm = formula_matrix(f"{quote_dotted(lhs, full.columns)} ~ 1", full.loc[rows], what,
-                        na_action="raise")
+                        na_action="raise", r_logicals=False)
     if mm.lhs.shape[1] != 1:
         raise ValueError(f"{what}: {lhs!r} must be numeric (one column).")
     y = np.zeros(rows.shape[0])

@@ -1,5 +1,13 @@
 """Formula helpers shared by the analysis functions: R-style names with dots, the columns a
-formula reads, and formulaic's model matrices with its errors as ValueErrors."""
+formula reads, and formulaic's model matrices with its errors as ValueErrors.
+
+Logical values are factors, as in R: ``model.matrix`` codes a logical variable or expression
+(``I(x > 4)``, a boolean column) as a factor with levels ``FALSE``, ``TRUE``, so a model without
+intercept gets two indicator columns and one with an intercept the ``TRUE`` contrast. formulaic
+treats booleans as numbers (one 0/1 column either way); :class:`RMaterializer` makes them
+categorical. Column names stay formulaic's (``I(x > 4)[False]``, ``I(x > 4)[True]``,
+``b[T.True]`` for R's ``I(x > 4)FALSE``, ``I(x > 4)TRUE``, ``bTRUE``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,27 @@ from typing import Any
 
 import pandas as pd
 from formulaic import model_matrix
+from formulaic.materializers import PandasMaterializer
+from interface_meta import override
+
+
+class RMaterializer(PandasMaterializer):
+    """formulaic's pandas materializer with R's coding of logical values as two-level factors.
+
+    Registered under its own name (a ModelSpec keeps its materializer by name, so that
+    ``predict`` on new data codes them alike), with a low precedence and no input types:
+    formulaic's own ``"pandas"`` materializer stays the default for every other user.
+    """
+
+    REGISTER_NAME = "surveysynth_r"
+    REGISTER_PRECEDENCE = 1
+
+    @override
+    def _is_categorical(self, values: Any) -> bool:
+        dtype = getattr(values, "dtype", None)
+        if dtype is not None and str(dtype) in ("bool", "boolean"):
+            return True
+        return super()._is_categorical(values)
 
 
 def formula_columns(formula: str, data_cols: pd.Index) -> list[str]:
@@ -28,8 +57,15 @@ def quote_dotted(text: str, data_cols: pd.Index) -> str:
     return text
 
 
-def formula_matrix(formula: str, data: pd.DataFrame, what: str, **kwargs: Any):
-    """formulaic's model matrix; its errors (unknown names, bad syntax) as a ValueError."""
+def formula_matrix(formula: str, data: pd.DataFrame, what: str, r_logicals: bool = True,
+                   **kwargs: Any):
+    """formulaic's model matrix; its errors (unknown names, bad syntax) as a ValueError.
+
+    ``r_logicals``: code logical values as R's two-level factors (:class:`RMaterializer`);
+    False keeps them numeric 0/1 (a logical outcome read as a number).
+    """
+    if r_logicals:
+        kwargs["materializer"] = RMaterializer
     try:
         return model_matrix(formula, data, **kwargs)
     except Exception as exc:  # formulaic raises several types; report them alike

@@ -112,7 +112,15 @@ def _check_finite(values: np.ndarray, index: pd.Index, what: str) -> None:
 
 def _response(lhs: pd.DataFrame, family: Family) -> np.ndarray:
     """The response vector: numeric, or the indicator of the second level of a two-level
-    factor for binomial families (R: ``y != levels(y)[1]``)."""
+    factor for binomial families (R: ``y != levels(y)[1]``). A logical response (coded as a
+    factor by :class:`~surveysynth.analysis.formulas.RMaterializer`) is its 0/1 values, as R's
+    ``glm`` takes a logical ``y`` for any family."""
+    names = list(map(str, lhs.columns))
+    stems = {n.rsplit("[", 1)[0] for n in names}
+    if len(stems) == 1 and set(names) <= {f"{next(iter(stems))}[{v}]" for v in (False, True)}:
+        true = f"{next(iter(stems))}[True]"
+        return (np.asarray(lhs[true], dtype=float) if true in names
+                else np.zeros(lhs.shape[0]))
     if lhs.shape[1] == 1:
         return np.asarray(lhs, dtype=float)[:, 0]
     if lhs.shape[1] == 2 and family.kind == "binomial":
@@ -225,9 +233,12 @@ def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: s
         codes = np.where(model.fit_rows, 0, -1)
         vcov = influence_covariance(design, infl, codes)
     degf = float(design.domain_df(codes, 1)[0])
+    # what regTermTest(method="LRT"), anova and AIC refit a sub-model with (R: update())
+    refit = {"design": design, "family": fam, "offset": offset, "na_rm": na_rm,
+             "maxit": maxit, "epsilon": epsilon}
     return GLMResults(formula=formula, family=fam, fit=fit, model=model, vcov_matrix=vcov,
                       design_df=degf, design_kind=getattr(design, "design_kind", "taylor"),
-                      replicates=replicates)
+                      replicates=replicates, prior_weights=prior, refit=refit)
 
 
 def _replicate_vcov(design, model, fam, fit, maxit, epsilon):
@@ -267,7 +278,8 @@ class GLMResults:
 
     def __init__(self, formula: str, family: Family, fit: IRLSFit, model: _Model,
                  vcov_matrix: np.ndarray, design_df: float, design_kind: str,
-                 replicates: np.ndarray | None = None) -> None:
+                 replicates: np.ndarray | None = None, prior_weights: np.ndarray | None = None,
+                 refit: dict[str, Any] | None = None) -> None:
         names = model.names
         self.formula = formula
         self.family = family.name
@@ -293,6 +305,50 @@ class GLMResults:
         self.pvalues = pd.Series(p, index=names, name="p")
         self.replicates = None if replicates is None else pd.DataFrame(replicates, columns=names)
         self.fitted_values = fit.mu
+        self.prior_weights = prior_weights  # R glm$prior.weights (rescaled to mean 1)
+        self.refit_arguments = refit  # design, family, offset, na_rm, maxit, epsilon
+
+    @property
+    def family_object(self) -> Family:
+        """The :class:`~surveysynth.analysis.families.Family` fitted (R ``family(glm)``)."""
+        return self._family
+
+    @property
+    def y(self) -> np.ndarray:
+        """The response used by the fit (R ``glm$y``)."""
+        return self._fit.y.copy()
+
+    @property
+    def linear_predictors(self) -> np.ndarray:
+        """Linear predictor with the offset (R ``glm$linear.predictors``)."""
+        return self._fit.eta.copy()
+
+    @property
+    def model_matrix(self) -> np.ndarray:
+        """The fitted model matrix (R ``model.matrix(glm)``)."""
+        return self._model.X.copy()
+
+    @property
+    def offset(self) -> np.ndarray:
+        """The offset of the fit (zeros without one)."""
+        return self._model.offset.copy()
+
+    @property
+    def fit_rows(self) -> np.ndarray:
+        """Boolean over the design's ``full_data``: the rows of the fit."""
+        return self._model.fit_rows.copy()
+
+    @property
+    def term_columns(self) -> dict[str, list[int]]:
+        """Model terms (formulaic's labels, ``"1"`` the intercept) and their columns (R's
+        ``assign``)."""
+        return {str(t): list(c) for t, c in self._model.spec.term_indices.items()}
+
+    @property
+    def term_factors(self) -> dict[str, frozenset[str]]:
+        """Model terms and the set of factors each is made of (``a:b`` and ``b:a`` alike)."""
+        return {str(t): frozenset(str(f) for f in t.factors)
+                for t in self._model.spec.term_indices}
 
     def model_column(self, k: int) -> np.ndarray:
         """Column ``k`` of the fitted model matrix (rows of the fit)."""
@@ -301,6 +357,41 @@ class GLMResults:
     def vcov(self) -> pd.DataFrame:
         """Design-based covariance matrix of the coefficients (R ``vcov(svyglm)``)."""
         return self._vcov.copy()
+
+    def regTermTest(self, test_terms: Any, null: Any = None, df: float | None = None,  # noqa: N802
+                    method: str = "Wald", lrt_approximation: str = "saddlepoint"):
+        """Wald or Rao-Scott working test of model terms (R ``regTermTest``); see
+        :func:`surveysynth.analysis.regTermTest`."""
+        from .regtest import regTermTest
+
+        return regTermTest(self, test_terms, null=null, df=df, method=method,
+                           lrt_approximation=lrt_approximation)
+
+    reg_term_test = regTermTest
+
+    def anova(self, other: GLMResults | None = None, test: str = "F", method: str = "LRT",
+              force: bool = False):
+        """R ``anova.svyglm``: nested models or sequential terms; see
+        :func:`surveysynth.analysis.anova`."""
+        from .regtest import anova
+
+        return anova(self, other, test=test, method=method, force=force)
+
+    def aic(self, k: float = 2.0, null_has_intercept: bool = True,
+            survey_version: str = "4.5") -> pd.Series:
+        """Design-based AIC (Lumley & Scott 2015; R ``AIC.svyglm``): ``eff.p``, ``AIC``,
+        ``deltabar``; see :func:`surveysynth.analysis.AIC`."""
+        from .regtest import AIC
+
+        return AIC(self, k=k, null_has_intercept=null_has_intercept,
+                   survey_version=survey_version)
+
+    def bic(self, maximal: GLMResults) -> pd.Series:
+        """Design-based BIC against a maximal model (R ``BIC.svyglm``): ``p``, ``BIC``,
+        ``neff``; see :func:`surveysynth.analysis.BIC`."""
+        from .regtest import BIC
+
+        return BIC(self, maximal=maximal)
 
     cov_params = vcov
 
