@@ -38,6 +38,7 @@ Weights always mean sampling weights; risk weights are ``alpha``.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from typing import Any, ClassVar
@@ -285,6 +286,7 @@ class Synthesizer:
         self._rng_ = secret_rng(self.random_state)
         self.seeded_ = is_seeded(self.random_state)
         self.design_fpc_ = _fpc_source(design)
+        self.fit_design_ = design  # confidential: for the release's report (never written)
         spent = len(getattr(self, "ledger_", []))
         try:
             self._fit(design, self._rng_)
@@ -313,7 +315,11 @@ class Synthesizer:
         perms = [self._rng_.permutation(len(f)) for f in frames]
         designs = [self._design_of(f, spec, p) for f, p in zip(frames, perms, strict=True)]
         record = self.privacy_record(m)
-        conf: dict[str, Any] = {"_row_permutations": perms}
+        # in memory only (keys with "_" are never written): the row order, and what the
+        # disclosure-review report of SyntheticRelease.save needs (this fit as released)
+        conf: dict[str, Any] = {"_row_permutations": perms,
+                                "_report": {"synthesizer": copy.copy(self),
+                                            "design": self.fit_design_}}
         summary = getattr(self, "confidential_summary", None)
         if callable(summary):
             conf.update(summary())
