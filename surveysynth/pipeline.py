@@ -1015,8 +1015,9 @@ def report_config(syn: Any, design: Any) -> ReleaseConfig:
 def write_release_report(folder: Path, release: Any) -> list[str] | None:
     """The disclosure-review report of a release made by a synthesizer in this session
     (:meth:`SyntheticRelease.save`): the same report as `surveysynth release` writes
-    (:func:`write_confidential_report`), into ``folder``. Returns its flags, or None when the
-    release holds no fit (a loaded release: its confidential data is not in it)."""
+    (:func:`write_confidential_report`), into ``folder``, with the warnings the fit and the
+    release raised (as the command lists them). Returns its flags beyond those warnings, or
+    None when the release holds no fit (a loaded release: its confidential data is not in it)."""
     ctx = release.confidential.get("_report")
     if not ctx:
         return None
@@ -1024,7 +1025,7 @@ def write_release_report(folder: Path, release: Any) -> list[str] | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the utility fits' numerical notes
         return write_confidential_report(folder, report_config(syn, design), design, syn,
-                                         release)
+                                         release, list(dict.fromkeys(ctx.get("warnings", []))))
 
 
 def _no_tuning(method: str, syn: Any) -> str:
