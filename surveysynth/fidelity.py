@@ -310,8 +310,9 @@ def release_fidelity(design: Any, release: Any, modelled: Sequence[str],
     """:func:`fidelity_flags` of a release against its confidential design.
 
     ``modelled``: the variables the synthesizer modelled (the numeric ones among them are
-    checked); ``bounds``: the synthesizer's declared public bounds (entries for other variables
-    are ignored). The integer columns are the checked variables with an integer dtype in the
+    checked, except the design's columns: a synthesized stratum code, PBP's, is design
+    structure, not a quantity with quantiles and correlations); ``bounds``: the
+    synthesizer's declared public bounds (entries for other variables are ignored). The integer columns are the checked variables with an integer dtype in the
     confidential data; the other released numeric variables enter the correlations, except
     the design's columns (:func:`design_columns`: ids, strata, fpc, weights, which are not
     survey variables: a correlation of salary with an fpc says nothing). ``thresholds``: ``bound_share``, ``bound_ratio``, ``quantile_tol``,
@@ -324,12 +325,13 @@ def release_fidelity(design: Any, release: Any, modelled: Sequence[str],
         return (c in data.columns and _is_number(data[c])
                 and all(c in f.columns and _is_number(f[c]) for f in frames))
 
-    synthesized = [c for c in dict.fromkeys(modelled) if numeric(c)]
+    design_cols = design_columns(design)
+    synthesized = [c for c in dict.fromkeys(modelled) if numeric(c) and c not in design_cols]
     weight_cols = {w for w in [getattr(design, "weights_var", None),
                                *(getattr(d, "weights_var", None) for d in release.designs)]
                    if isinstance(w, str)}
     others = [c for c in data.columns if c not in synthesized and c not in weight_cols
-              and c not in design_columns(design) and numeric(c)]
+              and c not in design_cols and numeric(c)]
     declared = dict(bounds or {})
     checked = {v: tuple(declared[v]) for v in synthesized if v in declared}
     integer = [v for v in synthesized if pd.api.types.is_integer_dtype(data[v])]

@@ -6,16 +6,24 @@ computed from the confidential data, so none of it may be published (the public 
 release holds only what its privacy record covers). Rendered by Jinja2 with autoescaping (no
 hand-built HTML), pictures embedded as PNG and also returned as files.
 
-Layout, in the order a review board reads it: the not-for-publication notice; the summary card
-(``<dl id="summary-card">``: method, epsilon to 3 significant digits, Delta_alpha where the
-guarantee has one, the guarantee label and text from the privacy record, the convergence verdict
-with max R-hat / min ESS / divergences); warnings highlighted (``role="alert"``); the published
-tables as exported (computed from the synthetic release); the fidelity flags
-(:func:`fidelity_section`: pile-up at public bounds, moved quantiles and correlations, from
-:mod:`surveysynth.fidelity`, each flag also a warning); utility and risk pictures with
-captions and legends; tuning, fit summary and MCMC diagnostics folded in ``<details>``. Numbers
-are formatted by meaning (:func:`format_table`): counts as integers, other numbers to 4
-significant digits. ``tests/test_report.py`` renders it in headless Chromium.
+Layout, the same for every method, in the order a review board reads it: the
+not-for-publication notice; the summary card (``<dl id="summary-card">``: the one-line verdict
+first (:func:`verdict_line`: "Released: 3 synthetic sets, epsilon 20.4 spent (...) - 2 fidelity
+flags"), method, epsilon to 3 significant digits, Delta_alpha where the guarantee has one, the
+guarantee's label with its full text folded in ``<details>``, the attack evidence's verdict, the
+convergence verdict with max R-hat / min ESS / divergences); the warnings (``role="alert"``
+when there are any); the published tables as exported; then every section of
+:data:`SECTIONS` in its order: fidelity flags, identification risk, attack-based evidence,
+utility of the published tables, of each synthesized variable and of their joint distribution,
+and the diagnostics (tuning, fit summary, MCMC; folded). A section that does not apply says why
+in one line (:func:`not_applicable`, e.g. "JointExp draws exactly: no MCMC diagnostics.").
+Every fidelity flag, failed gate and regression coefficient past :data:`STD_DIFF_FLAG` is a
+warning. Numbers are formatted by meaning (:func:`format_table`, :mod:`surveysynth._format`):
+never in scientific notation, counts as integers, shares as percentages, epsilons to 3
+significant digits, estimates to the place of their SE. The same report is rendered as
+Markdown (``render(..., markdown=True)``: ``report.md``, the guarantee's label on its line and
+its text after the card). ``tests/test_report.py`` renders the HTML in headless Chromium;
+``tests/test_report_shape.py`` checks the shape for every method.
 """
 
 from __future__ import annotations
