@@ -1022,6 +1022,10 @@ def write_release_report(folder: Path, release: Any) -> list[str] | None:
     if not ctx:
         return None
     syn, design = ctx["synthesizer"], ctx["design"]
+    if not hasattr(design, "data"):  # fit on a data frame: a sample of equal weights
+        from .design import SurveyDesign, as_pandas
+
+        design = SurveyDesign(as_pandas(design, "design"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the utility fits' numerical notes
         return write_confidential_report(folder, report_config(syn, design), design, syn,
