@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# chromium: tests/test_report.py renders the confidential report headless to a PNG
-APT_PKGS=(r-base-core r-base-dev r-cran-survey r-cran-sampling r-cran-mitools r-cran-reticulate r-cran-testthat chromium)
+# chromium: tests/test_report.py renders the confidential report headless to a PNG;
+# r-cran-roxygen2: the R package's help pages (man/*.Rd) are generated from R/*.R (tests/test_rpkg_check.py)
+APT_PKGS=(r-base-core r-base-dev r-cran-survey r-cran-sampling r-cran-mitools r-cran-reticulate r-cran-testthat r-cran-roxygen2 chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,16 @@ Each of the m data sets gives, for each of k estimands, a point estimate ``q_l``
 * ``kind="full"`` (full synthesis, Raghunathan, Reiter & Rubin 2003): ``T_f = (1 + 1/m) b - ubar``,
   ``df = (m-1) (1 - m ubar / ((m+1) b))^2``; when ``T_f <= 0`` the always-positive
   ``T_f* = (n_syn/n) ubar`` (Reiter 2002) is used and the row is flagged in ``note``;
+* for both synthesis rules, with the synthetic design's complete-data df ``nu_com`` given
+  (``df_complete``; a release passes each estimate's design df, R's ``degf``: PSUs minus
+  strata), the df are capped by a Barnard-Rubin (1999) style small-sample adjustment
+  (issue 36, D8): ``nu = (1/nu_m + 1/nu_obs)^-1`` with ``nu_obs = nu_com (nu_com + 1) /
+  (nu_com + 3) (1 - gamma)``, ``nu_m`` the rule's large-sample df above and ``gamma`` the
+  between share of T: ``(b/m) / T_p`` for partial synthesis; 0 for full synthesis (T_f is
+  the between component minus ubar, so no share of it is "within"; the cap is then
+  ``nu_com (nu_com+1)/(nu_com+3)`` combined harmonically with nu_m). So nu <= min(nu_m,
+  nu_obs) < nu_com: a synthetic release never claims more df than its design has (apiclus1:
+  14, not 102), and with ``nu_com`` infinite the large-sample df are unchanged;
 * ``kind="mi"`` (multiple imputation, Rubin 1987): ``T = ubar + (1 + 1/m) b`` with Rubin's
   large-sample df ``(m-1)(1 + 1/r)^2``, ``r = (1+1/m) b / ubar``, or the Barnard-Rubin (1999)
   small-sample df when the complete-data df is given.
@@ -79,8 +89,10 @@ def combine(
     n, n_syn : the confidential sample size and the size of one synthetic data set; used only by
         the full-synthesis fallback ``T_f* = (n_syn/n) ubar`` (an error if it is needed and they
         are missing).
-    df_complete : complete-data degrees of freedom for ``kind="mi"`` (scalar or one per
-        estimand); ``None`` gives Rubin's large-sample df (as R ``mitools::MIcombine``).
+    df_complete : complete-data degrees of freedom nu_com (scalar or one per estimand; inf or
+        NaN entries: none). ``kind="mi"``: the Barnard-Rubin df; ``None`` gives Rubin's
+        large-sample df (as R ``mitools::MIcombine``). ``"partial"`` / ``"full"``: the
+        synthetic design's df (R ``degf``) capping the rule's df (module notes, D8).
     level : confidence level of the interval.
 
     Returns
@@ -122,6 +134,7 @@ def combine(
             if kind == "partial":
                 T = ubar + b / m
                 df = np.where(b > 0, (m - 1) * (1 + ubar / (b / m)) ** 2, np.inf)
+                df = _cap_df(df, df_complete, (b / m) / T, k)
             elif kind == "full":
                 T = (1 + 1 / m) * b - ubar
                 df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
@@ -139,6 +152,7 @@ def combine(
                     T = np.where(fb, (n_syn / n) * ubar, T)
                     df = np.where(fb, np.inf, df)
                     note[fb] = NOTE_FALLBACK
+                df = _cap_df(df, df_complete, np.zeros(k), k)
             else:  # mi
                 T = ubar + (1 + 1 / m) * b
                 r = (1 + 1 / m) * b / ubar
@@ -170,6 +184,65 @@ def combine(
             "note": note,
         }
     )
+
+
+def _cap_df(df: np.ndarray, df_complete: float | ArrayLike | None, gamma: np.ndarray,
+            k: int) -> np.ndarray:
+    """The synthesis rules' df capped by the design's complete-data df (D8, module notes):
+    ``(1/df + 1/nu_obs)^-1``, ``nu_obs = nu_com (nu_com+1)/(nu_com+3) (1 - gamma)``; entries
+    without a finite positive nu_com keep their df."""
+    if df_complete is None:
+        return df
+    nu_com = np.broadcast_to(np.asarray(df_complete, dtype=float), (k,))
+    if (nu_com <= 0).any():
+        bad = np.flatnonzero(nu_com <= 0)[:5].tolist()
+        raise ValueError(
+            f"df_complete: non-positive design df for estimand(s) {bad} ({nu_com[bad].tolist()}):"
+            " a design with no more PSUs than strata has no variance estimate. Fix: check the "
+            "synthetic designs' ids/strata (or pass None: no cap).")
+    finite = np.isfinite(nu_com)
+    if not finite.any():
+        return df
+    g = np.clip(np.nan_to_num(np.asarray(gamma, dtype=float), nan=0.0), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu_obs = nu_com * (nu_com + 1) / (nu_com + 3) * (1 - g)
+        capped = 1.0 / (1.0 / df + 1.0 / nu_obs)
+    return np.where(finite & np.isfinite(capped), capped,
+                    np.where(finite, np.minimum(df, nu_obs), df))
+
+
+#: one line per rule: what it is, its df and its assumptions (printed with a release estimate)
+RULE_TEXT = {
+    "partial": ("partial synthesis (Reiter 2003): T = ubar + b/m",
+                "each set's estimate approximately normal with a design-consistent "
+                "variance, a synthesis model congenial to the analysis, and sets drawn "
+                "independently given the confidential data"),
+    "full": ("full synthesis (Raghunathan, Reiter & Rubin 2003): T = (1+1/m) b - ubar",
+             "each set's estimate approximately normal with a design-consistent "
+             "variance, a correct (congenial) synthesis model, and sets drawn independently "
+             "from the posterior predictive of the population"),
+    "mi": ("multiple imputation (Rubin 1987): T = ubar + (1+1/m) b",
+           "proper imputations from a model congenial to the analysis"),
+}
+
+
+def rule_note(result: pd.DataFrame, kind: str, df_complete: ArrayLike | None = None) -> str:
+    """Two lines for a combined estimate's print: the rule and its df (with the design df
+    that capped it, D8), and one line of the rule's assumptions."""
+    rule, assumes = RULE_TEXT[kind]
+    df = np.asarray(result["df"], dtype=float)
+    fin = df[np.isfinite(df)]
+    df_txt = ("inf" if fin.size == 0 else f"{fin.min():.3g}" if fin.min() == fin.max()
+              else f"{fin.min():.3g}-{fin.max():.3g}")
+    cap = ""
+    if df_complete is not None:
+        nu = np.asarray(df_complete, dtype=float)
+        nu = nu[np.isfinite(nu)]
+        if nu.size:
+            nu_txt = f"{nu.min():.4g}" if nu.min() == nu.max() else f"{nu.min():.4g}-{nu.max():.4g}"
+            cap = (f", capped by the synthetic design's df {nu_txt} (Barnard & Rubin 1999: "
+                   "nu = (1/nu_m + 1/nu_obs)^-1)")
+    return f"Rule: {rule}; df {df_txt}{cap}.\nAssumes: {assumes}."
 
 
 def low_df_note(result: pd.DataFrame, kind: str) -> str | None:
@@ -217,15 +290,18 @@ def combine_sets(
     n_syn: float,
     n_original: float | None = None,
     level: float = 0.95,
+    df_complete: ArrayLike | None = None,
 ) -> pd.DataFrame:
     """:func:`combine` for the m synthetic sets of a release (the rule a release applies).
 
     ``n_original`` is the confidential sample size when the release publishes it; without it
     the full-synthesis fallback takes n = n_syn and its note says so, so a reader sees that
-    the fallback variance rests on that assumption.
+    the fallback variance rests on that assumption. ``df_complete``: each estimand's design
+    df in the synthetic designs (the smallest over the m sets), which caps the rule's df (D8).
     """
     n = n_original if n_original is not None else n_syn
-    out = combine(estimates, variances, kind=kind, n=n, n_syn=n_syn, level=level)
+    out = combine(estimates, variances, kind=kind, n=n, n_syn=n_syn, level=level,
+                  df_complete=df_complete)
     if n_original is None and kind == "full":
         notes = out["note"].to_numpy(dtype=object).copy()
         notes[notes == NOTE_FALLBACK] = NOTE_FALLBACK + " (n_original unknown: n taken as n_syn)"

@@ -266,6 +266,30 @@ class SurveyDesign(Estimators):
 
     Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
     DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
+
+    The analysis API is the estimators (``mean``, ``total``, ``ratio``, ``proportion``,
+    ``quantile``), ``subset``, the replicate-design makers and calibration. Methods whose
+    docstring starts "Engine API, internal" (``domains``, ``missing_rows``,
+    ``numeric_values``, ``level_indicators``, ``domain_ratios``, ``domain_df``,
+    ``resolve_df``, ...) are the interface of estimation engines (also third-party ones,
+    entry-point group ``surveysynth.engines``), tables and privacy mechanisms; they keep
+    public names because that code lives outside the class (docs/architecture.md).
+
+    Example (R: ``svydesign(id = ~1, strata = ~stype, weights = ~pw, data = df)``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> d = ss.SurveyDesign(df, strata="stype", weights="pw")
+    >>> d.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
+    >>> d.mean("~api00", by="stype")[["stype", "estimate", "se"]].round(2)
+      stype  estimate     se
+    0     E    650.00  28.87
+    1     H    596.67  26.03
     """
 
     def __init__(
@@ -598,7 +622,9 @@ class SurveyDesign(Estimators):
     _pps = None
 
     def with_calibration(self, weights: np.ndarray, adjustment: Any) -> SurveyDesign:
-        """A copy with calibrated ``weights`` whose linearization variance first passes the
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        A copy with calibrated ``weights`` whose linearization variance first passes the
         influence values through ``adjustment.residualize`` (after earlier calibrations'), as
         R's ``svyrecvar`` does with ``postStrata``. Built by :mod:`surveysynth.calibration`."""
         new = object.__new__(type(self))

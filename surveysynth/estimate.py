@@ -483,7 +483,9 @@ class Estimators:
     # ---------------------------------------------------------------- domain-estimation API
     def domains(self, by: str | Sequence[str] | None = None,
                 na_rows: np.ndarray | None = None) -> Domains:
-        """Domain codes of every row of :attr:`full_data` (R ``svyby``'s groups).
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Domain codes of every row of :attr:`full_data` (R ``svyby``'s groups).
 
         Rows outside the subset, and ``na_rows`` (from :meth:`missing_rows`), get code -1.
         Without ``by`` every row in scope is domain 0. Missing ``by`` values are an error.
@@ -545,7 +547,9 @@ class Estimators:
         return by_df
 
     def missing_rows(self, columns: list[str], na_rm: bool, what: str) -> np.ndarray | None:
-        """Rows of :attr:`full_data` in scope with a missing value in ``columns`` (None: none).
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Rows of :attr:`full_data` in scope with a missing value in ``columns`` (None: none).
 
         Without ``na_rm`` a missing value is a ValueError naming the column, the first rows
         and the fix (``what`` names the caller in the message).
@@ -567,7 +571,9 @@ class Estimators:
         return na
 
     def numeric_values(self, col: str) -> np.ndarray:
-        """Values of numeric column ``col`` over :attr:`full_data` as float (NaN if missing)."""
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Values of numeric column ``col`` over :attr:`full_data` as float (NaN if missing)."""
         s = self._frame[col]
         if is_categorical(s):
             raise ValueError(
@@ -577,7 +583,9 @@ class Estimators:
         return s.to_numpy(dtype=float, na_value=np.nan)
 
     def level_indicators(self, col: str) -> tuple[np.ndarray, list]:
-        """0/1 indicator columns of the levels of ``col`` (levels seen in the subset, R order).
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        0/1 indicator columns of the levels of ``col`` (levels seen in the subset, R order).
 
         Rows of :attr:`full_data` in a (n_full, L) float matrix, NaN where ``col`` is missing.
         """
@@ -594,7 +602,9 @@ class Estimators:
 
     def domain_ratios(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
                       count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Domain ratios of weighted totals sum(w Y) / sum(w X) and their design variances.
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Domain ratios of weighted totals sum(w Y) / sum(w X) and their design variances.
 
         ``Y`` and ``X`` are (n_full, V) arrays over :attr:`full_data` (no NaN: zero-fill
         first); ``X=None`` gives totals. ``codes``/``count`` come from :meth:`domains`.
@@ -616,7 +626,9 @@ class Estimators:
         return est, var, z, None, None
 
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
-        """Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Design degrees of freedom of each domain (R ``degf`` of the domain subset)."""
         return self._df_core(codes, count)
 
     def _variables(self, variables, allow_categorical: bool):
@@ -668,7 +680,9 @@ class Estimators:
 
     # ---------------------------------------------------------------- df and counts
     def resolve_df(self, df: Any, dom: np.ndarray, D: int) -> np.ndarray:
-        """Degrees of freedom of each domain for ``df=``: None -> the domain's own (R ``degf``
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Degrees of freedom of each domain for ``df=``: None -> the domain's own (R ``degf``
         of the domain subset), ``"design"`` -> the design's (R ``degf(design)``), a number."""
         if df is None:
             return np.asarray(self._df_core(dom, D), dtype=float)

@@ -430,6 +430,15 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
             constructed.check_data(design)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+    # issue 36 (D6, D7): the design the synthesizer refuses (clusters it cannot carry; weights
+    # that vary within strata of a quantile synthesis), before any MCMC
+    check = getattr(constructed, "check_design", None)
+    if callable(check):
+        try:
+            check(design)
+        except ValueError as exc:
+            keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
+            raise ConfigError(f"[design] {keys}: {exc}") from exc
 
 
 def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .combine import combine_sets, low_df_note
+from .combine import combine_sets, low_df_note, rule_note
 from .privacy.confidential import write_confidential
 from .privacy.record import PrivacyRecord
 
@@ -54,13 +54,16 @@ class ReleaseEstimate(pd.DataFrame):
     """A combined estimate of a release: a pandas DataFrame that prints every column.
 
     Printed (``repr``), it shows all columns, ``df``, ``ci_low`` and ``ci_high`` included
-    (pandas would otherwise elide middle columns in a narrow terminal), and, when a row has
-    df < 2, one line below the table saying why and what helps
-    (:func:`surveysynth.combine.low_df_note`). Any operation on it returns a plain DataFrame.
+    (pandas would otherwise elide middle columns in a narrow terminal), then the rule, its df
+    (capped by the synthetic design's df, issue 36 D8) and one line of its assumptions
+    (:func:`surveysynth.combine.rule_note`), and, when a row has df < 2, one line saying why
+    and what helps (:func:`surveysynth.combine.low_df_note`). Any operation on it returns a
+    plain DataFrame.
     """
 
-    _metadata = ["release_kind"]
+    _metadata = ["release_kind", "design_df"]
     release_kind: str = "full"  # the release's rule ("partial" / "full"), set by the release
+    design_df: Any = None  # per row: the synthetic designs' df that capped the rule's df
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
@@ -70,20 +73,26 @@ class ReleaseEstimate(pd.DataFrame):
         """The df < 2 explanation (None when every row has df >= 2)."""
         return low_df_note(self, self.release_kind)
 
+    def rule_note(self) -> str:
+        """The rule, its df (and the design df that capped it) and its assumptions: two lines."""
+        return rule_note(self, self.release_kind, self.design_df)
+
     def __repr__(self) -> str:
         with pd.option_context("display.max_columns", None):
             text = pd.DataFrame(self).__repr__()
+        text = f"{text}\n{self.rule_note()}"
         note = self.df_note()
         return text if note is None else f"{text}\n{note}"
 
     def _repr_html_(self) -> str | None:
         with pd.option_context("display.max_columns", None):
             html = pd.DataFrame(self)._repr_html_()
-        note = self.df_note()
-        if html is None or note is None:
+        if html is None:
             return html
         from html import escape
-        return f"{html}<p>{escape(note)}</p>"
+        html = f"{html}<p>{escape(self.rule_note())}</p>"
+        note = self.df_note()
+        return html if note is None else f"{html}<p>{escape(note)}</p>"
 
 
 def _as_record(privacy: Any, m: int) -> PrivacyRecord:
@@ -127,6 +136,21 @@ def _design_spec(design: Any) -> dict[str, Any]:
     }
 
 
+def _design_df(stacked: pd.DataFrame, sets: np.ndarray, row: np.ndarray, m: int,
+               k: int) -> np.ndarray | None:
+    """Per estimand, the smallest design df over the m synthetic sets (their ``df`` column,
+    R's ``degf`` of the domain); NaN where no set reports one (no cap)."""
+    if "df" not in stacked.columns:
+        return None
+    d = np.full((m, k), np.nan)
+    d[sets, row] = pd.to_numeric(stacked["df"], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        nu = np.where(np.isnan(d).all(axis=0), np.nan, np.nanmin(np.where(np.isnan(d), np.inf, d), axis=0))
+        # a domain with no design df in some set (<= 0): no cap (its per-set t has none either)
+        nu[~(nu > 0)] = np.nan
+    return nu
+
+
 class SyntheticRelease:
     """m synthetic survey designs with their synthesis kind and privacy record.
 
@@ -144,6 +168,25 @@ class SyntheticRelease:
     confidential : dict, optional
         What the disclosure review needs (tuning path, diagnostics, seed, ...): kept in memory
         and written only to ``confidential/`` by :meth:`save`, never to ``public/``.
+
+    Example (made by a synthesizer's ``release``; KNG quantile synthesis of one variable):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60)})
+    >>> df["w"] = np.where(df["field"] == "a", 80.0, 120.0)  # constant within strata
+    >>> d = ss.SurveyDesign(df, strata="field", weights="w")
+    >>> syn = ss.synth.QuantileSynthesizer(variables="salary", bounds={"salary": (0, 5e5)},
+    ...                                    epsilon=5, m=3, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m, rel.epsilon
+    ('full', 3, 5.0)
+    >>> rel.mean("salary").columns.tolist()[:6]
+    ['variable', 'estimate', 'variance', 'se', 'cv', 'df']
     """
 
     def __init__(
@@ -245,10 +288,12 @@ class SyntheticRelease:
         )
 
     # ---------------------------------------------------------------- combining
-    def _combine_arrays(self, q: np.ndarray, u: np.ndarray, level: float) -> pd.DataFrame:
-        """The release's combining rule (q, u shaped (m, k)), with a ``cv`` column."""
+    def _combine_arrays(self, q: np.ndarray, u: np.ndarray, level: float,
+                        df_complete: np.ndarray | None = None) -> pd.DataFrame:
+        """The release's combining rule (q, u shaped (m, k)), with a ``cv`` column;
+        ``df_complete`` (k,): the synthetic designs' df per estimand, capping the rule's df."""
         out = combine_sets(q, u, kind=self._kind, n_syn=self.n_syn,
-                           n_original=self._n_original, level=level)
+                           n_original=self._n_original, level=level, df_complete=df_complete)
         with np.errstate(divide="ignore", invalid="ignore"):
             out.insert(out.columns.get_loc("se") + 1, "cv",
                        out["se"].to_numpy(float) / np.abs(out["estimate"].to_numpy(float)))
@@ -277,7 +322,8 @@ class SyntheticRelease:
         if additive:
             q[absent] = 0.0
             u[absent] = 0.0
-        out = self._combine_arrays(q, u, level)
+        nu = _design_df(stacked, sets, row, self.m, k)
+        out = self._combine_arrays(q, u, level, nu)
         notes = out["note"].to_numpy(dtype=object).copy()
         n_absent = absent.sum(axis=0)
         if n_absent.any():
@@ -292,6 +338,7 @@ class SyntheticRelease:
                 res[c] = pd.Categorical(res[c], categories=frames[0][c].cat.categories)
         est = ReleaseEstimate(pd.concat([res, out], axis=1))
         est.release_kind = self._kind
+        est.design_df = nu
         return est
 
     def _run(self, method: str, args: tuple, by, na_rm: bool, level: float,
@@ -369,7 +416,10 @@ class SyntheticRelease:
             )
         q = np.vstack([f.params.to_numpy() for f in fits])
         u = np.vstack([f.bse.to_numpy() ** 2 for f in fits])
-        out = self._combine_arrays(q, u, level)
+        # each coefficient's complete-data df: the smallest residual df (design df + 1 - p)
+        nu = np.full(q.shape[1], float(min(f.df_resid for f in fits)))
+        nu[~(nu > 0)] = np.nan  # no design df: no cap (the per-set t has none either)
+        out = self._combine_arrays(q, u, level, nu)
         out.insert(0, "term", terms)
         est, se, df = (out[c].to_numpy(float) for c in ("estimate", "se", "df"))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -380,6 +430,7 @@ class SyntheticRelease:
         out["p"] = p
         est = ReleaseEstimate(out)
         est.release_kind = self._kind
+        est.design_df = nu
         return est
 
     # ---------------------------------------------------------------- persistence

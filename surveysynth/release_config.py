@@ -107,7 +107,9 @@ SCHEMA: tuple[Section, ...] = (
             "weights (R `svrepdesign`: give `repweights`). An empty section is a simple random "
             "sample with weights 1.", (
         Key("ids", "strings", "cluster ids, outermost first: a column, a list, or a formula "
-            "`\"~dnum+snum\"` (default: one record per cluster)"),
+            "`\"~dnum+snum\"` (default: one record per cluster); PBP, quantile, mixture and nb "
+            "refuse real clusters (`--check` says so: docs/kng.md, \"Weights, strata and "
+            "clusters\")"),
         Key("strata", "strings", "stratum column(s)"),
         Key("weights", "strings", "sampling weight column"),
         Key("probs", "strings", "inclusion probability column(s) (instead of weights)"),
@@ -594,14 +596,21 @@ n_min = 10"""
     risk += ("\n# compared in the confidential report: confidential svyglm vs the release's "
              f'combined coefficients\n[[report.regressions]]\nname = "{name}"\n'
              f'formula = "{model}"\n')
+    design = 'strata = "field"\nweights = "weight"'
+    if method == "quantile":
+        # issue 36 (D7): a quantile synthesis needs weights constant within strata; the
+        # example's PPS weights vary within fields, so it declares the strata alone
+        design = ('# quantile synthesis runs within strata and needs weights constant within '
+                  'each\n# (docs/kng.md, "Weights, strata and clusters"); this PPS sample\'s '
+                  'weights vary within\n# fields, so the example declares the strata alone '
+                  '(weights 1, scaled to population_size)\nstrata = "field"')
     return f"""# surveysynth release config: {method} (complete example; see docs/release-config.md)
 # data: example.csv, made by surveysynth.release_config.example_data() (SDR-like sample)
 [input]
 path = "example.csv"
 
 [design]
-strata = "field"
-weights = "weight"
+{design}
 
 [missing]
 policy = "refuse"

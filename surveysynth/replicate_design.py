@@ -86,6 +86,28 @@ class ReplicateDesign(Estimators):
         multiplying rscales by 1 - f, or ``"correction"`` 1 - f).
     dtype : storage type of the replicate weights (``"float32"`` halves memory; sums are
         always computed in float64).
+
+    The analysis API is the estimators (``mean``, ``total``, ``ratio``, ``proportion``,
+    ``quantile``), ``subset``, the replicate-design makers and calibration. Methods whose
+    docstring starts "Engine API, internal" (``domains``, ``missing_rows``,
+    ``numeric_values``, ``level_indicators``, ``domain_ratios``, ``domain_df``,
+    ``resolve_df``, ...) are the interface of estimation engines (also third-party ones,
+    entry-point group ``surveysynth.engines``), tables and privacy mechanisms; they keep
+    public names because that code lives outside the class (docs/architecture.md).
+
+    Example (usually made from a design by ``bootstrap``, ``jackknife`` or ``brr``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> rd = ss.SurveyDesign(df, strata="stype", weights="pw").jackknife()
+    >>> rd.replicates
+    6
+    >>> rd.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
     """
 
     design_kind = "replicate"
@@ -178,7 +200,9 @@ class ReplicateDesign(Estimators):
                      index: np.ndarray | None, type_: str, scale: float, rscales: np.ndarray,
                      rho: float | None, mse: bool, inside: np.ndarray,
                      source: str = "", combined: bool = False) -> ReplicateDesign:
-        """A design from compact replicate factors: replicate weight = pw * factors[index].
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        A design from compact replicate factors: replicate weight = pw * factors[index].
 
         ``frame``/``pw``/``inside`` are a design's ``full_data``, ``full_weights`` and
         ``in_subset``; ``factors`` (K, R) and ``index`` (row -> factor row, None: identity)
@@ -313,7 +337,9 @@ class ReplicateDesign(Estimators):
 
     def replicate_estimates(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
                             count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Domain ratios of weighted totals (as :meth:`domain_ratios`) and their replicates.
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        Domain ratios of weighted totals (as :meth:`domain_ratios`) and their replicates.
 
         Returns the (count, V) full-sample estimates and the (R, count*V) replicate estimates
         (domain-major columns), for statistics built on them (R ``return.replicates=TRUE``).

@@ -103,6 +103,22 @@ class Table:
     sums over a variable), ``cell`` (interior / row margin / column margin / grand total) and
     ``estimate, se, cv, ci_low, ci_high, df, n_unweighted, flag, flag_reason`` (plus ``note``,
     ``between``, ``within`` for releases).
+
+    Example (made by :func:`surveysynth.tabulate`):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> t = ss.tabulate(ss.SurveyDesign(df, strata="stype", weights="pw"), rows="stype",
+    ...                 value="api00", stat="mean")
+    >>> t.wide("estimate").round(1)
+           estimate
+    stype
+    E         650.0
+    H         596.7
+    All       632.2
     """
 
     long: pd.DataFrame
@@ -770,8 +786,14 @@ def _finish(long: pd.DataFrame, q: np.ndarray, u: np.ndarray, dfs: np.ndarray,
         meta["source"] = type(source).__name__
         extra = {}
     else:
+        # the rule's df capped by the synthetic designs' df per cell (issue 36, D8;
+        # docs/tables.md, "Which rule and which df"); none where a set has no design df
+        with np.errstate(invalid="ignore"):
+            nu = np.asarray(dfs, dtype=float).min(axis=0)
+        nu = np.where(nu > 0, nu, np.nan)
         comb = combine_sets(q, u, kind=release.kind, n_syn=release.n_syn,
-                            n_original=getattr(release, "n_original", None), level=level)
+                            n_original=getattr(release, "n_original", None), level=level,
+                            df_complete=nu)
         est, se, df = (comb[c].to_numpy(float) for c in ("estimate", "se", "df"))
         lo, hi = comb.ci_low.to_numpy(float), comb.ci_high.to_numpy(float)
         n_unw = nn.mean(axis=0)

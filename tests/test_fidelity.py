@@ -264,8 +264,11 @@ def test_api_release_with_public_bounds(tmp_path, method, extra):
         assert f"<h3>{sub}</h3>" in html, sub
     # the correlation flag against an independent computation from the public Parquet
     pooled = pd.concat(frames, ignore_index=True)
-    w_s = pooled["pw"].to_numpy(float)  # the released weights, N / n
-    assert np.allclose(w_s, 6194 / len(data))
+    w_s = pooled["pw"].to_numpy(float)
+    # the released weights: each stratum's design weight, scaled to N (issue 36, D7: apistrat's
+    # strata are synthesized separately, each record keeps its stratum's weight)
+    w_h = data.groupby("stype")["pw"].first()
+    assert np.allclose(w_s, pooled["stype"].map(w_h).to_numpy(float) * 6194 / data["pw"].sum())
     cov_s = np.cov(pooled["api99"], pooled["api00"], aweights=w_s)
     cov_c = np.cov(data["api99"], data["api00"], aweights=data["pw"])
     r_s = cov_s[0, 1] / np.sqrt(cov_s[0, 0] * cov_s[1, 1])
@@ -277,11 +280,12 @@ def test_api_release_with_public_bounds(tmp_path, method, extra):
     n_flags = text.count("Fidelity: ")
     assert ('role="alert"' in html) is (n_flags > 0)
     assert (f"{n_flags} flag(s), listed among the warnings" in text) is (n_flags > 0)
-    # the report's q99 of api00: the public data's (equal weights: the plain type-1 quantile)
+    # the report's q99 of api00: the public data's, weighted by the released weights (the
+    # stratum weights since issue 36, D7)
     row = re.search(r"<td>api00</td>\s*<td>q99</td>\s*<td>([\d,.]+)</td>\s*<td>([\d,.]+)</td>",
                     html)
     assert row, "no q99 row for api00"
     assert float(row.group(1).replace(",", "")) == pytest.approx(
         weighted_quantile(data["api00"], data["pw"], [0.99])[0])
     assert float(row.group(2).replace(",", "")) == pytest.approx(
-        np.quantile(pooled["api00"], 0.99, method="inverted_cdf"), rel=5e-4)
+        weighted_quantile(pooled["api00"], pooled["pw"], [0.99])[0], rel=5e-4)

@@ -222,17 +222,26 @@ def _release(frames, kind, n_original=None):
     return SyntheticRelease(designs, kind, rec, n_original=n_original), designs
 
 
-def _hand_rule(q, u, kind, n, n_syn):
-    """The combining rules written out (METHODS section 4), independent of combine.py."""
+def _hand_rule(q, u, kind, n, n_syn, nu_com=np.inf):
+    """The combining rules written out (METHODS section 4), independent of combine.py; the df
+    capped by the residual df nu_com (issue 36, D8: (1/df + 1/nu_obs)^-1, nu_obs = nu_com
+    (nu_com+1)/(nu_com+3) (1 - gamma), gamma = (b/m)/T partial, 0 full)."""
     m = q.shape[0]
     qbar = q.sum(axis=0) / m
     b = ((q - qbar) ** 2).sum(axis=0) / (m - 1)
     ubar = u.sum(axis=0) / m
     if kind == "partial":
-        return qbar, ubar + b / m, (m - 1) * (1 + ubar / (b / m)) ** 2
-    T = (1 + 1 / m) * b - ubar
-    df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
-    return qbar, np.where(T > 0, T, n_syn / n * ubar), np.where(T > 0, df, np.inf)
+        T = ubar + b / m
+        df, gamma = (m - 1) * (1 + ubar / (b / m)) ** 2, (b / m) / T
+    else:
+        T = (1 + 1 / m) * b - ubar
+        df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
+        T, df, gamma = np.where(T > 0, T, n_syn / n * ubar), np.where(T > 0, df, np.inf), 0.0
+    nu_com = np.asarray(nu_com, dtype=float)
+    with np.errstate(divide="ignore"):
+        capped = 1 / (1 / df + 1 / (nu_com * (nu_com + 1) / (nu_com + 3) * (1 - gamma)))
+    df = np.where(np.isfinite(nu_com), capped, df)
+    return qbar, T, df
 
 
 @pytest.mark.parametrize("kind", ["partial", "full"])
@@ -249,7 +258,7 @@ def test_release_glm_equals_hand_combining_rule(api, kind):
     fits = [svyglm("api00 ~ ell + meals", d) for d in designs]
     q = np.vstack([f.params for f in fits])
     u = np.vstack([f.bse**2 for f in fits])
-    qbar, T, df = _hand_rule(q, u, kind, 180, 200)
+    qbar, T, df = _hand_rule(q, u, kind, 180, 200, min(f.df_resid for f in fits))
     assert list(got["term"]) == ["Intercept", "ell", "meals"]
     assert_rel(got["estimate"], qbar, 1e-12, "qbar")
     assert_rel(got["variance"], T, 1e-12, "T")
@@ -291,7 +300,8 @@ def test_release_quantile_equals_hand_combining_rule(api):
     per = [d.quantile("api00", [0.25, 0.5], by="stype") for d in designs]
     q = np.vstack([p["estimate"].to_numpy() for p in per])
     u = np.vstack([p["se"].to_numpy() ** 2 for p in per])
-    qbar, T, df = _hand_rule(q, u, "partial", 200, 200)
+    nu = np.vstack([p["df"].to_numpy(float) for p in per]).min(axis=0)  # design df (D8)
+    qbar, T, df = _hand_rule(q, u, "partial", 200, 200, nu)
     assert list(got["quantile"]) == list(per[0]["quantile"])
     assert_rel(got["estimate"], qbar, 1e-12, "quantile qbar")
     assert_rel(got["variance"], T, 1e-12, "quantile T")

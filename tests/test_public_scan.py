@@ -100,6 +100,12 @@ def _run(tmp: Path, method: str) -> dict[str, Any]:
     """Run the release pipeline and keep the fitted synthesizer it ran (a spy on
     fit_and_release: the real pipeline, the real fit)."""
     data = _data()
+    weights = "weight"
+    if method == "quantile":
+        # a quantile synthesis runs within strata and needs weights constant within each
+        # (issue 36, D7): each field's mean weight (the PPS weights vary within fields)
+        data["wfield"] = data.groupby("field")["weight"].transform("mean")
+        weights = "wfield"
     data.to_csv(tmp / "conf.csv", index=False)
     # the sequential config lists [[variables]] after the synthesizer, so tables go before it
     tables = "" if method == "quantile" else TABLE
@@ -110,7 +116,7 @@ def _run(tmp: Path, method: str) -> dict[str, Any]:
 path = "conf.csv"
 [design]
 strata = "field"
-weights = "weight"
+weights = "{weights}"
 [report]
 attacks = false
 [output]

@@ -114,7 +114,7 @@ def python_side():
     import surveysynth as ss
     from surveysynth.datasets import load_api
 
-    d = ss.SurveyDesign(load_api("apiclus2"), ids="~dnum+snum", fpc="~fpc1+fpc2")
+    d = ss.SurveyDesign(load_api("apistrat"), strata="stype", weights="pw", fpc="fpc")
     syn = ss.synth.QuantileSynthesizer(variables="api00", bounds={"api00": (200, 1000)},
                                        epsilon=5, m=3, random_state=1, progress=False)
     rel = syn.fit(d).release()
@@ -166,6 +166,8 @@ def test_readme_r_release_estimate_prints_df_and_ci(readme_run, python_side):
     np.testing.assert_allclose(values, [py.estimate, py.se, py.df, py.ci_low, py.ci_high],
                                rtol=1e-5)
     assert ("df < 2 (1 row(s)): full synthesis" in printed) is bool(py.df < 2)
+    # the rule, its df (capped by the synthetic design's df) and its assumptions (D8)
+    assert rel.mean("api00").rule_note() in printed
 
 
 def test_r_prints_the_df_below_2_line(readme_run, tmp_path):
@@ -199,4 +201,6 @@ def test_r_prints_the_df_below_2_line(readme_run, tmp_path):
     row = py.iloc[0]
     np.testing.assert_allclose(vals, [row.estimate, row.se, row.df, row.ci_low, row.ci_high],
                                rtol=1e-5)
-    assert lines[2] == py.df_note(), r.stdout  # the same one line as Python's print
+    # the rule, its df and its assumptions (issue 36, D8), then the df < 2 line: as Python's
+    assert "\n".join(lines[2:4]) == py.rule_note(), r.stdout
+    assert lines[4] == py.df_note(), r.stdout  # the same one line as Python's print

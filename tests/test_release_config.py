@@ -91,14 +91,19 @@ def test_kng_example_end_to_end_with_dropped_missing_and_replicate_weights(tmp_p
     assert table.startswith("# Mean salary (synthetic visits and salary)\n")
     # [missing] policy = "drop" + replicate weights: the drop is counted in the confidential
     # part only, and the design is a ReplicateDesign (R svrepdesign's arguments)
+    # (equal main weights: a quantile synthesis refuses unequal weights without strata,
+    # issue 36 D7, and a replicate design has no strata)
     rng = np.random.default_rng(3)
     frame = data.copy()
+    frame["w1"] = 250.0
     for j in range(8):
-        frame[f"rep{j + 1}"] = frame["weight"] * rng.poisson(1.0, len(frame))
+        frame[f"rep{j + 1}"] = frame["w1"] * rng.poisson(1.0, len(frame))
     frame.loc[[3, 17, 40], "salary"] = np.nan
-    text = (example_config("quantile")
-            .replace('strata = "field"\nweights = "weight"',
-                     'weights = "weight"\nrepweights = "^rep"\ntype = "bootstrap"\nscale = 0.125')
+    example = example_config("quantile")
+    assert example.count('strata = "field"\n') == 1
+    text = (example
+            .replace('strata = "field"\n',
+                     'weights = "w1"\nrepweights = "^rep"\ntype = "bootstrap"\nscale = 0.125\n')
             .replace('policy = "refuse"', 'policy = "drop"'))
     cfg = _write(tmp_path, text, frame)
     loaded = load_config(cfg)

@@ -154,19 +154,24 @@ def test_identical_release_gives_zero_pmse_full_scores_and_overlap_one(api):
     assert list(res["kmarginal"]["k"]) == [2, 3]
     est = res["estimates"]
     np.testing.assert_allclose(est["release"], est["confidential"], rtol=1e-12)
-    np.testing.assert_allclose(est["overlap"], 1.0, rtol=1e-12)  # both normal intervals
+    # b = 0: the release's interval is t on the design-capped df nu_obs = 197 * 198 / 200
+    # (issue 36, D8), the confidential one normal (R confint): overlap 0.5 (1 + z / t)
+    z, t_rel = stats.norm.ppf(0.975), stats.t.ppf(0.975, 197 * 198 / 200)
+    np.testing.assert_allclose(est["overlap"], 0.5 * (1 + z / t_rel), rtol=1e-9)
     reg = res["regressions"]["r"]
     np.testing.assert_allclose(reg["release"], reg["confidential"], rtol=1e-10)
     assert np.allclose(reg["std_diff"], 0.0, atol=1e-8)
-    # the confidential svyglm interval uses t on its residual df, the release's b = 0 rule
-    # the normal: overlap 0.5 (1 + z / t_df), not 1
+    # the confidential svyglm interval uses t on its residual df, the release's b = 0 rule t
+    # on that df capped (nu_obs = df (df + 1)/(df + 3), issue 36, D8): overlap
+    # 0.5 (1 + t_df / t_nu_obs), not 1
     fit_df = (200 - 3) - 3 + 1  # R: degf(design) - coefficients + 1
     from surveysynth.analysis import svyglm
 
     df_resid = svyglm("api00 ~ ell + awards", _design(api)).df_resid
     assert df_resid == fit_df
-    z, tq = stats.norm.ppf(0.975), stats.t.ppf(0.975, df_resid)
-    np.testing.assert_allclose(reg["overlap"], 0.5 * (1 + z / tq), rtol=1e-9)
+    tq = stats.t.ppf(0.975, df_resid)
+    t_rel = stats.t.ppf(0.975, df_resid * (df_resid + 1) / (df_resid + 3))
+    np.testing.assert_allclose(reg["overlap"], 0.5 * (1 + tq / t_rel), rtol=1e-9)
 
 
 # ------------------------------------------------------------------ k-marginal
@@ -212,12 +217,15 @@ def test_shuffled_column_lowers_k_marginal_not_its_one_marginal(api):
 
 
 # ------------------------------------------------------------------ CI overlap and regressions
-def _hand_partial(q: np.ndarray, u: np.ndarray) -> tuple[float, float, float]:
-    """Reiter's (2003) partial-synthesis rule, written out: (qbar, lower, upper)."""
+def _hand_partial(q: np.ndarray, u: np.ndarray, nu_com: float = 197.0) -> tuple[float, float, float]:
+    """Reiter's (2003) partial-synthesis rule, written out: (qbar, lower, upper); the df capped
+    by the design df nu_com (apistrat: 200 - 3; issue 36, D8)."""
     m = len(q)
     qbar, ubar, b = q.mean(), u.mean(), q.var(ddof=1)
     T = ubar + b / m
     df = (m - 1) * (1 + ubar / (b / m)) ** 2
+    nu_obs = nu_com * (nu_com + 1) / (nu_com + 3) * (1 - (b / m) / T)
+    df = 1 / (1 / df + 1 / nu_obs)
     h = stats.t.ppf(0.975, df) * np.sqrt(T)
     return qbar, qbar - h, qbar + h
 

@@ -71,3 +71,43 @@ def test_harness_fails_when_an_r_test_fails(r_env, tmp_path):
     )
     out = _run(["Rscript", "-e", TESTTHAT.format(path=str(tmp_path))], r_env, cwd=tmp_path)
     assert out.returncode != 0 and "ALL R TESTS PASSED" not in out.stdout, out.stdout
+
+
+WRONG_PYTHON = r"""
+library(surveysynth)
+calls <- list(
+  ss_design = quote(ss_design(data.frame(x = 1:3))),
+  ss_estimate = quote(ss_estimate(data.frame(x = 1:3), "mean", ~x)),
+  ss_replicate = quote(ss_replicate(data.frame(x = 1:3), "jackknife")),
+  ss_tabulate = quote(ss_tabulate(data.frame(x = 1:3), rows = ~x)),
+  ss_laplace_tables = quote(ss_laplace_tables(data.frame(x = 1:3), rows = ~x, value = ~x,
+                                              epsilon = 1)),
+  ss_synthesizer = quote(ss_synthesizer("quantile", variables = "x")),
+  ss_to_pandas = quote(ss_to_pandas(data.frame(x = 1:3))),
+  ss_load_release = quote(ss_load_release(tempdir())),
+  ss_release_pipeline = quote(ss_release_pipeline("{config}")),
+  ss_python = quote(ss_python()))
+for (nm in names(calls)) {{
+  msg <- tryCatch({{ eval(calls[[nm]]); "no error" }}, error = conditionMessage)
+  cat(nm, ": ", gsub("\n", " ", msg), "\n", sep = "")
+}}
+"""
+
+
+def test_every_entry_point_gives_the_python_fix(r_env, tmp_path):
+    """With a Python that lacks surveysynth, each entry point stops with the fix (issue 37)."""
+    py = tmp_path / "py"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(py)], check=True,
+                   capture_output=True, timeout=120)
+    config = tmp_path / "release.toml"
+    config.write_text("")
+    env = {k: v for k, v in r_env.items() if k != "PYTHONPATH"}
+    env["RETICULATE_PYTHON"] = str(py / "bin" / "python")
+    out = _run(["Rscript", "-e", WRONG_PYTHON.format(config=config)], env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+    assert len(lines) == 10, out.stdout
+    for name, msg in lines.items():
+        assert "Python module 'surveysynth' is not available to reticulate" in msg, (name, msg)
+        assert f"Python: {py}" in msg and "Fix: pip install surveysynth" in msg, (name, msg)
+        assert "RETICULATE_PYTHON" in msg and "ModuleNotFoundError" not in msg, (name, msg)

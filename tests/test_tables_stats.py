@@ -247,14 +247,18 @@ def release(api):
     return SyntheticRelease(sets, "partial", priv), sets
 
 
-def _hand_rule(q: np.ndarray, u: np.ndarray, kind: str, n_syn: float, n: float):
-    """Partial (Reiter 2003) or full (Raghunathan-Reiter-Rubin 2003, T_f* fallback) by hand."""
+def _hand_rule(q: np.ndarray, u: np.ndarray, kind: str, n_syn: float, n: float,
+               nu_com: np.ndarray | None = None):
+    """Partial (Reiter 2003) or full (Raghunathan-Reiter-Rubin 2003, T_f* fallback) by hand;
+    the df capped by the design df nu_com (issue 36, D8: (1/df + 1/nu_obs)^-1, nu_obs =
+    nu_com (nu_com+1)/(nu_com+3) (1 - gamma), gamma = (b/m)/T partial, 0 full)."""
     m = q.shape[0]
     qbar, ubar, b = q.mean(0), u.mean(0), q.var(0, ddof=1)
     if kind == "partial":
         T = ubar + b / m
         with np.errstate(divide="ignore", invalid="ignore"):
             df = np.where(b > 0, (m - 1) * (1 + ubar / (b / m)) ** 2, np.inf)
+            gamma = np.nan_to_num((b / m) / T)
     else:
         T = (1 + 1 / m) * b - ubar
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -262,6 +266,11 @@ def _hand_rule(q: np.ndarray, u: np.ndarray, kind: str, n_syn: float, n: float):
         fall = T <= 0
         T = np.where(fall, n_syn / n * ubar, T)
         df = np.where(fall, np.inf, df)
+        gamma = np.zeros_like(T)
+    if nu_com is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            nu_obs = nu_com * (nu_com + 1) / (nu_com + 3) * (1 - gamma)
+            df = np.where(nu_com > 0, 1 / (1 / df + 1 / nu_obs), df)
     return qbar, np.sqrt(T), df
 
 
@@ -280,7 +289,8 @@ def test_release_cells_follow_the_rule(release, kind):
                 t.long[t.rows + t.cols + ["cell"]].astype(str))
         q = np.array([p.estimate for p in per])
         u = np.array([p.se for p in per]) ** 2
-        qbar, se, df = _hand_rule(q, u, kind, rel.n_syn, 200)
+        nu = np.array([p.df for p in per], dtype=float).min(axis=0)
+        qbar, se, df = _hand_rule(q, u, kind, rel.n_syn, 200, nu)
         lg = t.long
         np.testing.assert_allclose(lg.estimate, qbar, rtol=1e-12, err_msg=str(kw))
         np.testing.assert_allclose(lg.se, se, rtol=1e-12, atol=1e-12, err_msg=str(kw))

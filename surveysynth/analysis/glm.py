@@ -250,6 +250,19 @@ class GLMResults:
     ``df_resid`` (design df + 1 - p), ``design_df``, ``nobs``, ``family``, ``link``,
     ``converged``, ``iterations``, ``deviance``, ``naive_cov`` (model-based, unscaled),
     ``replicates`` (replicate coefficients, replicate designs only).
+
+    Example (made by :func:`surveysynth.svyglm`):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> fit = ss.svyglm("api00 ~ stype", ss.SurveyDesign(df, strata="stype", weights="pw"))
+    >>> fit.params.round(2)
+    Intercept     650.00
+    stype[T.H]    -53.33
+    Name: estimate, dtype: float64
     """
 
     def __init__(self, formula: str, family: Family, fit: IRLSFit, model: _Model,

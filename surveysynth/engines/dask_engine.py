@@ -635,6 +635,21 @@ class DaskSurveyDesign(_DaskBase):
     Each estimator makes one pass over the data (see the module docstring) and returns the
     native engine's output columns (by columns, variable, level, estimate, se, ci_low,
     ci_high, df, cv, n).
+
+    Example (one PSU per row: a row-id column as ``ids``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> import dask.dataframe as dd
+    >>> df["id"] = range(len(df))
+    >>> d = ss.DaskSurveyDesign(dd.from_pandas(df, npartitions=2), ids="id", strata="stype",
+    ...                         weights="pw")
+    >>> d.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
     """
 
     design_kind = "taylor"
@@ -728,6 +743,23 @@ class DaskReplicateDesign(_DaskBase):
     columns); ``weights`` the full-sample weight column; ``type``, ``scale``, ``rscales``,
     ``rho``, ``mse``, ``combined_weights`` as :class:`ReplicateDesign` (the scales are set by
     ReplicateDesign's own rules; JK1/JKn guesses from the weights use the column maxima).
+
+    Example (the jackknife weights of a small design as columns ``rw1`` ... ``rw6``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> import dask.dataframe as dd
+    >>> jk = ss.SurveyDesign(df, strata="stype", weights="pw").jackknife()
+    >>> reps = pd.DataFrame(jk.replicate_weights(), columns=[f"rw{i}" for i in range(1, 7)])
+    >>> data = dd.from_pandas(pd.concat([df, reps], axis=1), npartitions=2)
+    >>> rd = ss.DaskReplicateDesign(data, repweights="^rw", weights="pw", type="JKn", scale=1,
+    ...                             rscales=[2 / 3] * 6)
+    >>> rd.mean("api00")[["variable", "estimate", "se"]].round(2)
+      variable  estimate     se
+    0    api00    632.22  21.11
     """
 
     design_kind = "replicate"

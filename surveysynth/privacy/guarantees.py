@@ -162,6 +162,14 @@ def kng(facts: dict[str, Any]) -> Guarantee:
     ``n_iter``, ``epsilon``, ``method``.
     """
     eps = _fmt(facts.get("epsilon"))
+    # issue 36 (D7): a stratified design's strata synthesized separately
+    strata = facts.get("strata")
+    parallel = (f" Strata ({strata}): each stratum's quantiles come from its own records with "
+                "the whole epsilon; the strata are disjoint and their membership and sizes are "
+                "public design information released as collected, so under replace-one "
+                "neighbours (a record keeping its stratum) one record's change moves one "
+                "stratum's release, and by parallel composition the release is epsilon-DP with "
+                "the same epsilon." if strata else "")
     problems = []
     if facts.get("sensitivity") == "paper":
         problems.append("the gradient sensitivity 2(1 - tau)C_X (the paper's) understates the "
@@ -190,7 +198,7 @@ def kng(facts: dict[str, Any]) -> Guarantee:
                 + (f"Scale: {facts['transform_center']}. " if facts.get("transform_center")
                    else "")
                 + "Budgets compose sequentially over variables; the synthetic data sets are "
-                "post-processing.")
+                "post-processing." + parallel)
         return Guarantee(label, True, text)
     if sampler == "exact":
         label = f"pure epsilon-differential privacy, epsilon = {eps} (K-norm gradient mechanism, exact sampling)"
@@ -200,7 +208,7 @@ def kng(facts: dict[str, Any]) -> Guarantee:
                 "(Reimherr & Awan) with the sound sensitivity 2 max(tau, 1 - tau) C_X and "
                 "data-independent public bounds; budgets compose sequentially over variables "
                 "and quantiles; the synthetic data sets are post-processing of the released "
-                "coefficients.")
+                "coefficients." + parallel)
         return Guarantee(label, True, text)
     which = "every quantile" if sampler == "mcmc" else "some quantiles"
     label = (f"{NOT_DP} as run: {which} drawn by a finite MCMC chain approximating the pure "

@@ -47,6 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import parse_vars
+
 __all__ = [
     "data_risk",
     "identification_risk",
@@ -80,11 +82,12 @@ def as_frame(data: Any, name: str) -> pd.DataFrame:
     )
 
 
-def known_columns(known: Any) -> list[str]:
+def known_columns(known: Any, argument: str = "known") -> list[str]:
+    """Column names from None, a name, a list of names or a formula (``"~age+sex"``)."""
     if known is None:
         return []
     if isinstance(known, str):
-        return [known]
+        return parse_vars(known, argument) or []
     known = list(known)
     for k in known:
         if not isinstance(k, str):

@@ -71,6 +71,23 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
     Fitted: ``alpha_``, ``alpha_kind_``, ``synthetic_`` (m, n), ``synthesis_draws_``,
     ``draws_`` (StanDraws), ``log_lik_``, ``delta_alpha_``, ``convergence_``,
     ``diagnostics_table_``, ``population_size_``, ``n_``, ``ledger_``.
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.MixtureSynthesizer("salary", ["field"], K=2, m=2, chains=4, draws=500,
+    ...                                   warmup=500, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     program = "mixture"

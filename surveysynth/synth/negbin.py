@@ -31,6 +31,23 @@ class NBSynthesizer(RiskWeightedSynthesizer):
     MCMC, randomness), with the model settings ``outcome``, ``predictors``, ``categorical``,
     ``beta_scale`` (prior sd of the log-mean coefficients, centred at log of the sample mean)
     and ``phi_scale`` (half-Cauchy scale of the dispersion phi). Released outcome: int64 counts.
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.NBSynthesizer("visits", m=2, chains=4, draws=300,
+    ...                    warmup=300, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     program = "nb"

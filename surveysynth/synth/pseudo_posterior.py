@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import as_list
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
@@ -408,7 +409,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         if not isinstance(self.outcome, str) or not self.outcome:
             raise ValueError(f"outcome must be a column name, got {self.outcome!r}.")
         preds = self.predictors
-        preds = [] if preds is None else [preds] if isinstance(preds, str) else list(preds)
+        preds = [] if preds is None else as_list(preds, "predictors")  # also '~a+b'
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it.")
         # FBS's cell-means default applies to full cells; main effects always take the
@@ -941,6 +942,23 @@ class FBS(_PseudoPosterior):
     w* = exp(x b_w + rho (ly* - x b_y) tau_w / tau_y), rescaled to sum to N.
     Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
     max_refits, population_size, effects, loglik, progress, stan_kwargs).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.FBS("salary", ["field"], log=True, m=2, chains=4, draws=500,
+    ...                    warmup=500, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "FBS"
@@ -1044,6 +1062,23 @@ class FBP(_PseudoPosterior):
     Section 2.2 writes it ("only the kappa_y y_i component"): it ignores the cell terms of the
     pi model and biases the counts by cell (the paper's field 7 under-coverage); kept to
     reproduce the paper. The weights are post-processing of the released draws (no budget).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.FBP("salary", ["field"], log=True, m=2, chains=4, draws=500,
+    ...                    warmup=500, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "FBP"
@@ -1147,6 +1182,27 @@ class PBP(_PseudoPosterior):
     x ~ Categorical(theta) over predictor cells with a Dirichlet(1) prior, y | x ~ N(x beta,
     sigma), beta ~ N(0, 10^2), sigma ~ half-t(3, 0, 10). Releases n synthetic (x*, y*) records
     with constant weights N/n, no strata (simple random sample formulas); combining rule: full.
+
+    Clustered designs are refused (issue 36, D6; docs/pseudo_posterior.md, "PBP and clustered
+    designs"): a full synthesis draws every record independently given theta and releases no
+    cluster ids, so the synthetic designs cannot carry the design effect.
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.PBP("salary", ["field"], log=True, m=2, chains=4, draws=300,
+    ...                    warmup=300, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('full', 2)
     """
 
     name = "PBP"
@@ -1154,6 +1210,22 @@ class PBP(_PseudoPosterior):
     program = "pbp"
     description = ("survey-weighted pseudo likelihood model of (outcome, predictors) for the "
                    "population; all released values synthetic, constant weights N/n")
+
+    def check_design(self, design: Any) -> None:
+        """Refuse a design with real clusters (D6; data-free of the outcome, so ``surveysynth
+        release --check`` runs it before any MCMC). A ValueError names the reason, the
+        measured consequence and the alternatives."""
+        from .design_checks import refuse_clustered
+
+        refuse_clustered(
+            design, "PBP (full synthesis)",
+            "a full synthesis draws every synthetic record independently given the model "
+            "parameters and releases no cluster ids, so the within-cluster correlation is lost "
+            "and the synthetic designs (simple random sample formulas) understate the variance")
+
+    def _prepare(self, design: Any) -> dict:
+        self.check_design(design)
+        return super()._prepare(design)
 
     def _wt(self, prep):
         w = prep["w_raw"]

@@ -69,10 +69,18 @@ Decisions taken here (see docs/kng.md):
   runs and the paper. Which quantiles are exact is fixed by the configuration, not by the data
   (:meth:`QuantileSynthesizer.exact_plan`).
 * Input: a SurveyDesign or a DataFrame (then a simple random sample with weights 1). The
-  mechanism treats records as exchangeable and ignores survey weights (the sensitivity argument
-  is for unweighted sums). A release has n records of weight N/n, N = ``population_size`` (a
-  public input) or else the sum of the input's weights (listed in the record as published
-  without budget), in a column named like the design's weights (``"weight"`` otherwise).
+  mechanism treats records as exchangeable (the sensitivity argument is for unweighted sums).
+  An unstratified input releases n records of weight N/n, N = ``population_size`` (a public
+  input) or else the sum of the input's weights (listed in the record as published without
+  budget), in a column named like the design's weights (``"weight"`` otherwise).
+* **Weights through strata (issue 36, D7).** A stratified design is synthesized within each
+  stratum, each with the whole epsilon (parallel composition: disjoint strata whose membership
+  and sizes are public design information); each synthetic record keeps its stratum, its
+  stratum's weight (scaled to ``population_size`` when given) and fpc, so weighted synthetic
+  estimates target the population. Weights varying within a stratum, or unequal weights
+  without strata, are refused naming rows and the fix (:meth:`QuantileSynthesizer.check_design`).
+* **Clustered designs are refused (D6)**: a record's change moves its cluster's effect, and no
+  DP synthesis of cluster effects is implemented (docs/kng.md, "Weights, strata and clusters").
 """
 
 from __future__ import annotations
@@ -88,6 +96,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .._validate import as_list
 from ..privacy.randomness import secret_rng
 from .base import Synthesizer
 from .kng import (
@@ -330,6 +339,25 @@ class QuantileSynthesizer(Synthesizer):
     ``sampler_used_`` ("exact", "mcmc", "mixed"), ``nonprivate_start_used_``, ``epsilon_``
     (this fit), and for the curator only (computed from confidential data, never released):
     ``diagnostics_`` (acceptance rates per quantile) and ``data_outside_bounds_``.
+
+    Example (JointExp, pure epsilon-DP within public bounds):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60)})
+    >>> df["w"] = np.where(df["field"] == "a", 80.0, 120.0)  # constant within strata
+    >>> d = ss.SurveyDesign(df, strata="field", weights="w")
+    >>> syn = ss.synth.QuantileSynthesizer(variables="salary", bounds={"salary": (0, 5e5)},
+    ...                                    epsilon=5, m=3, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.privacy.guarantee
+    'pure epsilon-differential privacy, epsilon = 5 (joint exponential mechanism for quantiles, exact sampling)'
+    >>> len(rel.designs), rel.designs[0].data.columns.tolist()
+    (3, ['field', 'salary', 'w'])
     """
 
     kind: ClassVar[str] = "full"
@@ -386,7 +414,7 @@ class QuantileSynthesizer(Synthesizer):
     # ------------------------------------------------------------------ configuration
     def _config(self) -> _Config:
         """Validate the settings (no data needed); a clear ValueError names the setting."""
-        variables = [self.variables] if isinstance(self.variables, str) else self.variables
+        variables = as_list(self.variables) if isinstance(self.variables, str) else self.variables  # '~a+b'
         try:
             variables = list(variables)
         except TypeError:
@@ -470,10 +498,27 @@ class QuantileSynthesizer(Synthesizer):
         return math.fsum(_quantile_budget(cfg)["epsilon"].tolist())
 
     # ------------------------------------------------------------------ fitting
+    def check_design(self, design: Any) -> None:
+        """Refuse a design this synthesizer cannot carry (issue 36; no privacy budget used, so
+        ``surveysynth release --check`` runs it before any fit):
+
+        * real clusters (D6): a record's change moves its cluster's effect and no DP synthesis
+          of cluster effects is implemented;
+        * weights that vary within a stratum, or within an unstratified design (D7): the
+          strata are synthesized separately with their own (constant) weight, so unequal
+          weights inside one would be lost.
+
+        A ValueError (:class:`~surveysynth.synth.design_checks.DesignRefused`) names the
+        reason, the first offending rows and the fix. A DataFrame (weights 1) passes.
+        """
+        _design_plan(design, self.variables)
+
     def _fit(self, design: Any, rng: np.random.Generator) -> None:
-        """Validate settings and input, book the spend, then release every variable's quantiles."""
+        """Validate settings and input, book the spend, then release every variable's quantiles
+        (within each stratum separately for a stratified design: parallel composition)."""
         cfg = self._config()
         self._m(None)
+        plan = _design_plan(design, cfg.variables)
         frame, source, weights_name, integer = _input_frame(design, cfg)
         self.population_ = self._population(source)
         for v in integer:
@@ -500,60 +545,69 @@ class QuantileSynthesizer(Synthesizer):
             )
         budget = None if cfg.method == "nonprivate" else _quantile_budget(cfg)
         eps = None if budget is None else math.fsum(budget["epsilon"].tolist())
-        plan = None if budget is None else _exact_plan(cfg)
-        planned = None if plan is None else _sampler_label(plan["sampler"] == "exact")
+        splan = None if budget is None else _exact_plan(cfg)
+        planned = None if splan is None else _sampler_label(splan["sampler"] == "exact")
         # the spend is booked before the confidential data are touched: a fit that fails half
-        # way has still used them
-        self._spend({
+        # way has still used them. Strata: ONE entry with the same epsilon (parallel
+        # composition over disjoint strata whose sizes are public design information)
+        entry_in = {
             "step": "fit", "epsilon": eps, "private": cfg.method != "nonprivate",
             "mechanism": _mechanism(cfg), "sensitivity": cfg.sensitivity, "init": cfg.init,
             "sampler": planned, "nonprivate_start_used": None, "n_iter": cfg.n_iter,
-        })
+        }
+        if plan is not None and plan.stratified:
+            entry_in["strata"] = len(plan.labels)
+            entry_in["composition"] = "parallel over strata"
+        self._spend(entry_in)
         entry = self.ledger_[-1]
         self.n_ = n
         self.epsilon_ = eps
         self.integer_variables_ = integer
         self.weights_name_ = weights_name
         self._cfg = cfg
-        grid = cfg.quantiles
-        q = grid.size
-        coefs: dict[str, pd.DataFrame] = {}
-        diags = []
-        used_start = False
-        hull = np.empty((1, 0))  # achievable predictor rows (without intercept)
-        working = np.empty((n, 0))  # one synthetic draw of the predictors (public)
-        bar = tqdm(total=len(cfg.variables) * q, desc=f"KNG {cfg.method}", disable=not self.progress)
-        for j, v in enumerate(cfg.variables):
-            preds = cfg.variables[:j]
-            y = frame[v].to_numpy()
-            X = np.column_stack([np.ones(n), frame[preds].to_numpy()]) if preds else np.ones((n, 1))
-            Z = np.column_stack([np.ones(hull.shape[0]), hull])
-            P = np.column_stack([np.ones(n), working])
-            e = None if budget is None else budget.loc[budget["variable"] == v, "epsilon"].to_numpy()
-            exact = None if plan is None else plan.loc[plan["variable"] == v, "sampler"].to_numpy() == "exact"
-            B, diag, used = _fit_variable(cfg, X, y, v, Z, P, e, exact, rng, bar)
-            used_start |= used
-            coefs[v] = pd.DataFrame(B, index=pd.Index(grid, name="tau"), columns=["(Intercept)", *preds])
-            diags.append(diag)
-            # achievable rows for the next variable and one working synthetic draw
-            new_pts = np.column_stack(
-                [np.repeat(hull, q, axis=0), (np.repeat(Z, q, axis=0) * np.tile(B, (Z.shape[0], 1))).sum(1)]
-            )
-            hull = _hull_rows(new_pts)
-            k = rng.integers(0, q, n)
-            working = np.column_stack([working, (P * B[k]).sum(1)])
-        bar.close()
-        self.coefficients_ = coefs
-        self.diagnostics_ = pd.concat(diags, ignore_index=True)
-        # jointexp on the pareto scale: the DP median that centred each variable's scale
-        # (released by its own budget row: public, like the coefficients)
+        self.design_plan_ = plan
+        q = cfg.quantiles.size
+        bar = tqdm(total=len(cfg.variables) * q * (len(plan.labels) if plan is not None and plan.stratified else 1),
+                   desc=f"KNG {cfg.method}", disable=not self.progress)
         pareto = cfg.method == "jointexp" and cfg.transform == "pareto"
-        self.centers_ = ({v: float(d["center"].iloc[0]) for v, d in zip(cfg.variables, diags, strict=True)}
-                         if pareto else {})
-        self.scales_ = ({v: float(d["scale"].iloc[0]) for v, d in zip(cfg.variables, diags, strict=True)}
-                        if pareto else {})
-        self.hull_ = hull
-        if plan is not None:
+        if plan is None or not plan.stratified:
+            coefs, diag, used_start, hull = _fit_block(cfg, frame, budget, splan, rng, bar)
+            self.coefficients_ = coefs
+            self.diagnostics_ = diag
+            self.hull_ = hull
+            # jointexp on the pareto scale: the DP median that centred each variable's scale
+            # (released by its own budget row: public, like the coefficients)
+            self.centers_ = ({v: float(diag.loc[diag["variable"] == v, "center"].iloc[0])
+                              for v in cfg.variables} if pareto else {})
+            self.scales_ = ({v: float(diag.loc[diag["variable"] == v, "scale"].iloc[0])
+                             for v in cfg.variables} if pareto else {})
+        else:
+            # D7: each stratum on its own records with the whole epsilon, in the order of the
+            # strata's labels (parallel composition)
+            by, diags, used_start, hulls = {}, [], False, {}
+            for h, label in enumerate(plan.labels):
+                rows = np.flatnonzero(plan.codes == h)
+                c_h, d_h, u_h, hull_h = _fit_block(
+                    cfg, frame.iloc[rows].reset_index(drop=True), budget, splan, rng, bar)
+                by[label] = c_h
+                diags.append(d_h.assign(stratum=label))
+                used_start |= u_h
+                hulls[label] = hull_h
+            self.coefficients_by_stratum_ = by
+            self.coefficients_ = {
+                v: pd.concat({lab: by[lab][v] for lab in plan.labels}, names=["stratum"])
+                for v in cfg.variables}
+            self.diagnostics_ = pd.concat(diags, ignore_index=True)
+            self.hull_ = hulls
+            diag = self.diagnostics_
+            self.centers_ = ({v: {lab: float(diag.loc[(diag["variable"] == v) & (diag["stratum"] == lab),
+                                                      "center"].iloc[0]) for lab in plan.labels}
+                              for v in cfg.variables} if pareto else {})
+            self.scales_ = ({v: {lab: float(diag.loc[(diag["variable"] == v) & (diag["stratum"] == lab),
+                                                     "scale"].iloc[0]) for lab in plan.labels}
+                             for v in cfg.variables} if pareto else {})
+        bar.close()
+        if splan is not None:
             self.sampler_used_ = _sampler_label(self.diagnostics_["sampler"].to_numpy() == "exact")
             self.nonprivate_start_used_ = bool(used_start)
             entry["sampler"] = self.sampler_used_
@@ -566,23 +620,48 @@ class QuantileSynthesizer(Synthesizer):
     def _synthesize(self, m: int, rng: np.random.Generator) -> tuple[list[pd.DataFrame], dict]:
         """m synthetic frames: each record takes, for each variable, the prediction at a quantile
         drawn uniformly from the whole grid (every quantile, the top one included), given its
-        synthetic predictors; then clipping to the bounds and rounding of integer variables."""
+        synthetic predictors; then clipping to the bounds and rounding of integer variables.
+
+        Stratified designs (D7): each stratum's n_h records from its own coefficients, with the
+        stratum label, the stratum's weight (as collected; scaled to ``population_size`` when
+        given) and its fpc; the synthetic designs have the confidential strata/fpc spec."""
         cfg = self._cfg
-        n, q = self.n_, cfg.quantiles.size
-        weight = self.population_ / n
+        plan = getattr(self, "design_plan_", None)
+        if plan is None or not plan.stratified:
+            n = self.n_
+            weight = self.population_ / n
+            out = [pd.DataFrame({**_draw_block(cfg, self.coefficients_, n, rng,
+                                               self.integer_variables_),
+                                 self.weights_name_: np.full(n, weight)})
+                   for _ in range(m)]
+            spec: dict[str, Any] = {"weights": self.weights_name_}
+            if plan is not None and plan.fpc:
+                for f in out:
+                    for c, val in plan.fpc_values[0].items():
+                        f[c] = val
+                spec["fpc"] = list(plan.fpc)
+            return out, spec
+        scale = self.population_ / plan.weight_total
         out = []
         for _ in range(m):
-            Zs = np.ones((n, 1))
-            cols: dict[str, np.ndarray] = {}
-            for v in cfg.variables:
-                B = self.coefficients_[v].to_numpy()
-                k = rng.integers(0, q, n)
-                pred = (Zs * B[k]).sum(1)
-                Zs = np.column_stack([Zs, pred])
-                cols[v] = _finish(pred, cfg.bounds.get(v), v in self.integer_variables_)
-            cols[self.weights_name_] = np.full(n, weight)
-            out.append(pd.DataFrame(cols))
-        return out, {"weights": self.weights_name_}
+            parts = []
+            for h, label in enumerate(plan.labels):
+                n_h = int(plan.sizes[h])
+                cols = _draw_block(cfg, self.coefficients_by_stratum_[label], n_h, rng,
+                                   self.integer_variables_)
+                part = pd.DataFrame(cols)
+                part.insert(0, plan.strata, plan.stratum_values[h:h + 1].repeat(n_h).to_numpy())
+                part[self.weights_name_] = np.full(n_h, plan.weights[h] * scale)
+                for c, val in plan.fpc_values[h].items():
+                    part[c] = val
+                parts.append(part)
+            f = pd.concat(parts, ignore_index=True)
+            f[plan.strata] = f[plan.strata].astype(plan.strata_dtype)
+            out.append(f)
+        spec = {"weights": self.weights_name_, "strata": plan.strata}
+        if plan.fpc:
+            spec["fpc"] = list(plan.fpc)
+        return out, spec
 
     def synthesize(self, m: int | None = None) -> list[pd.DataFrame]:
         """``m`` synthetic DataFrames (variables and the weight column), as in :meth:`release`.
@@ -651,14 +730,47 @@ class QuantileSynthesizer(Synthesizer):
         if len(cfg.variables) > 1:
             notes.append("predictors top-coded at C_X = "
                          + ", ".join(f"{v}: {cfg.C_X[v]:g}" for v in cfg.variables[1:]) + ".")
-        notes.append(
-            "synthetic values are clipped to the public bounds"
-            + (f" and rounded to integers for {', '.join(self.integer_variables_)}"
-               if self.integer_variables_ else "")
-            + " (post-processing); survey weights are not used by the mechanism."
-        )
-        return {"family": "kng", "mechanism": _mechanism(cfg), "epsilon": self.epsilon_spent_,
-                "facts": facts, "ledger": self.ledger_, "notes": notes}
+        plan = getattr(self, "design_plan_", None)
+        pwb: list[dict[str, str]] = []
+        if plan is not None and plan.stratified:
+            H = len(plan.labels)
+            facts["strata"] = (f"{plan.strata}: {H} strata synthesized separately, each with the "
+                               "whole epsilon (parallel composition)")
+            notes.append(
+                f"parallel composition over the {H} strata of {plan.strata!r}: each stratum's "
+                "quantiles were released from its own records only, with the whole epsilon; the "
+                "strata are disjoint and their membership and sizes are public design "
+                "information (released as collected), so a record's change (within its stratum) "
+                "moves one stratum's release and the whole release is epsilon-DP with the same "
+                "epsilon, not H x epsilon.")
+            notes.append(
+                "synthetic values are clipped to the public bounds"
+                + (f" and rounded to integers for {', '.join(self.integer_variables_)}"
+                   if self.integer_variables_ else "")
+                + " (post-processing); each synthetic record carries its stratum's design weight"
+                " (constant within strata, checked) and fpc, so weighted estimates target the "
+                "population.")
+            pwb.append({
+                "item": (f"the design's strata {plan.strata!r} with their sample sizes n_h, "
+                         f"weights ({self.weights_name_}, one per stratum)"
+                         + (f" and fpc {plan.fpc}" if plan.fpc else "")
+                         + ", as collected"),
+                "reason": ("design information, public by the design (the stratified quantile "
+                           "synthesis releases each stratum's n_h records with its weight; the "
+                           "neighbouring relation keeps a record in its stratum)."),
+            })
+        else:
+            notes.append(
+                "synthetic values are clipped to the public bounds"
+                + (f" and rounded to integers for {', '.join(self.integer_variables_)}"
+                   if self.integer_variables_ else "")
+                + " (post-processing); survey weights are not used by the mechanism."
+            )
+        out = {"family": "kng", "mechanism": _mechanism(cfg), "epsilon": self.epsilon_spent_,
+               "facts": facts, "ledger": self.ledger_, "notes": notes}
+        if pwb:
+            out["published_without_budget"] = pwb
+        return out
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -809,6 +921,166 @@ def _input_frame(design: Any, cfg: _Config) -> tuple[pd.DataFrame, Any, str, lis
         while wname in cfg.variables:
             wname += "_"
     return pd.DataFrame(out), source, wname, integer
+
+
+@dataclass(frozen=True)
+class _DesignPlan:
+    """The design of a quantile synthesis (issue 36, D7), from a SurveyDesign input: the
+    first-stage strata (``strata`` column, ``labels`` sorted, record ``codes``, ``sizes``
+    n_h, ``stratum_values`` in the column's dtype), each stratum's weight (constant within
+    it, checked), ``weight_total`` and the fpc columns' value per stratum (``fpc_values``).
+    Unstratified: one pseudo-stratum (``stratified`` False)."""
+
+    strata: str | None
+    labels: list[Any]
+    codes: np.ndarray
+    sizes: np.ndarray
+    stratum_values: pd.Series
+    strata_dtype: Any
+    weights: np.ndarray
+    weight_total: float
+    fpc: list[str]
+    fpc_values: list[dict[str, Any]]
+
+    @property
+    def stratified(self) -> bool:
+        return self.strata is not None
+
+
+def _design_plan(design: Any, variables: Any) -> _DesignPlan | None:
+    """Check a design input against D6/D7 and describe its strata; None for a DataFrame.
+
+    Refused (``DesignRefused``, naming rows and the fix): real clusters; weights varying within
+    a stratum (or within an unstratified design); a stratum or fpc column among the synthesized
+    variables; a stratum with fewer than two records.
+    """
+    from .design_checks import DesignRefused, refuse_clustered
+
+    if isinstance(design, pd.DataFrame) or not (hasattr(design, "data") and hasattr(design, "weights")):
+        return None
+    refuse_clustered(
+        design, "QuantileSynthesizer (DP quantile synthesis)",
+        "a record's change moves its cluster's effect, and no differentially private synthesis "
+        "of cluster effects is implemented: the quantiles are released for exchangeable records, "
+        "so the synthetic records carry no cluster structure and the synthetic designs lack the "
+        "design effect")
+    data = design.data
+    w = np.asarray(design.weights, dtype=float)
+    variables = [variables] if isinstance(variables, str) else list(variables or [])
+    strata = [c for c in (getattr(design, "strata_vars", None) or []) if c not in ("1", "~1")]
+    fpc = list(getattr(design, "fpc_vars", None) or [])
+    wname = getattr(design, "weights_var", None)
+    clash = [c for c in strata[:1] + fpc if c in variables]
+    if clash:
+        raise DesignRefused(
+            f"QuantileSynthesizer: design column(s) {clash} are also in variables. A stratified "
+            "synthesis keeps the strata and fpc as collected (design information); remove them "
+            "from variables.", keys=("strata",))
+    if not strata:
+        if w.size and not np.allclose(w, w[0], rtol=1e-9, atol=0):
+            bad = np.flatnonzero(~np.isclose(w, w[0], rtol=1e-9, atol=0))
+            raise DesignRefused(
+                f"QuantileSynthesizer: the design's weights ({wname or 'weights'}) are unequal "
+                f"(e.g. rows {data.index[bad[:5]].tolist()} differ from row {data.index[0]!r}: "
+                f"{w[bad[0]]:g} vs {w[0]:g}) and the design has no strata. The quantiles are "
+                "released for exchangeable records and every synthetic record gets the same "
+                "weight N/n, so weighted synthetic estimates would target the sample, not the "
+                "population. Fix: give the weight classes as strata (strata=<a column constant "
+                "where the weight is constant>: each stratum is then synthesized with its own "
+                "weight, at the same epsilon), or pass a DataFrame (weights 1) and accept that "
+                "estimates then target the sample, not the population.", keys=("weights", "strata"))
+        fpc_values = [{}]
+        if fpc:
+            vals = data[fpc].drop_duplicates()
+            fpc_values = [dict(zip(fpc, vals.iloc[0].tolist(), strict=True))] if len(vals) == 1 else [{}]
+            fpc = fpc if len(vals) == 1 else []
+        return _DesignPlan(None, [None], np.zeros(len(data), dtype=np.int64),
+                           np.array([len(data)]), pd.Series([None]), None,
+                           w[:1].copy(), float(w.sum()), fpc, fpc_values)
+    col = strata[0]
+    values = data[col]
+    codes, uniques = pd.factorize(values, sort=True)
+    uniques = pd.Index(uniques).tolist()  # plain Python labels (messages, dict keys)
+    H = len(uniques)
+    lo = np.full(H, np.inf)
+    hi = np.full(H, -np.inf)
+    np.minimum.at(lo, codes, w)
+    np.maximum.at(hi, codes, w)
+    varies = ~np.isclose(lo, hi, rtol=1e-9, atol=0)
+    if varies.any():
+        bad_strata = [uniques[h] for h in np.flatnonzero(varies)]
+        rows = np.flatnonzero(np.isin(codes, np.flatnonzero(varies)) & (w != lo[codes]))
+        raise DesignRefused(
+            f"QuantileSynthesizer: the weights ({wname or 'weights'}) vary within strata "
+            f"{bad_strata[:5]} of {col!r} (e.g. rows {data.index[rows[:5]].tolist()}). A "
+            "stratified quantile synthesis releases each stratum's records with its one weight "
+            "(parallel composition over strata), so weights varying inside a stratum would be "
+            "lost. Fix: strata that are weight classes (e.g. the crossing of the strata with "
+            "the weight classes, as a new column given as strata=), or pass a DataFrame "
+            "(weights 1) and accept that estimates then target the sample, not the population.",
+            keys=("weights", "strata"))
+    sizes = np.bincount(codes, minlength=H)
+    small = np.flatnonzero(sizes < 2)
+    if small.size:
+        raise DesignRefused(
+            f"QuantileSynthesizer: strata {[uniques[h] for h in small[:5]]} of {col!r} have "
+            "fewer than two records; a stratum is synthesized on its own records. Fix: collapse "
+            "them with a neighbouring stratum (and its weight class).", keys=("strata",))
+    first = np.array([np.flatnonzero(codes == h)[0] for h in range(H)])
+    fpc_values = [dict(zip(fpc, data[fpc].iloc[i].tolist(), strict=True)) if fpc else {}
+                  for i in first]
+    return _DesignPlan(col, uniques, codes.astype(np.int64), sizes,
+                       values.iloc[first].reset_index(drop=True), values.dtype,
+                       w[first].copy(), float(w.sum()), fpc, fpc_values)
+
+
+def _fit_block(cfg: _Config, frame: pd.DataFrame, budget, splan, rng: np.random.Generator, bar):
+    """Every variable's quantiles on one block of records (the whole input, or one stratum):
+    coefficients (dict variable -> DataFrame tau x coefficients), diagnostics, whether a
+    non-private start acted, and the hull of achievable predictor rows."""
+    n = frame.shape[0]
+    grid = cfg.quantiles
+    q = grid.size
+    coefs: dict[str, pd.DataFrame] = {}
+    diags = []
+    used_start = False
+    hull = np.empty((1, 0))  # achievable predictor rows (without intercept)
+    working = np.empty((n, 0))  # one synthetic draw of the predictors (public)
+    for j, v in enumerate(cfg.variables):
+        preds = cfg.variables[:j]
+        y = frame[v].to_numpy()
+        X = np.column_stack([np.ones(n), frame[preds].to_numpy()]) if preds else np.ones((n, 1))
+        Z = np.column_stack([np.ones(hull.shape[0]), hull])
+        P = np.column_stack([np.ones(n), working])
+        e = None if budget is None else budget.loc[budget["variable"] == v, "epsilon"].to_numpy()
+        exact = None if splan is None else splan.loc[splan["variable"] == v, "sampler"].to_numpy() == "exact"
+        B, diag, used = _fit_variable(cfg, X, y, v, Z, P, e, exact, rng, bar)
+        used_start |= used
+        coefs[v] = pd.DataFrame(B, index=pd.Index(grid, name="tau"), columns=["(Intercept)", *preds])
+        diags.append(diag)
+        # achievable rows for the next variable and one working synthetic draw
+        new_pts = np.column_stack(
+            [np.repeat(hull, q, axis=0), (np.repeat(Z, q, axis=0) * np.tile(B, (Z.shape[0], 1))).sum(1)]
+        )
+        hull = _hull_rows(new_pts)
+        k = rng.integers(0, q, n)
+        working = np.column_stack([working, (P * B[k]).sum(1)])
+    return coefs, pd.concat(diags, ignore_index=True), used_start, hull
+
+
+def _draw_block(cfg: _Config, coefficients: dict[str, pd.DataFrame], n: int,
+                rng: np.random.Generator, integer: list[str]) -> dict[str, np.ndarray]:
+    """n synthetic records from one block's coefficients (post-processing)."""
+    q = cfg.quantiles.size
+    Zs = np.ones((n, 1))
+    cols: dict[str, np.ndarray] = {}
+    for v in cfg.variables:
+        B = coefficients[v].to_numpy()
+        k = rng.integers(0, q, n)
+        pred = (Zs * B[k]).sum(1)
+        Zs = np.column_stack([Zs, pred])
+        cols[v] = _finish(pred, cfg.bounds.get(v), v in integer)
+    return cols
 
 
 def _finish(pred: np.ndarray, bounds: tuple[float, float] | None, integer: bool) -> np.ndarray:

@@ -25,8 +25,18 @@ collected. They follow :class:`surveysynth.synth.base.Synthesizer`:
   public population size N (``population_size``; when it is not given, the sum of the
   confidential weights is used and the public manifest lists it as published without budget).
   With equal weights, released means are the unweighted synthetic means (as seed 002 computes
-  them) and totals are scaled to N. The design's strata (and cluster ids) are carried only when
-  their columns are released anyway (predictors, known or ``release_columns``).
+  them) and totals are scaled to N. The design's strata are carried only when their columns
+  are released anyway (predictors, known or ``release_columns``).
+* Clustered designs are refused (**Decision**, issue 36 D6; docs/identification_risk.md,
+  "Clustered designs"): the outcome models have no cluster effect, so every synthetic outcome
+  is drawn independently of its PSU given the predictors and the design effect is lost
+  (measured 0.37-0.44x the confidential SE for such record-by-record synthesis on R's
+  clustered api samples). Carrying a PSU random intercept is not cheap here: the mixture's
+  components are label-switching (a shared random intercept per PSU makes the component
+  assignment and the cluster effect compete), the identification-risk weights would have to be
+  recomputed with the cluster effect, and the released weights are equal (N/n), so the design
+  (unequal weights, clusters) is not carried anyway. Sequential has a negative binomial step
+  and carries the design (count outcomes of clustered designs go there).
 * The m synthetic outcome vectors are drawn at ``fit`` from m posterior draws spaced evenly over
   the retained draws (``synthetic_``, confidential row order), so the curator's risk assessment
   (:meth:`identification_risk`, :meth:`confidential_summary`) is of exactly the sets that
@@ -101,12 +111,12 @@ class RiskWeightedSynthesizer(Synthesizer):
         """Check the common settings; returns them normalised (the attributes stay as given)."""
         if not isinstance(self.outcome, str) or not self.outcome:
             raise ValueError(f"outcome must be one column name (str); got {self.outcome!r}.")
-        preds = known_columns(self.predictors)
+        preds = known_columns(self.predictors, "predictors")
         if self.outcome in preds:
             raise ValueError(f"outcome {self.outcome!r} is also listed in predictors; remove it from predictors.")
-        cat = known_columns(self.categorical)
+        cat = known_columns(self.categorical, "categorical")
         known = known_columns(self.known)
-        extra = known_columns(self.release_columns)
+        extra = known_columns(self.release_columns, "release_columns")
         for nm in ("chains", "draws", "warmup"):
             v = getattr(self, nm)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
@@ -210,6 +220,7 @@ class RiskWeightedSynthesizer(Synthesizer):
         if not isinstance(getattr(design, "data", None), pd.DataFrame):
             raise ValueError(f"{type(self).__name__}.fit: give a SurveyDesign (or a DataFrame); got "
                              f"{type(design).__name__}.")
+        self.check_design(design)
         frame = design.data
         check_known(frame, s["known"], "the design's data")
         for nm, cols in (("predictor", s["predictors"]), ("release_columns", s["extra"])):
@@ -259,6 +270,17 @@ class RiskWeightedSynthesizer(Synthesizer):
             self.delta_alpha_ = float(np.max(contrib))
         self.synthetic_, self.synthesis_draws_ = self._draw_sets(s["m"], rng, len(frame))
         self.n_ = len(frame)  # last: marks the synthesizer as fitted
+
+    def check_design(self, design: Any) -> None:
+        """Refuse a design with real clusters (issue 36, D6; see the module notes). Runs before
+        the data are used, and in ``surveysynth release --check``."""
+        from .design_checks import refuse_clustered
+
+        refuse_clustered(
+            design, f"{type(self).__name__} (risk-weighted partial synthesis)",
+            f"its {self.model_label} has no cluster effect: each synthetic outcome is drawn "
+            "independently of its PSU given the predictors, so the within-cluster correlation "
+            "is lost (and the released weights are equal, N/n, so the design is not carried)")
 
     @staticmethod
     def _design_spec(design: Any, released: list[str]) -> dict[str, Any]:

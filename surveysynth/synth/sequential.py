@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validate import as_list
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
@@ -163,6 +164,24 @@ class Sequential(Synthesizer):
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
+
+    Example (short chains to run quickly; a release keeps the default chains and draws):
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> rng = np.random.default_rng(1)
+    >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
+    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "visits": rng.poisson(3, 60),
+    ...                    "w": rng.uniform(50, 150, 60).round(1)})
+    >>> d = ss.SurveyDesign(df, weights="w")
+    >>> syn = ss.synth.Sequential(variables=[{"name": "salary", "type": "positive"}],
+    ...                           public=["field"], m=2, chains=4, draws=300,
+    ...                           warmup=300, random_state=1, progress=False)
+    >>> rel = syn.fit(d).release()
+    >>> rel.kind, rel.m
+    ('partial', 2)
     """
 
     name = "Sequential"
@@ -272,8 +291,7 @@ class Sequential(Synthesizer):
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:
             raise ValueError(f"variables: {dup} listed more than once; list each variable once.")
-        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
-            else list(self.public)
+        public = [] if self.public is None else as_list(self.public, "public")  # also '~a+b'
         return {"specs": specs, "scales": scales, "public": public, "m": m, "gates": gates,
                 "r": r}
 
@@ -296,8 +314,7 @@ class Sequential(Synthesizer):
         wname = design.weights_var if isinstance(design.weights_var, str) else "weight"
         design_cols = [c for c in (_cols(design.strata_vars) + _cols(design.ids_vars)
                                    + _cols(design.fpc_vars)) if c in cols]
-        public = [] if self.public is None else [self.public] if isinstance(self.public, str) \
-            else list(self.public)
+        public = [] if self.public is None else as_list(self.public, "public")  # also '~a+b'
         for i, (name, _, _) in enumerate(specs):
             if name not in cols:
                 raise ValueError(f"variables[{i}]: column {name!r} is not in the design's data "
@@ -1154,7 +1171,7 @@ def number_text_fix(bad: pd.Series) -> str:
 def _cols(x: Any) -> list[str]:
     if x is None:
         return []
-    cols = [x] if isinstance(x, str) else list(x)
+    cols = as_list(x, "known") if isinstance(x, str) else list(x)
     return [c for c in cols if isinstance(c, str) and c not in ("1", "~1")]
 
 

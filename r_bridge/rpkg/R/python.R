@@ -50,15 +50,34 @@ def portable(df):
   .ss$helpers
 }
 
-# Python's spelling in error messages -> R's: na_rm=True -> na.rm = TRUE
+# Python's spelling in error messages -> R's: na_rm=True -> na.rm = TRUE, and row numbers
+# counted from 1 as R counts
 .r_spelling <- function(msg) {
   msg <- sub("\n+Detailed traceback:.*$", "", msg)
   msg <- sub("^Error in py_call_impl\\([^)]*\\) *:\\s*", "", msg)
   msg <- trimws(msg)
+  msg <- .one_based_rows(msg)
   msg <- gsub("\\bna_rm\\b", "na.rm", msg, perl = TRUE)
   msg <- gsub("\\b([A-Za-z][A-Za-z0-9_.]*) ?= ?True\\b", "\\1 = TRUE", msg, perl = TRUE)
   msg <- gsub("\\b([A-Za-z][A-Za-z0-9_.]*) ?= ?False\\b", "\\1 = FALSE", msg, perl = TRUE)
   msg <- gsub("\\b([A-Za-z][A-Za-z0-9_.]*) ?= ?None\\b", "\\1 = NULL", msg, perl = TRUE)
+  msg
+}
+
+# Python's messages name rows by the pandas index: 0-based positions for every frame that
+# comes from R (ss_to_pandas gives a default index). "rows 0, 4 and 3 more", "rows [0, 4]"
+# and "row 7" become R's row numbers: "rows 1, 5 and 3 more", "rows [1, 5]", "row 8".
+.one_based_rows <- function(msg) {
+  re <- "\\b(rows?) (\\[?)([0-9]+(, [0-9]+)*)"
+  hits <- gregexpr(re, msg, perl = TRUE)
+  found <- regmatches(msg, hits)[[1]]
+  if (!length(found)) return(msg)
+  regmatches(msg, hits) <- list(vapply(found, function(h) {
+    p <- regmatches(h, regexec("^(rows?) (\\[?)(.*)$", h))[[1]]
+    nums <- as.numeric(strsplit(p[4], ", ", fixed = TRUE)[[1]]) + 1
+    paste0(p[2], " ", p[3], paste(format(nums, scientific = FALSE, trim = TRUE),
+                                  collapse = ", "))
+  }, ""))
   msg
 }
 

@@ -8,20 +8,64 @@
 
 .ss <- new.env(parent = emptyenv())
 
-#' The Python side: modules surveysynth, r_bridge.designs, r_bridge.convert
+#' The Python side of the package
+#'
+#' Imports, once per session, the Python modules the package calls: `surveysynth`,
+#' `r_bridge.designs` and `r_bridge.convert`. Every function of the package goes through it,
+#' so that a Python without surveysynth stops with the same message and fix everywhere.
+#'
+#' @return an environment holding the modules (`ss`, `designs`, `convert`), as reticulate
+#'   Python objects (not converted).
+#' @section Which Python:
+#' reticulate uses `RETICULATE_PYTHON` (or [reticulate::use_python()]) when set before the first
+#' call. If that Python lacks surveysynth (or its R bridge), the error names the Python in use
+#' and the fix: install surveysynth into it, or point `RETICULATE_PYTHON` at the Python that
+#' has it.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' py <- ss_python()
+#' reticulate::py_get_attr(py$ss, "__version__")
 #' @export
 ss_python <- function() {
   if (is.null(.ss$ss)) {
-    if (!reticulate::py_module_available("surveysynth")) {
-      stop("Python package 'surveysynth' is not available to reticulate (Python: ",
-           reticulate::py_config()$python, "). Fix: pip install surveysynth into that ",
-           "Python, or point RETICULATE_PYTHON at the Python that has it.", call. = FALSE)
+    ss <- .import_or_fix("surveysynth")
+    if (!reticulate::py_has_attr(ss, "SurveyDesign")) {
+      where <- tryCatch(paste(unlist(reticulate::py_to_r(ss$`__path__`)), collapse = ", "),
+                        error = function(e) "?")
+      stop("Python imported 'surveysynth' from ", where, ", which is not the package (a ",
+           "folder of that name in the working directory shadows it). Fix: run R from ",
+           "another folder, or put the package's folder first on PYTHONPATH.", call. = FALSE)
     }
-    .ss$ss <- reticulate::import("surveysynth", convert = FALSE)
-    .ss$designs <- reticulate::import("r_bridge.designs", convert = FALSE)
-    .ss$convert <- reticulate::import("r_bridge.convert", convert = FALSE)
+    designs <- .import_or_fix("r_bridge.designs")
+    convert <- .import_or_fix("r_bridge.convert")
+    .ss$ss <- ss
+    .ss$designs <- designs
+    .ss$convert <- convert
   }
   .ss
+}
+
+# the fix for a Python that lacks surveysynth (or a module of it), in one place
+.python_fix <- function(module) {
+  python <- tryCatch(reticulate::py_config()$python, error = function(e) "unknown")
+  paste0("Python module '", module, "' is not available to reticulate (Python: ", python,
+         "). Fix: pip install surveysynth into that Python, or point RETICULATE_PYTHON at ",
+         "the Python that has it (Sys.setenv(RETICULATE_PYTHON = \"/path/to/.venv/bin/python\") ",
+         "before the first surveysynth call, in a new R session).")
+}
+
+.import_or_fix <- function(module) {
+  top <- sub("\\..*$", "", module)
+  if (!reticulate::py_module_available(top)) stop(.python_fix(top), call. = FALSE)
+  tryCatch(reticulate::import(module, convert = FALSE), error = function(e) {
+    stop(.python_fix(module), "\nPython said: ", .r_spelling(conditionMessage(e)),
+         call. = FALSE)
+  })
+}
+
+# a module of the Python package (surveysynth.synth, ...), after ss_python()'s checks
+.ss_module <- function(module) {
+  ss_python()
+  .import_or_fix(module)
 }
 
 .pylist <- function(x) if (is.null(x)) NULL else as.list(x)
@@ -68,8 +112,20 @@ ss_python <- function() {
   part
 }
 
-#' A pandas DataFrame from a data.frame: factors (levels and order), NA in every type,
-#' integers, logicals, strings, Dates and POSIXct kept exactly.
+#' Convert a data.frame to a pandas DataFrame, exactly
+#'
+#' Each column crosses as plain arrays plus a missing-value mask, so that nothing changes on
+#' the way: factors (levels and their order, ordered or not), `NA` in every type, integers,
+#' logicals, strings, `Date` and `POSIXct` (time zone kept). reticulate's own conversion is
+#' not used: it turns an integer `NA` into -2147483648 and a character `NA` into `"NA"`.
+#'
+#' @param df a data.frame. Matrix and list columns are refused (split them into vectors).
+#' @return a pandas DataFrame (a reticulate Python object) with a default (0-based) index.
+#' @seealso [ss_from_pandas()] for the way back.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' df <- data.frame(x = c(1.5, NA), f = factor(c("a", "b")), s = c("u", NA))
+#' pdf <- ss_to_pandas(df)
+#' identical(ss_from_pandas(pdf), df)
 #' @export
 ss_to_pandas <- function(df) {
   stopifnot(is.data.frame(df))
@@ -105,7 +161,18 @@ ss_to_pandas <- function(df) {
             pandas.dtypes = dtypes)
 }
 
-#' A data.frame from a pandas DataFrame (the reverse of ss_to_pandas).
+#' Convert a pandas DataFrame to a data.frame, exactly
+#'
+#' The reverse of [ss_to_pandas()]: categoricals become factors, pandas' missing values `NA`,
+#' nullable integers and booleans R integers and logicals, datetimes `Date` or `POSIXct`.
+#' The pandas index is not kept; use `reticulate::py_to_r()` (which the package registers for
+#' pandas objects) to get a non-default index as columns.
+#'
+#' @param pdf a pandas DataFrame (a reticulate Python object).
+#' @return a data.frame.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' pd <- reticulate::import("pandas", convert = FALSE)
+#' ss_from_pandas(pd$DataFrame(reticulate::dict(a = c(1, 2), b = c("x", "y"))))
 #' @export
 ss_from_pandas <- function(pdf) {
   py <- ss_python()
@@ -127,18 +194,47 @@ ss_from_pandas <- function(pdf) {
   v
 }
 
-#' A surveysynth design (Python) from a survey design or a data.frame
-#' @param design a survey.design2 (svydesign), svyrep.design (svrepdesign,
-#'   as.svrepdesign) or a data.frame.
+#' A surveysynth design from a survey design or a data.frame
+#'
+#' Reads the design specification from an R `survey` design object (the `svydesign()` call
+#' it was made by, or a replicate design's weights, type, scale and rscales) or builds it
+#' from a data.frame with `svydesign()`'s arguments. Estimates from the result equal R
+#' `survey`'s (tested to 1e-9 relative); [as_svydesign()] converts it back.
+#'
+#' @param design a `survey.design2` (from [survey::svydesign()]), an `svyrep.design`
+#'   ([survey::svrepdesign()], [survey::as.svrepdesign()]) or a data.frame.
+#' @param ids,strata,weights,fpc,probs for a data.frame: the design variables as formulas
+#'   (`~dnum + snum`), formula strings or column names, as in [survey::svydesign()]
+#'   (`ids = ~1`: no clusters).
+#' @param nest for a data.frame: `TRUE` when cluster ids are unique only within strata.
+#' @param lonely_psu for a data.frame: what to do with a stratum of one PSU: `"fail"`,
+#'   `"remove"`, `"certainty"`, `"adjust"` or `"average"` (R's `survey.lonely.psu`). For a
+#'   survey design the option `survey.lonely.psu` in force is used.
+#' @param ... not used.
+#' @return an `ss_design`: a list whose `py` element is the Python `SurveyDesign` or
+#'   `ReplicateDesign`. Use it with [ss_estimate()], [ss_replicate()], [ss_tabulate()],
+#'   [ss_fit()] and [as_svydesign()].
+#' @section Not supported:
+#' PPS, two-phase and calibrated R designs, and subsets whose dropped rows R has discarded:
+#' convert the full design and use `by =` (or calibrate in Python).
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' sd <- ss_design(dstrat)
+#' sd
+#' ss_design(apiclus1, ids = ~dnum, weights = ~pw, fpc = ~fpc)
 #' @export
 ss_design <- function(design, ...) UseMethod("ss_design")
 
+#' @rdname ss_design
 #' @export
 ss_design.default <- function(design, ...) {
   stop("ss_design() needs a survey design (svydesign(), svrepdesign()) or a data.frame, not ",
        class(design)[1], ".", call. = FALSE)
 }
 
+#' @rdname ss_design
 #' @export
 ss_design.survey.design2 <- function(design, ...) {
   if (inherits(design, "twophase") || isTRUE(design$pps) || !is.null(design$postStrata)) {
@@ -173,6 +269,7 @@ ss_design.survey.design2 <- function(design, ...) {
   structure(list(py = res), class = "ss_design")
 }
 
+#' @rdname ss_design
 #' @export
 ss_design.svyrep.design <- function(design, ...) {
   if (!is.null(design$postStrata)) {
@@ -188,6 +285,7 @@ ss_design.svyrep.design <- function(design, ...) {
   structure(list(py = res), class = "ss_design")
 }
 
+#' @rdname ss_design
 #' @export
 ss_design.data.frame <- function(design, ids = ~1, strata = NULL, weights = NULL, fpc = NULL,
                                  probs = NULL, nest = FALSE, lonely_psu = "fail", ...) {
@@ -218,18 +316,40 @@ dim.ss_design <- function(x) {
 }
 
 # ---------------------------------------------------------------- estimates out
-#' Call any estimator of a surveysynth design by name; get a data.frame back
+#' Estimates from a design: any estimator by name, a data.frame back
 #'
-#' @param design an ss_design, a survey design (converted with ss_design()), or an
-#'   ss_release (the estimator runs on each synthetic design and the release's combining
-#'   rule is applied: see ss_release_estimate()).
-#' @param statistic "mean", "total", "ratio", "proportion", "quantile", or any other
-#'   estimator method of the Python design.
-#' @param x variables: a formula (~api00 + enroll), a formula string ("~api00") or a
+#' Calls the estimator `statistic` of the Python design (Taylor linearization, or the
+#' replicate weights of a replicate design) and returns its answer as a data.frame. The
+#' numbers equal R `survey`'s `svymean`, `svytotal`, `svyratio`, `svyquantile` and `svyby`.
+#'
+#' @param design an `ss_design`, a survey design (converted with [ss_design()]), or an
+#'   `ss_release` (the estimator runs on each synthetic design and the release's combining
+#'   rule is applied: see [ss_release_estimate()]).
+#' @param statistic the estimator: `"mean"`, `"total"`, `"ratio"` (with `denominator =`),
+#'   `"proportion"` or `"quantile"` (with `quantiles =`). Another name is refused with the
+#'   list of valid ones.
+#' @param x the variables: a formula (`~api00 + enroll`), a formula string (`"~api00"`) or a
 #'   character vector.
-#' @param by domains: a formula, formula string or character vector (like svyby).
-#' @param ... further arguments of the Python estimator; formulas become column names and
-#'   dots in argument names become underscores (na.rm = TRUE is na_rm = True).
+#' @param by domains, as in [survey::svyby()]: a formula, formula string or character vector.
+#' @param ... further arguments of the Python estimator: `na.rm = TRUE`, `deff = TRUE`,
+#'   `level = 0.9`, `denominator = ~api99`, `quantiles = c(0.25, 0.5)`. Formulas become
+#'   column names and dots in argument names underscores (`na.rm` is Python's `na_rm`).
+#' @return a data.frame of class `ss_estimate`, one row per variable (and level, quantile
+#'   or domain), with the `by` columns, `variable`, `estimate`, `se`, `ci_low`, `ci_high`,
+#'   `df` (and `deff`). It prints as R `survey` prints: like [survey::svymean()] without
+#'   `by`, in [survey::svyby()]'s layout (a row per domain, a column per estimate and its
+#'   SE) with `by`; [coef()], [survey::SE()] and [confint()] work on it. A release's estimate
+#'   (class `ss_release_estimate`) prints its df and confidence interval too.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' sd <- ss_design(dstrat)
+#' ss_estimate(sd, "mean", ~api00 + enroll)
+#' ss_estimate(sd, "mean", ~api00, by = ~stype)        # as svyby(~api00, ~stype, dstrat, svymean)
+#' ss_estimate(sd, "ratio", ~api00, denominator = ~api99)
+#' ss_estimate(sd, "quantile", ~api00, quantiles = c(0.25, 0.5))
+#' ss_estimate(dstrat, "total", ~enroll, na.rm = TRUE)  # a survey design converted on the fly
 #' @export
 ss_estimate <- function(design, statistic, x, by = NULL, ...) {
   if (inherits(design, "ss_release")) return(ss_release_estimate(design, statistic, x, by, ...))
@@ -237,33 +357,56 @@ ss_estimate <- function(design, statistic, x, by = NULL, ...) {
   .estimate(design$py, statistic, x, by, list(...), "surveysynth designs")
 }
 
+# the estimators of designs and releases (Python methods returning one row per estimate)
+.ESTIMATORS <- c("mean", "total", "ratio", "proportion", "quantile")
+
 .estimate <- function(obj, statistic, x, by, args, what) {
-  if (!is.character(statistic) || length(statistic) != 1L || startsWith(statistic, "_")) {
-    stop("statistic must be the name of an estimator, like \"mean\".", call. = FALSE)
+  valid <- paste0("\"", .ESTIMATORS, "\"", collapse = ", ")
+  if (!is.character(statistic) || length(statistic) != 1L || is.na(statistic)) {
+    stop("statistic must be the name of an estimator: one of ", valid, ".", call. = FALSE)
   }
-  if (!reticulate::py_has_attr(obj, statistic)) {
-    stop(what, " have no estimator '", statistic, "'.", call. = FALSE)
+  if (!statistic %in% .ESTIMATORS || !reticulate::py_has_attr(obj, statistic)) {
+    hint <- if (tolower(statistic) == "median") {
+      " (a median: \"quantile\" with quantiles = 0.5)"
+    } else if (tolower(sub("^svy", "", statistic)) %in% .ESTIMATORS) {
+      paste0(" (R's ", statistic, " is \"", tolower(sub("^svy", "", statistic)), "\")")
+    } else ""
+    stop("statistic = \"", statistic, "\" is not an estimator of ", what, ". Fix: one of ",
+         valid, hint, ".", call. = FALSE)
   }
   args <- .py_args(args)
   if (!is.null(by)) args$by <- as.list(.vars(by, "by"))
   fun <- reticulate::py_get_attr(obj, statistic)
   res <- .py(do.call(reticulate::py_call, c(list(fun, as.list(.vars(x, "x"))), args)))
   out <- .df(res)
-  # a release's combined estimate (Python ReleaseEstimate): printed with df and CI, and the
-  # one-line explanation of a df below 2
+  # a release's combined estimate (Python ReleaseEstimate): printed with df and CI, the rule,
+  # its df (capped by the synthetic design's df) and its assumptions, and the one-line
+  # explanation of a df below 2
   combined <- reticulate::py_has_attr(res, "df_note")
   structure(out, class = c(if (combined) "ss_release_estimate", "ss_estimate", "data.frame"),
             statistic = statistic, level = if (is.null(args$level)) 0.95 else args$level,
-            df_note = if (combined) reticulate::py_to_r(res$df_note()))
+            df_note = if (combined) reticulate::py_to_r(res$df_note()),
+            rule_note = if (combined && reticulate::py_has_attr(res, "rule_note"))
+              reticulate::py_to_r(res$rule_note()))
+}
+
+.STAT_COLS <- c("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv", "variance",
+                "between", "within", "m", "note", "n")
+
+# the by columns of an estimate, and each row's label without them (api00, awardsYes,
+# api00.0.25, api00/api99: svyby's column names)
+.by_cols <- function(x) setdiff(names(x), c(.STAT_COLS, "variable", "level", "quantile"))
+
+.var_labels <- function(x) {
+  lab <- as.character(x$variable)
+  if ("level" %in% names(x)) lab <- paste0(lab, as.character(x$level))
+  if ("quantile" %in% names(x)) lab <- paste0(lab, ".", as.character(x$quantile))
+  lab
 }
 
 .labels <- function(x) {
-  keys <- setdiff(names(x), c("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv",
-                             "variance", "between", "within", "m", "note", "n"))
-  by <- setdiff(keys, c("variable", "level", "quantile"))
-  lab <- as.character(x$variable)
-  if ("level" %in% keys) lab <- paste0(lab, as.character(x$level))
-  if ("quantile" %in% keys) lab <- paste0(lab, ".", as.character(x$quantile))
+  lab <- .var_labels(x)
+  by <- .by_cols(x)
   if (length(by)) {
     pre <- do.call(paste, c(lapply(by, function(b) as.character(x[[b]])), sep = "."))
     lab <- paste0(pre, ":", lab)
@@ -271,8 +414,37 @@ ss_estimate <- function(design, statistic, x, by = NULL, ...) {
   lab
 }
 
+# an estimate by domains in svyby's layout: a row per domain (named like svyby's rows), the
+# by columns, then a column per estimate, its SE ("se", or "se.<label>" for several or a
+# ratio) and "DEff.<label>" (as survey's svyby data.frame)
+.svyby_frame <- function(x) {
+  by <- .by_cols(x)
+  lab <- .var_labels(x)
+  dom <- do.call(paste, c(lapply(by, function(b) as.character(x[[b]])), sep = "."))
+  keep <- !duplicated(dom)
+  out <- as.data.frame(lapply(stats::setNames(by, by), function(b) x[[b]][keep]),
+                       stringsAsFactors = FALSE)
+  labs <- unique(lab)
+  cell <- function(col, l) {
+    v <- x[[col]][lab == l]
+    v[match(dom[keep], dom[lab == l])]
+  }
+  # svyby names a single estimate's SE "se", except for ratios
+  one <- length(labs) == 1L && !identical(attr(x, "statistic"), "ratio")
+  se_name <- if (one) "se" else paste0("se.", labs)
+  for (l in labs) out[[l]] <- cell("estimate", l)
+  for (i in seq_along(labs)) out[[se_name[i]]] <- cell("se", labs[i])
+  if ("deff" %in% names(x)) for (l in labs) out[[paste0("DEff.", l)]] <- cell("deff", l)
+  rownames(out) <- dom[keep]
+  out
+}
+
 #' @export
 print.ss_estimate <- function(x, ...) {
+  if (length(.by_cols(x))) {  # as survey's print of an svyby result
+    print(.svyby_frame(x), ...)
+    return(invisible(x))
+  }
   m <- cbind(x$estimate, x$se)
   colnames(m) <- c(attr(x, "statistic"), "SE")
   if ("deff" %in% names(x)) m <- cbind(m, DEff = x$deff)
@@ -281,16 +453,29 @@ print.ss_estimate <- function(x, ...) {
   invisible(x)
 }
 
+.ci_names <- function(lev) paste(format(100 * c((1 - lev) / 2, (1 + lev) / 2), trim = TRUE), "%")
+
 #' @export
 print.ss_release_estimate <- function(x, ...) {
-  lev <- attr(x, "level")
+  ci <- .ci_names(attr(x, "level"))
   m <- cbind(x$estimate, x$se, x$df, x$ci_low, x$ci_high)
-  colnames(m) <- c(attr(x, "statistic"), "SE", "df",
-                   paste(format(100 * c((1 - lev) / 2, (1 + lev) / 2), trim = TRUE), "%"))
-  rownames(m) <- .labels(x)
-  print(signif(m, 6))
+  colnames(m) <- c(attr(x, "statistic"), "SE", "df", ci)
+  by <- .by_cols(x)
+  if (length(by)) {  # a row per domain and variable, the domains as columns (not row names)
+    out <- data.frame(x[by], check.names = FALSE, stringsAsFactors = FALSE)
+    lab <- .var_labels(x)
+    if (length(unique(lab)) > 1L) out$variable <- lab
+    out <- cbind(out, as.data.frame(signif(m, 6), check.names = FALSE))
+    names(out)[length(out) - 4L] <- if (length(unique(lab)) > 1L) attr(x, "statistic") else
+      lab[1]
+    print(out, row.names = FALSE)
+  } else {
+    rownames(m) <- .labels(x)
+    print(signif(m, 6))
+  }
   notes <- unique(x$note[!is.na(x$note) & nzchar(x$note)])
   for (n in notes) cat("Note: ", n, "\n", sep = "")
+  if (!is.null(attr(x, "rule_note"))) cat(attr(x, "rule_note"), "\n", sep = "")
   if (!is.null(attr(x, "df_note"))) cat(attr(x, "df_note"), "\n", sep = "")
   invisible(x)
 }
@@ -298,6 +483,7 @@ print.ss_release_estimate <- function(x, ...) {
 #' @export
 coef.ss_estimate <- function(object, ...) stats::setNames(object$estimate, .labels(object))
 
+#' @method SE ss_estimate
 #' @export
 SE.ss_estimate <- function(object, ...) stats::setNames(object$se, .labels(object))
 
@@ -305,7 +491,7 @@ SE.ss_estimate <- function(object, ...) stats::setNames(object$se, .labels(objec
 confint.ss_estimate <- function(object, parm, level = NULL, ...) {
   lev <- attr(object, "level")
   m <- cbind(object$ci_low, object$ci_high)
-  colnames(m) <- paste(format(100 * c((1 - lev) / 2, (1 + lev) / 2), trim = TRUE), "%")
+  colnames(m) <- .ci_names(lev)
   rownames(m) <- .labels(object)
   m
 }
@@ -327,7 +513,21 @@ confint.ss_estimate <- function(object, parm, level = NULL, ...) {
   eval(as.call(c(quote(svydesign), args)), env)
 }
 
-#' A survey design object (survey.design2 or svyrep.design) from a surveysynth design
+#' Convert a surveysynth design back to an R survey design
+#'
+#' Builds the design with R's own [survey::svydesign()] (the design variables as formulas)
+#' or, for a replicate design, [survey::svrepdesign()] with its replicate weights, type,
+#' scale, rscales and mse, so that R `survey` gives the same estimates as surveysynth. A
+#' subset stays a subset of the full design (all PSUs kept for the variance).
+#'
+#' @param design an `ss_design` (from [ss_design()], [ss_replicate()]).
+#' @return a `survey.design2` or an `svyrep.design`.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' sd <- ss_design(apistrat, strata = ~stype, weights = ~pw, fpc = ~fpc)
+#' back <- as_svydesign(sd)
+#' svymean(~api00, back)
 #' @export
 as_svydesign <- function(design) {
   if (!inherits(design, "ss_design")) {

@@ -13,14 +13,25 @@
 # ---------------------------------------------------------------- replicate designs
 #' A replicate-weight design from a design
 #'
+#' Makes replicate weights for a design: the bootstrap, the jackknife or balanced repeated
+#' replication, with the numbers of R's `as.svrepdesign()` where R has the method.
+#'
 #' @param design an ss_design or a survey design (svydesign()).
 #' @param type "bootstrap" (Preston's multistage rescaled bootstrap by default; method =
 #'   "raowu" and others as in Python), "jackknife" (JK1/JKn as R's "auto") or "brr"
 #'   (fay.rho = 0.3 for Fay's method).
 #' @param ... arguments of the Python method: replicates = 500, method =, seed =, mse =,
 #'   fay.rho = (dots become underscores).
-#' @return an ss_design holding a Python ReplicateDesign: use it with ss_estimate(),
-#'   ss_tabulate(), or as_svydesign() for an svyrep.design.
+#' @return an `ss_design` holding a Python `ReplicateDesign`: use it with [ss_estimate()],
+#'   [ss_tabulate()], or [as_svydesign()] for an `svyrep.design`.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' jk <- ss_replicate(dstrat, "jackknife")
+#' ss_estimate(jk, "mean", ~api00)                  # as svymean on as.svrepdesign(type = "JKn")
+#' bs <- ss_replicate(dstrat, "bootstrap", replicates = 50, seed = 1)
+#' ss_estimate(bs, "total", ~enroll)
 #' @export
 ss_replicate <- function(design, type = c("bootstrap", "jackknife", "brr"), ...) {
   design <- .as_ss_design(design)
@@ -45,6 +56,10 @@ ss_replicate <- function(design, type = c("bootstrap", "jackknife", "brr"), ...)
 
 #' A published table: counts, totals or means by rows x cols with margins, SE, CV, CI, flags
 #'
+#' The official tabulation of a design (or of a release, with its combining rule applied to
+#' every cell): every cell and margin with its SE, CV and confidence interval, and flags for
+#' cells too small or too unreliable to publish (`cv_max =`, `n_min =`).
+#'
 #' @param source an ss_design, a survey design, or an ss_release (the release's combining
 #'   rule is applied to every cell).
 #' @param rows,cols classification variables: formulas (~field), formula strings or names.
@@ -55,6 +70,13 @@ ss_replicate <- function(design, type = c("bootstrap", "jackknife", "brr"), ...)
 #' @return a data.frame, one row per cell (class ss_table): the label columns, cell,
 #'   estimate, se, cv, ci_low, ci_high, df, n_unweighted, flag, flag_reason. ss_table_wide()
 #'   lays it out as a grid, ss_write_table() writes CSV, XLSX, LaTeX or HTML.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' tab <- ss_tabulate(dstrat, rows = ~stype, cols = ~awards)     # weighted counts
+#' tab
+#' ss_tabulate(dstrat, rows = ~stype, value = ~api00, stat = "mean")
 #' @export
 ss_tabulate <- function(source, rows, cols = NULL, value = NULL, stat = "total",
                         na.rm = FALSE, ...) {
@@ -69,8 +91,17 @@ ss_tabulate <- function(source, rows, cols = NULL, value = NULL, stat = "total",
 }
 
 #' The table as a rows x cols grid of one statistic (margins last)
-#' @param table an ss_table (from ss_tabulate() or ss_laplace_tables()).
-#' @param what the statistic: "estimate", "se", "cv", "ci_low", ...
+#'
+#' @param table an `ss_table` (from [ss_tabulate()] or [ss_laplace_tables()]).
+#' @param what the statistic: `"estimate"`, `"se"`, `"cv"`, `"ci_low"`, `"ci_high"`, `"df"`,
+#'   `"n_unweighted"` or `"flag"`.
+#' @return a data.frame: the rows variables' labels, then a column per level of `cols`.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' tab <- ss_tabulate(dstrat, rows = ~stype, cols = ~awards)
+#' ss_table_wide(tab, "se")
 #' @export
 ss_table_wide <- function(table, what = "estimate") {
   .df(.py(.table_py(table)$wide(what)))
@@ -85,10 +116,20 @@ ss_table_wide <- function(table, what = "estimate") {
 }
 
 #' Write a table: .csv, .xlsx, .tex or .html by the file's extension
-#' @param table an ss_table.
-#' @param path the file.
-#' @param ... title =, digits =, labels = (a named list of named character vectors:
-#'   value labels per variable), wide = TRUE (CSV grid) as the Python exports take them.
+#'
+#' @param table an `ss_table` (from [ss_tabulate()] or [ss_laplace_tables()]).
+#' @param path the file; its extension chooses the format.
+#' @param ... `title =`, `digits =`, `labels =` (a named list of named character vectors:
+#'   value labels per variable), `wide = TRUE` (CSV grid) as the Python exports take them.
+#' @return `path`, invisibly.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' tab <- ss_tabulate(dstrat, rows = ~stype)
+#' f <- tempfile(fileext = ".csv")
+#' ss_write_table(tab, f)
+#' read.csv(f)
 #' @export
 ss_write_table <- function(table, path, ...) {
   py <- .table_py(table)
@@ -118,6 +159,9 @@ print.ss_table <- function(x, ...) {
 
 #' Counts and means tables with Laplace noise (differentially private tables)
 #'
+#' A counts table and a means table of one variable, with Laplace noise calibrated to the
+#' design-weighted sensitivity, for the baseline a synthetic release is compared with.
+#'
 #' @param design the confidential design (ss_design or svydesign()).
 #' @param rows,cols classification variables (cols may be NULL).
 #' @param value the numeric variable of the means table.
@@ -128,17 +172,24 @@ print.ss_table <- function(x, ...) {
 #' @param ... cv_max =, n_min =, level =, margin_label =.
 #' @return a list: counts and means (ss_table data.frames), budget (a list), privacy (the
 #'   public privacy record, as ss_privacy()), sensitivity (a data.frame, for the curator only).
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' dstrat <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
+#' lap <- ss_laplace_tables(dstrat, rows = ~awards, value = ~api00, epsilon = 1, seed = 1)
+#' lap$counts
+#' lap$privacy$guarantee
 #' @export
 ss_laplace_tables <- function(design, rows, cols = NULL, value, epsilon, replicates = 10,
                               seed = NULL, na.rm = FALSE, ...) {
   design <- .as_ss_design(design)
   args <- .py_args(c(list(replicates = replicates, seed = seed), list(...)))
   args$rows <- as.list(.vars(rows, "rows"))
-  args$cols <- if (is.null(cols)) NULL else as.list(.vars(cols, "cols"))
+  args["cols"] <- list(if (is.null(cols)) NULL else as.list(.vars(cols, "cols")))  # None kept
   args$value <- .py_names(value, "value")
   args$epsilon <- epsilon
   args$na_rm <- isTRUE(na.rm)
-  lap <- reticulate::import("surveysynth.privacy.laplace", convert = FALSE)
+  lap <- .ss_module("surveysynth.privacy.laplace")
   res <- .py(do.call(lap$laplace_tables, c(list(design$py), args)))
   list(counts = .table(res$counts), means = .table(res$means),
        budget = reticulate::py_to_r(res$budget), privacy = .record(res$privacy),
@@ -153,6 +204,9 @@ ss_laplace_tables <- function(design, rows, cols = NULL, value, epsilon, replica
 
 #' A synthesizer with its settings (not fitted)
 #'
+#' The Python synthesizer class named by `synthesizer`, made with the settings in `...`.
+#' Nothing is computed until [ss_fit()].
+#'
 #' @param synthesizer "FBS", "FBP", "PBP" (risk-weighted pseudo posteriors, Stan), "quantile"
 #'   (KNG quantile-regression synthesis; also "KNG"), "mixture" or "NB"
 #'   (identification-risk weighted synthesizers).
@@ -161,7 +215,17 @@ ss_laplace_tables <- function(design, rows, cols = NULL, value, epsilon, replica
 #'   chains =, draws =, warmup =, allow_unconverged = TRUE, population_size =,
 #'   random_state = (an integer; NULL draws secret OS entropy), progress = FALSE, bounds =
 #'   list(salary = c(0, 5e5)), ... Formulas become column names, dots in names underscores.
-#' @return an ss_synthesizer: ss_fit() it on a design, then ss_release().
+#' @return an `ss_synthesizer`: [ss_fit()] it on a design, then [ss_release()].
+#' @seealso The settings of each synthesizer: `help(surveysynth.synth.FBS)` and the others
+#'   in Python, or `reticulate::py_help()` on `ss_synthesizer(...)$py`.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' rel
 #' @export
 ss_synthesizer <- function(synthesizer, ...) {
   # not called `method`: KNG has a setting `method`, and R would match `m = 3` to it
@@ -182,15 +246,26 @@ ss_synthesizer <- function(synthesizer, ...) {
   if (is.list(args$bounds)) {
     args$bounds <- lapply(args$bounds, function(b) reticulate::tuple(as.list(as.numeric(b))))
   }
-  synth <- reticulate::import("surveysynth.synth", convert = FALSE)
+  synth <- .ss_module("surveysynth.synth")
   py <- .py(do.call(reticulate::py_call, c(list(reticulate::py_get_attr(synth, cls)), args)))
   structure(list(py = py, method = cls), class = "ss_synthesizer")
 }
 
 #' Fit a synthesizer to the confidential design
-#' @param synthesizer from ss_synthesizer().
-#' @param design an ss_design, a survey design or a data.frame.
-#' @return the synthesizer, fitted (the Python object is fitted in place).
+#'
+#' Learns the synthesizer's model from the confidential data (Stan's MCMC for the
+#' risk-weighted synthesizers, the private quantile mechanism for `"quantile"`).
+#'
+#' @param synthesizer from [ss_synthesizer()].
+#' @param design an `ss_design`, a survey design or a data.frame.
+#' @return the synthesizer, fitted (the Python object is fitted in place), invisibly.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
 #' @export
 ss_fit <- function(synthesizer, design) {
   if (!inherits(synthesizer, "ss_synthesizer")) {
@@ -209,8 +284,22 @@ print.ss_synthesizer <- function(x, ...) {
 }
 
 #' The synthetic release of a fitted synthesizer
-#' @param synthesizer a fitted ss_synthesizer.
-#' @param m number of synthetic data sets (NULL: the synthesizer's m).
+#'
+#' Draws `m` synthetic data sets. The release holds synthetic data only (never the
+#' confidential values, weights or risk weights) and its privacy record.
+#'
+#' @param synthesizer a fitted `ss_synthesizer`.
+#' @param m number of synthetic data sets (`NULL`: the synthesizer's `m`).
+#' @return an `ss_release`: use it with [ss_release_estimate()], [ss_tabulate()],
+#'   [ss_release_designs()], [ss_privacy()] and [ss_save_release()].
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' ss_release_estimate(rel, "mean", ~api00)
 #' @export
 ss_release <- function(synthesizer, m = NULL) {
   if (!inherits(synthesizer, "ss_synthesizer")) {
@@ -238,9 +327,20 @@ print.ss_release <- function(x, ...) {
 }
 
 #' The synthetic designs of a release as survey objects
-#' @param release an ss_release.
-#' @return a list of m survey.design2 objects (as_svydesign() on each synthetic design):
-#'   analyse each with R survey, or use ss_release_estimate() for the combined inference.
+#'
+#' @param release an `ss_release`.
+#' @return a list of `m` `survey.design2` objects ([as_svydesign()] on each synthetic
+#'   design): analyse each with R `survey`, or use [ss_release_estimate()] for the combined
+#'   inference.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' designs <- ss_release_designs(rel)
+#' svymean(~api00, designs[[1]])
 #' @export
 ss_release_designs <- function(release) {
   .check_release(release)
@@ -260,9 +360,19 @@ ss_release_designs <- function(release) {
 #' @param statistic "mean", "total", "ratio" (denominator = ~x), "proportion", "quantile"
 #'   (quantiles = c(0.25, 0.5)).
 #' @param x,by formulas, formula strings or column names.
-#' @param ... na.rm = TRUE, level = 0.9, ...
-#' @return a data.frame (class ss_estimate): labels, estimate, variance, se, cv, df, ci_low,
-#'   ci_high, between, within, m, note.
+#' @param ... `na.rm = TRUE`, `level = 0.9`, `denominator = ~x`, `quantiles =`.
+#' @return a data.frame (class `ss_release_estimate`, an `ss_estimate`): labels, estimate,
+#'   variance, se, cv, df, ci_low, ci_high, between, within, m, note. It prints the
+#'   estimate, SE, df and confidence interval, and one line explaining a df below 2.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' ss_release_estimate(rel, "mean", ~api00)
+#' ss_release_estimate(rel, "quantile", ~api00, quantiles = c(0.25, 0.5))
 #' @export
 ss_release_estimate <- function(release, statistic, x, by = NULL, ...) {
   .check_release(release)
@@ -276,10 +386,24 @@ ss_release_estimate <- function(release, statistic, x, by = NULL, ...) {
 }
 
 #' The privacy record of a release: mechanism, epsilon, the guarantee and its exact text
+#'
+#' The record is generated from what was actually run; its `guarantee_text` is the text a
+#' release manifest carries.
+#'
 #' @param release an ss_release (or the privacy element of ss_laplace_tables()).
 #' @return a list: family, mechanism, guarantee (the label), differentially_private,
 #'   guarantee_text, epsilon, delta, delta_alpha, m, seeded, reproducibility, facts, ledger,
 #'   published_without_budget, convergence_override, notes.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' rec <- ss_privacy(rel)
+#' rec$guarantee
+#' rec$epsilon
 #' @export
 ss_privacy <- function(release) {
   .check_release(release)
@@ -287,6 +411,26 @@ ss_privacy <- function(release) {
 }
 
 #' Save a release: path/public (publish) and path/confidential (disclosure review only)
+#'
+#' `path/public` holds the synthetic data, the tables made from them and the manifest (method,
+#' epsilon ledger, guarantee text, versions); `path/confidential` what was computed from the
+#' confidential data, for the disclosure review. Only `public` may be published.
+#'
+#' @param release an `ss_release`.
+#' @param path the release folder (created).
+#' @param overwrite replace an existing release folder.
+#' @return `path`, invisibly.
+#' @seealso [ss_load_release()].
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' out <- file.path(tempdir(), "release")
+#' ss_save_release(rel, out, overwrite = TRUE)
+#' list.files(file.path(out, "public"))
 #' @export
 ss_save_release <- function(release, path, overwrite = FALSE) {
   .check_release(release)
@@ -294,7 +438,22 @@ ss_save_release <- function(release, path, overwrite = FALSE) {
   invisible(path)
 }
 
-#' Load a saved release (the public/synthetic folder, or a folder with its manifest.json)
+#' Load a saved release
+#'
+#' @param path the release's `public` folder (or any folder with its `manifest.json`), as
+#'   written by [ss_save_release()] or the release pipeline.
+#' @return an `ss_release` with the synthetic designs and the privacy record.
+#' @examplesIf reticulate::py_module_available("surveysynth")
+#' library(survey)
+#' data(api)
+#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
+#'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
+#' rel <- ss_release(ss_fit(syn, d))
+#' out <- file.path(tempdir(), "release")
+#' ss_save_release(rel, out, overwrite = TRUE)
+#' back <- ss_load_release(file.path(out, "public"))
+#' ss_release_estimate(back, "mean", ~api00)
 #' @export
 ss_load_release <- function(path) {
   .wrap_release(.py(ss_python()$ss$load_release(path.expand(path))))
@@ -302,10 +461,18 @@ ss_load_release <- function(path) {
 
 #' Run the release pipeline on a config file (as `surveysynth release CONFIG.toml`)
 #'
+#' Reads the data, builds the design, fits the synthesizer, checks the release gates and
+#' writes the release folder with its report, as the command line does.
+#'
 #' @param config path of the TOML config (docs/release-config.md describes every key).
 #' @param quiet no console output.
 #' @param verbose also the synthesizers' own progress.
 #' @return the release folder (public/ and confidential/), invisibly.
+#' @examples
+#' \dontrun{
+#' # a config written by `surveysynth release --example quantile > release.toml`
+#' ss_release_pipeline("release.toml")
+#' }
 #' @export
 ss_release_pipeline <- function(config, quiet = FALSE, verbose = FALSE) {
   if (!is.character(config) || length(config) != 1L || !file.exists(config)) {

@@ -135,7 +135,10 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
   skip_if_no_python()
   data <- reticulate::import("surveysynth.release_config")$example_data()
   expect_s3_class(data, "data.frame")
-  des <- svydesign(ids = ~1, strata = ~field, weights = ~weight, data = data)
+  # quantile synthesis runs within strata and needs weights constant within each (issue 36,
+  # D7): the example's PPS weights vary within fields, so each field gets its mean weight
+  data$w <- ave(data$weight, data$field)
+  des <- svydesign(ids = ~1, strata = ~field, weights = ~w, data = data)
   syn <- ss_fit(kng(random_state = 11, method = "stepwise"), des)   # m = 3 is not `method`
   rel <- ss_release(syn)
   designs <- ss_release_designs(rel)
@@ -156,6 +159,22 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
   # printed with its df and CI (issue 37)
   expect_output(print(est), "mean +SE +df +2\\.5 % +97\\.5 %")
   expect_s3_class(est, "ss_release_estimate")
+  shown <- capture.output(print(est))
+  row <- strsplit(trimws(shown[2]), " +")[[1]]
+  expect_identical(row[1], "salary")
+  expect_equal(as.numeric(row[-1]), signif(unlist(est[1, c("estimate", "se", "df", "ci_low",
+                                                           "ci_high")]), 6), ignore_attr = TRUE)
+  # by domains: a row per domain with the domain as a column (no "E:salary" row names)
+  eb <- structure(data.frame(field = c("a", "b"), variable = "salary", estimate = c(1, 2),
+                             se = 0.5, df = c(1.5, 30), ci_low = 0, ci_high = 3,
+                             note = NA_character_),
+                  class = c("ss_release_estimate", "ss_estimate", "data.frame"),
+                  statistic = "mean", level = 0.9)
+  shown <- capture.output(print(eb))
+  expect_match(shown[1], "^ *field +salary +SE +df +5 % +95 %$")
+  expect_match(shown[2], "^ *a +1 +0.5 +1.5 +0 +3$")
+  expect_match(shown[3], "^ *b +2 +0.5 +30.0 +0 +3$")
+  expect_length(shown, 3L)
   # ss_estimate on a release is the same call
   expect_identical(ss_estimate(rel, "mean", ~salary)$se, est$se[1])
   tab <- ss_tabulate(rel, rows = ~visits)

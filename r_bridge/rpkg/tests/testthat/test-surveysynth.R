@@ -121,3 +121,58 @@ test_that("a data.frame builds a design directly", {
   m <- ss_estimate(py, "mean", ~api00)
   expect_equal(m$se, as.numeric(SE(svymean(~api00, eval(designs$apiclus1)))), tolerance = 1e-9)
 })
+
+test_that("estimates by domains print in svyby's layout, the same text as R's svyby", {
+  skip_if_no_python()
+  d <- eval(designs$apistrat)
+  same <- function(ours, r) expect_identical(capture.output(print(ours)), capture.output(print(r)))
+  same(ss_estimate(d, "mean", ~api00, by = ~stype), svyby(~api00, ~stype, d, svymean))
+  same(ss_estimate(d, "mean", ~api00 + api99, by = ~stype),
+       svyby(~api00 + api99, ~stype, d, svymean))
+  same(ss_estimate(d, "total", ~api00, by = ~stype + awards, deff = TRUE),
+       svyby(~api00, ~stype + awards, d, svytotal, deff = TRUE))
+  same(ss_estimate(d, "proportion", ~awards, by = ~stype), svyby(~awards, ~stype, d, svymean))
+  same(ss_estimate(d, "ratio", ~api00, denominator = ~api99, by = ~stype),
+       svyby(~api00, ~stype, d, svyratio, denominator = ~api99))
+  same(ss_estimate(d, "quantile", ~api00, quantiles = c(0.25, 0.5), by = ~stype),
+       svyby(~api00, ~stype, d, svyquantile, quantiles = c(0.25, 0.5)))
+  # coef() names as svyby's (in the data.frame's row order: domain by domain)
+  expect_setequal(names(coef(ss_estimate(d, "mean", ~api00 + api99, by = ~stype))),
+                  names(coef(svyby(~api00 + api99, ~stype, d, svymean))))
+})
+
+test_that("row numbers in errors are R's (1-based)", {
+  skip_if_no_python()
+  d <- eval(designs$apistrat)
+  na <- which(is.na(apistrat$acs.k3))
+  msg <- tryCatch(ss_estimate(d, "mean", ~api00, by = ~acs.k3), error = conditionMessage)
+  expect_match(msg, paste0("rows ", paste(na[1:5], collapse = ", "), " and ",
+                           length(na) - 5, " more"), fixed = TRUE)
+  bad <- apiclus1
+  bad$fpc[c(3, 7)] <- 0.5  # fractions among population sizes, R rows 3 and 7
+  msg <- tryCatch(ss_design(bad, ids = ~dnum, weights = ~pw, fpc = ~fpc), error = conditionMessage)
+  expect_match(msg, "rows [3, 7] values < 1", fixed = TRUE)
+  # the conversion itself: lists, brackets, a single row, and counts left alone
+  expect_identical(surveysynth:::.one_based_rows("in rows 0, 9 and 3 more; row 4; rows [2]"),
+                   "in rows 1, 10 and 3 more; row 5; rows [3]")
+  expect_identical(surveysynth:::.one_based_rows("5 rows have NA"), "5 rows have NA")
+})
+
+test_that("an unknown estimator name is refused with the valid ones", {
+  skip_if_no_python()
+  d <- eval(designs$apistrat)
+  valid <- "one of \"mean\", \"total\", \"ratio\", \"proportion\", \"quantile\""
+  expect_error(ss_estimate(d, "meen", ~api00), valid, fixed = TRUE)
+  expect_error(ss_estimate(d, "subset", ~api00), valid, fixed = TRUE)  # a method, not an estimator
+  expect_error(ss_estimate(d, "svymean", ~api00), "R's svymean is \"mean\"", fixed = TRUE)
+  expect_error(ss_estimate(d, "median", ~api00), "\"quantile\" with quantiles = 0.5",
+               fixed = TRUE)
+})
+
+test_that("every exported function has an installed help page", {
+  for (f in getNamespaceExports("surveysynth")) {
+    expect_length(utils::help(f, package = "surveysynth"), 1L)
+  }
+  rd <- tools::Rd_db("surveysynth")
+  expect_true("ss_design.Rd" %in% names(rd))
+})
