@@ -81,7 +81,7 @@ def test_readme_has_the_estimates_beside_the_confidential_ones():
     lines = shown[0].splitlines()
     assert lines[0].split() == ["estimate", "se", "df", "ci_low", "ci_high"]
     assert [ln.split()[0] for ln in lines[1:]] == ["confidential", "release"]
-    assert lines[1].split()[1:3] == ["670.81", "30.10"]  # R survey's svymean on apiclus2
+    assert lines[1].split()[1:3] == ["662.29", "9.41"]  # R survey: svymean(~api00, apistrat design)
 
 
 def test_readme_python_examples_run(tmp_path):
