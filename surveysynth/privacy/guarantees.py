@@ -268,7 +268,8 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     each released fit), ``bound_draws`` ("final_fit" or "same_fit"), ``delta_alpha`` (the SUM of
     the per-step bounds), ``m``, ``epsilon``; the per-step bounds are in the record's ledger;
     ``weights_step`` ("modelled", default, or "design": design weights released as collected,
-    no step; the record lists them as published without budget).
+    no step; the record lists them as published without budget); ``random_effects`` ("psu" on
+    a clustered design: every step has a PSU random intercept, issue 36 D3/D4).
     """
     src = facts.get("alpha_source", "lipschitz_tuned")
     k = facts.get("steps")
@@ -300,6 +301,12 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
         text += (" The sampling weights are design weights (one value per cell of the public "
                  "design columns) and are released as collected, outside this guarantee: the "
                  "record lists them as published without budget.")
+    if facts.get("random_effects") == "psu":
+        text += (" Each step's model has a random intercept per first-stage sampling unit "
+                 "(cluster), part of the parameter whose draws are released: the bounds are "
+                 "of each record's density given its cluster's effect, and each synthetic set "
+                 "draws new cluster effects from the released draw's between-cluster scale "
+                 "(post-processing), never the fitted ones.")
     how = (" The risk weights alpha_i = clip(c (1 - D_i), 0, 1) of each step are computed "
            "from the confidential data")
     if src.startswith("identification"):

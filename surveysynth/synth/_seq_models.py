@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["MODELS", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik",
+__all__ = ["MODELS", "MODELS_RE", "split_groups", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik",
            "logistic_loglik", "categorical_loglik", "ordinal_loglik"]
 
 _LOG2PI = float(np.log(2 * np.pi))
@@ -200,6 +200,36 @@ def _distinct_predictors(X: np.ndarray) -> dict[str, Any]:
     return dict(nd=len(Xd), Xd=Xd, xd=inv.ravel().astype(np.int64) + 1)
 
 
+def _normal_draw(mu: np.ndarray, sigma: float, spec: dict[str, Any],
+                 rng: np.random.Generator, mean_only: bool = False) -> np.ndarray:
+    """Draws of N(mu, sigma) truncated to the spec's (lo, hi) (the mean with ``mean_only``).
+    The bounds hold with the random effect in mu too: the truncation is of the conditional
+    density given u, the one fitted."""
+    if mean_only:
+        return mu
+    lo, hi = spec["lo"], spec["hi"]
+    if lo is None and hi is None:
+        return mu + sigma * rng.standard_normal(len(mu))
+    a = -np.inf if lo is None else (lo - mu) / sigma
+    b = np.inf if hi is None else (hi - mu) / sigma
+    z = stats.truncnorm.rvs(a, b, size=len(mu), random_state=rng)
+    out = mu + sigma * z
+    return np.clip(out, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+
+def _negbin_draw(mu: np.ndarray, phi: float, spec: dict[str, Any],
+                 rng: np.random.Generator) -> np.ndarray:
+    """Draws of NB2(mu, phi) truncated above at the spec's hi."""
+    p = phi / (phi + mu)
+    hi = spec["hi"]
+    if hi is None:
+        return rng.negative_binomial(phi, p).astype(np.int64)
+    # inverse CDF of the truncated pmf: u ~ U(0, F(hi))
+    u = rng.uniform(size=len(mu)) * special.betainc(phi, hi + 1.0, p)
+    out = stats.nbinom.ppf(u, phi, p)
+    return np.clip(np.nan_to_num(out, nan=hi), 0, hi).astype(np.int64)
+
+
 class NormalModel(_Model):
     """y (modelled scale) ~ N(loc + scale (a + x'b), scale s), truncated to (lo, hi)."""
 
@@ -246,17 +276,7 @@ class NormalModel(_Model):
 
     def draw(self, draws, s, X, spec, rng, mean_only=False):
         mu, sigma = self._mu_sigma(draws, slice(s, s + 1), X, spec)
-        mu, sigma = mu[0], float(sigma[0, 0])
-        if mean_only:
-            return mu
-        lo, hi = spec["lo"], spec["hi"]
-        if lo is None and hi is None:
-            return mu + sigma * rng.standard_normal(len(mu))
-        a = -np.inf if lo is None else (lo - mu) / sigma
-        b = np.inf if hi is None else (hi - mu) / sigma
-        z = stats.truncnorm.rvs(a, b, size=len(mu), random_state=rng)
-        out = mu + sigma * z
-        return np.clip(out, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+        return _normal_draw(mu[0], float(sigma[0, 0]), spec, rng, mean_only)
 
 
 class NegBinModel(_Model):
@@ -290,15 +310,7 @@ class NegBinModel(_Model):
 
     def draw(self, draws, s, X, spec, rng, mean_only=False):
         mu, phi = self._mu_phi(draws, slice(s, s + 1), X, spec)
-        mu, phi = mu[0], float(phi[0, 0])
-        p = phi / (phi + mu)
-        hi = spec["hi"]
-        if hi is None:
-            return rng.negative_binomial(phi, p).astype(np.int64)
-        # inverse CDF of the truncated pmf: u ~ U(0, F(hi))
-        u = rng.uniform(size=len(mu)) * special.betainc(phi, hi + 1.0, p)
-        out = stats.nbinom.ppf(u, phi, p)
-        return np.clip(np.nan_to_num(out, nan=hi), 0, hi).astype(np.int64)
+        return _negbin_draw(mu[0], float(phi[0, 0]), spec, rng)
 
 
 class LogisticModel(_Model):
@@ -403,4 +415,222 @@ class OrdinalModel(_Model):
 MODELS: dict[str, _Model] = {
     "normal": NormalModel(), "negbin": NegBinModel(), "logistic": LogisticModel(),
     "categorical": CategoricalModel(), "ordinal": OrdinalModel(),
+}
+
+
+# -------------------------------------------------------------------------------- random effects
+def split_groups(Xg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A random-intercept model's design matrix is the predictors with the record's PSU code
+    (0..J-1) as a LAST column (so that the distinct patterns, the bounds and the rows handed to
+    Stan are per (x, y, PSU), exactly): the predictors and the codes."""
+    return Xg[:, :-1], np.asarray(Xg[:, -1]).astype(np.int64)
+
+
+class _RandomIntercept:
+    """PSU random intercepts added to a family's linear predictor (clustered designs; issue 36
+    D1/D3; docs/sequential.md "Clustered designs").
+
+    ``u_j = sigma_u z_j``, z_j ~ N(0, 1) in Stan (non-centred); ``spec["J"]`` the number of PSUs
+    of the design; the design matrix carries the PSU code as its last column
+    (:func:`split_groups`). The log density (the Lipschitz bound) is the CONDITIONAL one given
+    the draw's u_j (D4: u is inside theta). Synthesis draws u*_j afresh from N(0, sigma_u^(s))
+    for each synthetic set (:meth:`fresh_u`), never the posterior u_j, which would publish each
+    cluster's mean."""
+
+    re_params: tuple[str, ...] = ("sigma_u", "z_u")
+
+    @staticmethod
+    def posterior_u(draws, s) -> np.ndarray:
+        """u of the draws ``s``: (S, J), or (S, K-1, J) for the categorical model."""
+        su, z = draws["sigma_u"][s], draws["z_u"][s]
+        return su[..., None] * z
+
+    def fresh_u(self, draws, s: int, spec, rng: np.random.Generator) -> np.ndarray:
+        """u* ~ N(0, sigma_u^(s)) for each of the J PSUs (one synthetic set), shaped as
+        :meth:`posterior_u` of one draw: (1, J) or (1, K-1, J)."""
+        su = np.asarray(draws["sigma_u"][s], dtype=float)
+        return (su[..., None] * rng.standard_normal((*su.shape, int(spec["J"]))))[None, ...]
+
+    @staticmethod
+    def _init_u(spec, chains, rng, shape=()) -> list[dict[str, Any]]:
+        J = int(spec["J"])
+        return [dict(sigma_u=(0.2 * np.exp(0.1 * rng.standard_normal(shape))).tolist()
+                     if shape else float(0.2 * np.exp(0.1 * rng.standard_normal())),
+                     z_u=(0.1 * rng.standard_normal((*shape, J))).tolist())
+                for _ in range(chains)]
+
+
+def _re_data(Xg: np.ndarray, spec: dict[str, Any], distinct: bool) -> tuple[np.ndarray, dict]:
+    X, g = split_groups(Xg)
+    out: dict[str, Any] = dict(J=int(spec["J"]), g=g + 1)
+    if distinct:   # truncation normalisers: once per distinct (x, PSU) row
+        dp = _distinct_predictors(Xg)
+        Xd, gd = split_groups(dp["Xd"])
+        out.update(nd=dp["nd"], Xd=Xd, xd=dp["xd"], gd=gd + 1)
+    return X, out
+
+
+class NormalREModel(_RandomIntercept, NormalModel):
+    """NormalModel with mu = loc + scale (a + x'b + u_j) (seq_normal_re.stan; truncated to the
+    bounds when given, the normaliser given u_j)."""
+
+    program = "seq_normal_re"
+    params = ("a", "b", "s", "sigma_u", "z_u")
+
+    def program_for(self, spec, save_log_lik=False):
+        """Always the per-row program (rows: the distinct (x, y, PSU) patterns)."""
+        return self.program
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        lo, hi = spec["lo"], spec["hi"]
+        Xp, re = _re_data(X, spec, True)
+        return dict(_base(y, Xp, alpha, save_log_lik, pre), y=y, loc=spec["loc"],
+                    scale=spec["scale"],
+                    has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
+                    has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi), **re)
+
+    def inits(self, y, X, spec, chains, rng):
+        base = NormalModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
+        return [{**b, **u} for b, u in zip(base, self._init_u(spec, chains, rng), strict=True)]
+
+    def _mu_sigma(self, draws, s, X, spec, u=None):
+        Xp, g = split_groups(X)
+        u = self.posterior_u(draws, s) if u is None else u
+        mu = spec["loc"] + spec["scale"] * (draws["a"][s][:, None] + draws["b"][s] @ Xp.T
+                                            + u[:, g])
+        return mu, spec["scale"] * draws["s"][s][:, None]
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        u = self.fresh_u(draws, s, spec, rng)
+        mu, sigma = self._mu_sigma(draws, slice(s, s + 1), X, spec, u)
+        return _normal_draw(mu[0], float(sigma[0, 0]), spec, rng, mean_only)
+
+
+class NegBinREModel(_RandomIntercept, NegBinModel):
+    """NegBinModel with log mu = eta0 + a + x'b + u_j (seq_negbin_re.stan)."""
+
+    program = "seq_negbin_re"
+    params = ("a", "b", "phi", "sigma_u", "z_u")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        hi = spec["hi"]
+        Xp, re = _re_data(X, spec, True)
+        return dict(_base(y, Xp, alpha, save_log_lik, pre), y=y.astype(np.int64),
+                    eta0=spec["eta0"], has_hi=int(hi is not None),
+                    hi=0 if hi is None else int(hi), **re)
+
+    def inits(self, y, X, spec, chains, rng):
+        base = NegBinModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
+        return [{**b, **u} for b, u in zip(base, self._init_u(spec, chains, rng), strict=True)]
+
+    def _mu_phi(self, draws, s, X, spec, u=None):
+        Xp, g = split_groups(X)
+        u = self.posterior_u(draws, s) if u is None else u
+        eta = spec["eta0"] + draws["a"][s][:, None] + draws["b"][s] @ Xp.T + u[:, g]
+        return np.exp(eta), draws["phi"][s][:, None]
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        u = self.fresh_u(draws, s, spec, rng)
+        mu, phi = self._mu_phi(draws, slice(s, s + 1), X, spec, u)
+        return _negbin_draw(mu[0], float(phi[0, 0]), spec, rng)
+
+
+class LogisticREModel(_RandomIntercept, LogisticModel):
+    """logit P(y = 1) = a + x'b + u_j (seq_logistic_re.stan)."""
+
+    program = "seq_logistic_re"
+    params = ("a", "b", "sigma_u", "z_u")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        Xp, re = _re_data(X, spec, False)
+        return dict(_base(y, Xp, alpha, save_log_lik, pre), y=y.astype(np.int64), **re)
+
+    def inits(self, y, X, spec, chains, rng):
+        base = LogisticModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
+        return [{**b, **u} for b, u in zip(base, self._init_u(spec, chains, rng), strict=True)]
+
+    def _eta(self, draws, s, X, u=None):
+        Xp, g = split_groups(X)
+        u = self.posterior_u(draws, s) if u is None else u
+        return draws["a"][s][:, None] + draws["b"][s] @ Xp.T + u[:, g]
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = self._eta(draws, slice(s, s + 1), X, self.fresh_u(draws, s, spec, rng))[0]
+        return (rng.uniform(size=len(eta)) < special.expit(eta)).astype(np.int64)
+
+
+class CategoricalREModel(_RandomIntercept, CategoricalModel):
+    """eta_k = a_k + x'B_k + u_kj for the non-reference levels k, one independent intercept
+    per PSU and logit, each logit its own sigma_u[k] (seq_categorical_re.stan: why not one
+    shared intercept)."""
+
+    program = "seq_categorical_re"
+    params = ("a", "B", "sigma_u", "z_u")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        Xp, re = _re_data(X, spec, False)
+        return dict(_base(y, Xp, alpha, save_log_lik, pre), K=spec["K"],
+                    y=y.astype(np.int64) + 1, **re)
+
+    def inits(self, y, X, spec, chains, rng):
+        base = CategoricalModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
+        us = self._init_u(spec, chains, rng, shape=(spec["K"] - 1,))
+        return [{**b, **u} for b, u in zip(base, us, strict=True)]
+
+    def sampler_inits(self, inits, spec, pre):
+        out = CategoricalModel.sampler_inits(self, inits, spec, pre)
+        return [{**o, **{k: d[k] for k in self.re_params if k in d}}
+                for o, d in zip(out, inits, strict=True)]
+
+    def _eta(self, draws, s, X, u=None):
+        Xp, g = split_groups(X)
+        u = self.posterior_u(draws, s) if u is None else u          # (S, K-1, J)
+        a, B = draws["a"][s], draws["B"][s]
+        eta = a[:, None, :] + np.einsum("np,spk->snk", Xp, B) + np.swapaxes(u[:, :, g], 1, 2)
+        return np.concatenate([np.zeros((*eta.shape[:2], 1)), eta], axis=-1)
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = self._eta(draws, slice(s, s + 1), X, self.fresh_u(draws, s, spec, rng))[0]
+        return np.argmax(eta + rng.gumbel(size=eta.shape), axis=1).astype(np.int64)
+
+
+class OrdinalREModel(_RandomIntercept, OrdinalModel):
+    """P(y > k) = inv_logit(x'b + u_j - c_k) (seq_ordinal_re.stan)."""
+
+    program = "seq_ordinal_re"
+    params = ("b", "c", "sigma_u", "z_u")
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        Xp, re = _re_data(X, spec, False)
+        return dict(_base(y, Xp, alpha, save_log_lik, pre), K=spec["K"],
+                    y=y.astype(np.int64) + 1, **re)
+
+    def inits(self, y, X, spec, chains, rng):
+        base = OrdinalModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
+        return [{**b, **u} for b, u in zip(base, self._init_u(spec, chains, rng), strict=True)]
+
+    def sampler_inits(self, inits, spec, pre):
+        out = OrdinalModel.sampler_inits(self, inits, spec, pre)
+        return [{**o, **{k: d[k] for k in self.re_params if k in d}}
+                for o, d in zip(out, inits, strict=True)]
+
+    def _eta(self, draws, s, X, u=None):
+        Xp, g = split_groups(X)
+        u = self.posterior_u(draws, s) if u is None else u
+        return draws["b"][s] @ Xp.T + u[:, g]
+
+    def loglik(self, draws, s, y, X, spec):
+        return ordinal_loglik(y, self._eta(draws, s, X), draws["c"][s])
+
+    def draw(self, draws, s, X, spec, rng, mean_only=False):
+        eta = self._eta(draws, slice(s, s + 1), X, self.fresh_u(draws, s, spec, rng))[0]
+        q = special.expit(eta[:, None] - draws["c"][s][None, :])
+        u = rng.uniform(size=len(eta))
+        return (u[:, None] < q).sum(axis=1).astype(np.int64)
+
+
+#: family -> its model with PSU random intercepts (clustered designs, issue 36 D3)
+MODELS_RE: dict[str, _Model] = {
+    "normal": NormalREModel(), "negbin": NegBinREModel(), "logistic": LogisticREModel(),
+    "categorical": CategoricalREModel(), "ordinal": OrdinalREModel(),
 }

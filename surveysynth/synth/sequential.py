@@ -26,6 +26,15 @@ pseudo posterior model in Stan suited to its type (docs/sequential.md):
 * epsilon composes: epsilon = sum_j 2 Delta_alpha_j m, each step in the ledger;
 * the design goes through: strata, cluster ids and fpc are public and carried into every
   synthetic design (the strata also serve as predictors);
+* clustered designs (ids with fewer first-stage units than records; :func:`psu_codes`; issue
+  36 D1/D3/D4/D5, docs/sequential.md "Clustered designs"): every step's model gets a random
+  intercept per PSU, u_j ~ N(0, sigma_u), non-centred (``seq_*_re.stan``; the rows are the
+  distinct (x, y, PSU) patterns); each record's bound is of its density GIVEN its PSU's u_j
+  (u is inside theta, so a record's move of its cluster's effect is covered); each synthetic
+  set draws u*_j afresh from N(0, sigma_u^(s)), never the posterior u_j (which would publish
+  the cluster means); with design weights, the standardised log weight is a predictor of every
+  step so that weighted synthetic estimates target the population. Unclustered designs keep the
+  original programs and code path (seeded output unchanged);
 * design weights: when the sampling weights are a function of the public design columns
   (exactly constant within each stratum x fpc cell, as apistrat's pw = N_h / n_h), they are
   design information -- what the released strata and fpc already say (N_h / n_h from the
@@ -62,7 +71,15 @@ from .._validate import as_list
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._seq_models import MODELS, WHITEN_MIN_ROWS, identity_pre, patterns, whitening
+from ._seq_models import (
+    MODELS,
+    MODELS_RE,
+    WHITEN_MIN_ROWS,
+    identity_pre,
+    patterns,
+    split_groups,
+    whitening,
+)
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
@@ -540,6 +557,13 @@ class Sequential(Synthesizer):
                 if cfg["weights_name"] in data.columns else w)
         cfg["design_weights"] = weights_are_design(data, wcol, cfg["weight_cells"])
         steps = self._build_steps(data, w, cfg)
+        psu = psu_codes(design)
+        cfg["clustered"] = psu is not None
+        if psu is not None:         # D3: a PSU random intercept in every step's model
+            J = int(psu.max()) + 1
+            for step in steps:
+                step.spec["J"] = J
+        self._psu_ = psu
         self._design_ = {"strata": _cols(design.strata_vars), "ids": _cols(design.ids_vars),
                          "fpc": _cols(design.fpc_vars)}
         self._dtypes_ = {name: data[name].dtype for name, _, _ in cfg["specs"]}
@@ -547,6 +571,12 @@ class Sequential(Synthesizer):
         N = self._population(design)
         m = cfg["m"]
         pub_enc, X_pub = self._encode_public(data, cfg["predictors"])
+        if psu is not None and cfg["design_weights"]:
+            # D5: the design weights are released as collected: log w is a public continuous
+            # predictor of every step (standardised), when it adds a direction to the others
+            pub_enc, X_pub = _with_log_weight(pub_enc, X_pub,
+                                              _design_weights(wcol, N), cfg["weights_name"])
+        cfg["log_weight_predictor"] = any(e.get("f") == "log_weight" for e in pub_enc)
         n = len(data)
         eps = None if self.target_epsilon is None else float(self.target_epsilon)
         progress = bool(self.progress)
@@ -564,6 +594,8 @@ class Sequential(Synthesizer):
                   else None)
         for step in steps:
             X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
+            if psu is not None:     # the PSU code as the last column (split_groups)
+                X = np.c_[X, psu]
             rows, y = self._response(step, data, w)
             target = None if eps is None else eps * step.share / (2.0 * m)
             risk = (None if groups is None else step_identification_risk(
@@ -579,7 +611,8 @@ class Sequential(Synthesizer):
         self.step_fits_ = results
         self._prep_ = {"data_public": data, "X_pub": X_pub, "pub_enc": pub_enc, "N": N, "n": n,
                        "weights_name": cfg["weights_name"],
-                       "design_w": _design_weights(wcol, N) if cfg["design_weights"] else None}
+                       "design_w": _design_weights(wcol, N) if cfg["design_weights"] else None,
+                       "w_const_psu": psu is not None and _constant_within(wcol, psu)}
         self.design_weights_ = bool(cfg["design_weights"])
         self.n_ = n
         self.delta_alpha_steps_ = {s.name: r["delta_alpha"] for s, r in zip(steps, results,
@@ -743,11 +776,16 @@ class Sequential(Synthesizer):
         missing_mask: dict[str, np.ndarray] = {}
         for step, r in zip(self.steps_, self.step_fits_, strict=True):
             X = np.column_stack([prep["X_pub"], *syn_enc]) if syn_enc else prep["X_pub"]
-            model = MODELS[step.family]
+            if self._psu_ is not None:    # the synthetic record keeps its PSU (released ids)
+                X = np.c_[X, self._psu_]
+            model = _model(step)
             if step.role == "weights":
                 lw = model.draw(r["fit"].draws, s, X, step.spec, rng,
                                 mean_only=self.weights == "smoothed")
                 wv = np.exp(lw - lw.max())
+                if self._psu_ is not None and prep.get("w_const_psu"):
+                    # D5: weights constant within PSUs as collected stay so: the PSU's average
+                    wv = (np.bincount(self._psu_, wv) / np.bincount(self._psu_))[self._psu_]
                 out[prep["weights_name"]] = wv * prep["N"] / wv.sum()
                 continue
             if step.role == "missing":
@@ -838,6 +876,19 @@ class Sequential(Synthesizer):
             "from the confidential data where no public bounds are given; they shape the "
             "weakly informative priors and are not privatized.",
         ]
+        if cfg.get("clustered"):
+            notes.append(
+                "clustered design (issue 36 D3/D4): every step's model has a random intercept "
+                "per first-stage sampling unit (PSU), u_j ~ N(0, sigma_u), so theta includes "
+                "sigma_u and u_1..u_J; each record's bound is of its density GIVEN its PSU's "
+                "u_j (a record's change moves its cluster's u_j, which is inside theta, so the "
+                "bound covers it); each synthetic set draws fresh u*_j ~ N(0, sigma_u^(s)) "
+                "(post-processing of the released draw), never the posterior u_j.")
+        if cfg.get("log_weight_predictor"):
+            notes.append(
+                f"the log of the design weights {cfg['weights_name']!r} (released as "
+                "collected) is a predictor of every step (standardised), so that weighted "
+                "synthetic estimates target the population (issue 36 D5).")
         pwb = []
         if self.risk_weights != "none" and how == "achieved":
             pwb.append({
@@ -879,6 +930,7 @@ class Sequential(Synthesizer):
                       "bound_draws": "final_fit" if self.risk_weights != "none" else "same_fit",
                       "weights": "design" if self.design_weights_ else self.weights,
                       "weights_step": "design" if self.design_weights_ else "modelled",
+                      **({"random_effects": "psu"} if cfg.get("clustered") else {}),
                       **({"known": ", ".join(map(str, self._cfg_["known"])) or "none (one "
                           "pattern)", "r": self._cfg_["r"]} if kind == "identification"
                          and src != "unweighted" else {}),
@@ -928,7 +980,7 @@ class _StepFit:
         self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
         self.risk = risk     # identification risks IR^c_i (risk_weights="identification")
         self.rng, self.progress = rng, progress
-        self.model = MODELS[step.family]
+        self.model = _model(step)
         self.program = load_program(self.model.program_for(step.spec))
         self.n = len(y)
         # Stan and the bounds work on the distinct (x, y) patterns, exactly (see ``patterns``);
@@ -937,8 +989,9 @@ class _StepFit:
         self.yu, self.Xu = y[first], X[first]
         # whitened predictors (exact reparametrization; records' X, so the same for every fit of
         # the step) when Stan gets many rows; the programs' own coordinates otherwise
-        self.pre = (whitening(X) if len(self.yu) >= WHITEN_MIN_ROWS
-                    else identity_pre(X.shape[1]))
+        Xp = split_groups(X)[0] if "J" in step.spec else X   # predictors without the PSU
+        self.pre = (whitening(Xp) if len(self.yu) >= WHITEN_MIN_ROWS
+                    else identity_pre(Xp.shape[1]))
         self.rows: list[dict] = []
         self.warm: list[dict] | None = None
         self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
@@ -1047,10 +1100,63 @@ class _StepFit:
                 "delta_unweighted": float(delta[finite].max()), "c": c,
                 "tuning": self.rows, "convergence": verdict,
                 "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1],
-                "patterns": len(self.yu), "program": self.model.program_for(self.step.spec)}
+                "patterns": len(self.yu), "program": self.model.program_for(self.step.spec),
+                "random_effect": "J" in self.step.spec}
 
 
 # ====================================================================== helpers
+def _model(step: _Step):
+    """The step's model: with PSU random intercepts when the design is clustered (its spec
+    holds the number of PSUs J), else the family's original one (byte-identical path)."""
+    return MODELS_RE[step.family] if "J" in step.spec else MODELS[step.family]
+
+
+def psu_codes(design: Any) -> np.ndarray | None:
+    """The first-stage sampling units (PSUs, R's ultimate clusters; issue 36 D1) of a clustered
+    design as codes 0..J-1, the design's own PSU index (unique within strata, as SurveyDesign
+    computes it); None when the design has no real clusters: no ids (ids=~1: one record per
+    PSU) or every PSU a single record. Later stages get no random effect: without a later-stage
+    fpc R's variance is the ultimate-cluster one, driven by PSU totals, and with one the
+    first stage still dominates it."""
+    if not _cols(getattr(design, "ids_vars", None)):
+        return None
+    stages = getattr(design, "stages", None)
+    if not stages:
+        return None
+    codes = np.asarray(stages[0].cluster, dtype=np.int64)
+    _, codes = np.unique(codes, return_inverse=True)
+    codes = codes.ravel().astype(np.int64)
+    if int(codes.max()) + 1 >= len(codes):
+        return None
+    return codes
+
+
+def _constant_within(w: np.ndarray, groups: np.ndarray) -> bool:
+    """True when ``w`` is exactly constant within each group."""
+    w = np.asarray(w, dtype=float)
+    first = np.empty(int(groups.max()) + 1)
+    first[groups] = w
+    return bool(np.array_equal(first[groups], w))
+
+
+def _with_log_weight(encs: list, X: np.ndarray, w: np.ndarray, name: str) -> tuple[list, np.ndarray]:
+    """The public design matrix with the standardised log of the released design weights as
+    one more column (issue 36 D5), unless it adds no direction to an intercept and the columns
+    already there (constant weights, as apiclus1's; weights constant within strata that are
+    already predictors): then unchanged."""
+    lw = np.log(np.asarray(w, dtype=float))
+    sd = float(np.std(lw))
+    if not sd > 0:
+        return encs, X
+    z = (lw - float(np.mean(lw))) / sd
+    base = np.c_[np.ones(len(z)), X]
+    if np.linalg.matrix_rank(np.c_[base, z]) == np.linalg.matrix_rank(base):
+        return encs, X
+    e = {"col": name, "kind": "numeric", "mean": float(np.mean(lw)), "sd": sd, "na": False,
+         "f": "log_weight", "shift": 0.0}
+    return [*encs, e], np.c_[X, z]
+
+
 def step_identification_risk(step: _Step, y: np.ndarray, groups: np.ndarray,
                              r: float, original: np.ndarray | None = None) -> np.ndarray:
     """IR^c_i of one step's records (seed 002 eq. 2): the share of the records in i's known

@@ -1,0 +1,137 @@
+// Sequential synthesizer, negative binomial family WITH a PSU random intercept (clustered
+// designs; issue 36 D3; docs/sequential.md "Clustered designs"). The model of seq_negbin.stan
+// with log mu_i = eta0 + a + x_i' b + u_{g(i)}, u_j = sigma_u * z_j, z_j ~ N(0, 1) (non-centred),
+// sigma_u ~ half-t(3, 0, 1), g(i) the record's PSU (1..J); truncated above at hi when given, the
+// normaliser computed once per DISTINCT (x, PSU) row (Xd, gd; exact). log p_i is the density
+// GIVEN u (D4). Rows are the distinct (x, y, PSU) patterns with summed alphas (exact). Other
+// priors and the centred, whitened (a, b) as seq_negbin.stan.
+functions {
+  // log Gamma(k + phi) - log Gamma(phi) for k = 0..kmax, as sum_{j < k} log(phi + j) (a
+  // cumulative sum: exact to rounding for every phi). The difference of two lgammas loses
+  // |lgamma(phi)| x 1e-16 to cancellation: 0.01-0.1 per count at phi ~ 1e13, which made a
+  // spurious high-density region at huge phi where chains stuck at tree depth 10 (a
+  // Poisson-like count under small alphas lets phi wander there in early warm-up).
+  vector seq_nb_lpoch(real phi, int kmax) {
+    vector[kmax + 1] out = rep_vector(0, kmax + 1);
+    if (kmax > 0) {
+      out[2:(kmax + 1)] = cumulative_sum(log(phi + linspaced_vector(kmax, 0, kmax - 1)));
+    }
+    return out;
+  }
+  // log F(hi | mu, phi) of every record, the truncation normaliser: log of the sum of the pmf
+  // over the support 0..hi, log F_i = l0_i + log_sum_exp_k(c_k + k lq_i) with
+  // c_k = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1) (seq_nb_lpoch), l0 = phi log(phi / (mu + phi)),
+  // lq = log(mu / (mu + phi)) (exact; Stan's neg_binomial_2_lcdf differentiates the incomplete
+  // beta function in phi by a slow series). One outer product and n row log_sum_exps.
+  vector seq_nb_log_norm(vector eta, real phi, int hi) {
+    int n = num_elements(eta);
+    vector[n] lq = -log1p_exp(log(phi) - eta);
+    vector[n] l0 = -phi * log1p_exp(eta - log(phi));
+    row_vector[hi + 1] k = linspaced_row_vector(hi + 1, 0, hi);
+    row_vector[hi + 1] ck = seq_nb_lpoch(phi, hi)' - lgamma(k + 1);
+    matrix[n, hi + 1] M = lq * k + rep_matrix(ck, n);
+    vector[n] out;
+    for (i in 1:n) {
+      out[i] = l0[i] + log_sum_exp(M[i]);
+    }
+    return out;
+  }
+  // log NB2(y_i | exp(eta_i), phi) of every record, vectorized over records:
+  // lgamma(y + phi) - lgamma(phi) - lgamma(y + 1) [lgy1] + phi log(phi / (mu + phi))
+  // + y log(mu / (mu + phi)), with log(phi / (mu + phi)) = -log1p_exp(eta - log phi)
+  // (the same density as neg_binomial_2_log_lpmf, term by term).
+  // The lgamma(y + phi) - lgamma(phi) term takes one value per distinct count: it is computed
+  // for k = 0..max(y) (seq_nb_lpoch) and indexed by y1 = y + 1 (exact; ymax logs instead of
+  // n lgammas).
+  vector seq_nb_ll(vector yv, array[] int y1, int ymax, vector lgy1, vector eta, real phi) {
+    vector[num_elements(yv)] l1 = log1p_exp(eta - log(phi));
+    vector[ymax + 1] lg = seq_nb_lpoch(phi, ymax);
+    return lg[y1] - lgy1 - phi * l1 + yv .* (eta - log(phi) - l1);
+  }
+}
+data {
+  int<lower=1> n;
+  int<lower=0> P;
+  matrix[n, P] X;
+  vector[P] xbar;
+  matrix[P, P] L;
+  array[n] int<lower=0> y;
+  vector<lower=0>[n] alpha;
+  real eta0;
+  int<lower=0, upper=1> has_hi;
+  int<lower=0> hi;
+  int<lower=1> nd;
+  matrix[nd, P] Xd;                        // the distinct (x, PSU) rows: predictors
+  array[n] int<lower=1, upper=nd> xd;
+  int<lower=1> J;
+  array[n] int<lower=1, upper=J> g;
+  array[nd] int<lower=1, upper=J> gd;
+  int<lower=0, upper=1> save_log_lik;
+}
+transformed data {
+  matrix[n, P] XL = (X - rep_matrix(xbar', n)) * L;
+  matrix[nd, P] XdL = (Xd - rep_matrix(xbar', nd)) * L;
+  vector[n] yv = to_vector(y);
+  vector[n] lgy1 = lgamma(yv + 1);
+  int ymax = max(y);
+  array[n] int y1;
+  for (i in 1:n) {
+    y1[i] = y[i] + 1;
+  }
+  vector[nd] alpha_d = rep_vector(0, nd);
+  for (i in 1:n) {
+    alpha_d[xd[i]] += alpha[i];
+  }
+  vector[n] ay = alpha .* yv;
+  real say = sum(ay);
+  vector[P] XLay = XL' * ay;
+  real alpha_lgy1 = dot_product(alpha, lgy1);
+  vector[ymax + 1] A = rep_vector(0, ymax + 1);
+  for (i in 1:n) {
+    A[y1[i]] += alpha[i];
+  }
+  vector[J] Jay = rep_vector(0, J);        // sum of alpha_i y_i per PSU
+  for (i in 1:n) {
+    Jay[g[i]] += ay[i];
+  }
+}
+parameters {
+  real at;
+  vector[P] bt;
+  real<lower=0> phi;
+  real<lower=0> sigma_u;
+  vector[J] z_u;
+}
+transformed parameters {
+  vector[P] b = L * bt;
+  real a = at - dot_product(xbar, b);
+  vector[J] u = sigma_u * z_u;
+}
+model {
+  // sum_i alpha_i log p_i rearranged as in seq_negbin.stan, eta_i = eta0 + at + XL_i bt + u_g(i)
+  {
+    vector[n] l1 = log1p_exp(eta0 + at + XL * bt + u[g] - log(phi));
+    vector[ymax + 1] lg = seq_nb_lpoch(phi, ymax);
+    target += dot_product(A, lg) - alpha_lgy1 + (eta0 + at - log(phi)) * say
+              + dot_product(XLay, bt) + dot_product(Jay, u)
+              - phi * dot_product(alpha, l1) - dot_product(ay, l1);
+  }
+  if (has_hi) {
+    target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + at + XdL * bt + u[gd], phi, hi));
+  }
+  a ~ normal(0, 5);
+  b ~ normal(0, 2.5);
+  phi ~ cauchy(0, 10);
+  sigma_u ~ student_t(3, 0, 1);
+  z_u ~ std_normal();
+}
+generated quantities {
+  vector[save_log_lik ? n : 0] log_lik;
+  if (save_log_lik) {
+    log_lik = seq_nb_ll(yv, y1, ymax, lgy1, eta0 + a + X * b + u[g], phi);
+    if (has_hi) {
+      vector[nd] lz = seq_nb_log_norm(eta0 + a + Xd * b + u[gd], phi, hi);
+      log_lik -= lz[xd];
+    }
+  }
+}
