@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._format import number
+
 __all__ = ["PROBS", "Fidelity", "fidelity_flags", "release_fidelity", "weighted_corr",
            "weighted_quantile"]
 
@@ -230,12 +232,12 @@ def _bound_checks(conf, syn, w_c, w_s, synthesized, bounds, integer, bound_share
                          "flag": flag})
             if pile:
                 warns.append(f"{_pct(at_s)} of the synthetic {v} values are at the declared "
-                             f"{side} bound {b:g} (confidential data: {_pct(at_c)}): values pile "
+                             f"{side} bound {number(b)} (confidential data: {_pct(at_c)}): values pile "
                              f"up at the bound (threshold {_pct(bound_share)} and "
                              f"{bound_ratio:g}x the data's share).")
             if out_s > 0:
                 warns.append(f"{_pct(out_s)} of the synthetic {v} values lie beyond the "
-                             f"declared {side} bound {b:g}.")
+                             f"declared {side} bound {number(b)}.")
     return pd.DataFrame(rows, columns=["variable", "bound", "value", "confidential_at_bound",
                                        "synthetic_at_bound", "synthetic_beyond_bound", "flag"])
 
@@ -256,7 +258,7 @@ def _quantile_checks(conf, syn, w_c, w_s, synthesized, probs, quantile_tol, warn
             rows.append({"variable": v, "quantile": name, "confidential": qc[k], "synthetic": qs[k],
                          "difference": diff[k], "relative_difference": rel[k], "flag": flag})
             if flag:
-                warns.append(f"{name} of {v} is {qs[k]:.4g} in the release against {qc[k]:.4g} in "
+                warns.append(f"{name} of {v} is {number(qs[k])} in the release against {number(qc[k])} in "
                              f"the confidential data (relative difference {_pct(rel[k])} > "
                              f"{_pct(quantile_tol)}).")
     return pd.DataFrame(rows, columns=["variable", "quantile", "confidential", "synthetic",
@@ -287,15 +289,33 @@ def _is_number(col: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
 
 
+def design_columns(design: Any) -> set[str]:
+    """The columns that describe the sampling design (ids, strata, fpc, probabilities,
+    weights, replicate weights): not survey variables, so not among the correlations."""
+    out: set[str] = set()
+    for attr in ("ids_vars", "strata_vars", "fpc_vars", "probs_vars", "repweights_vars"):
+        v = getattr(design, attr, None)
+        if isinstance(v, str):
+            out.add(v)
+        elif v is not None:
+            out.update(str(x) for x in v)
+    w = getattr(design, "weights_var", None)
+    if isinstance(w, str):
+        out.add(w)
+    return out
+
+
 def release_fidelity(design: Any, release: Any, modelled: Sequence[str],
                      bounds: Mapping[str, Any] | None = None, **thresholds: Any) -> Fidelity:
     """:func:`fidelity_flags` of a release against its confidential design.
 
     ``modelled``: the variables the synthesizer modelled (the numeric ones among them are
-    checked); ``bounds``: the synthesizer's declared public bounds (entries for other variables
-    are ignored). The integer columns are the checked variables with an integer dtype in the
-    confidential data; the other released numeric variables (weight columns left out) enter the
-    correlations. ``thresholds``: ``bound_share``, ``bound_ratio``, ``quantile_tol``,
+    checked, except the design's columns: a synthesized stratum code, PBP's, is design
+    structure, not a quantity with quantiles and correlations); ``bounds``: the
+    synthesizer's declared public bounds (entries for other variables are ignored). The integer columns are the checked variables with an integer dtype in the
+    confidential data; the other released numeric variables enter the correlations, except
+    the design's columns (:func:`design_columns`: ids, strata, fpc, weights, which are not
+    survey variables: a correlation of salary with an fpc says nothing). ``thresholds``: ``bound_share``, ``bound_ratio``, ``quantile_tol``,
     ``corr_tol``, ``probs``, ``rtol``.
     """
     data = design.data
@@ -305,12 +325,13 @@ def release_fidelity(design: Any, release: Any, modelled: Sequence[str],
         return (c in data.columns and _is_number(data[c])
                 and all(c in f.columns and _is_number(f[c]) for f in frames))
 
-    synthesized = [c for c in dict.fromkeys(modelled) if numeric(c)]
+    design_cols = design_columns(design)
+    synthesized = [c for c in dict.fromkeys(modelled) if numeric(c) and c not in design_cols]
     weight_cols = {w for w in [getattr(design, "weights_var", None),
                                *(getattr(d, "weights_var", None) for d in release.designs)]
                    if isinstance(w, str)}
-    others = [c for c in data.columns
-              if c not in synthesized and c not in weight_cols and numeric(c)]
+    others = [c for c in data.columns if c not in synthesized and c not in weight_cols
+              and c not in design_cols and numeric(c)]
     declared = dict(bounds or {})
     checked = {v: tuple(declared[v]) for v in synthesized if v in declared}
     integer = [v for v in synthesized if pd.api.types.is_integer_dtype(data[v])]

@@ -15,7 +15,8 @@ survey design, runs a synthesizer through the one synthesizer protocol
         tables/<name>.csv|.xlsx    each published table, computed from the synthetic release
       confidential/                for the disclosure review only; every file says so
         README.txt                 the not-for-publication notice
-        report.html, figures/      release vs confidential data, risk, tuning, MCMC diagnostics
+        report.html, report.md,    release vs confidential data, risk, tuning, MCMC diagnostics
+        figures/                   (surveysynth.report; SyntheticRelease.save writes the same)
         confidential.json          seed (if any), input file and its SHA-256, the config,
                                    convergence verdict, fit summary
         *.csv                      tuning path, per-parameter diagnostics, risk summaries
@@ -824,55 +825,27 @@ def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,
 # ----------------------------------------------------------------------------- report
 def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn: Any,
                               release: Any, notes: list[str] | None = None,
-                              published: list[tuple[TableSpec, Any]] | None = None) -> list[str]:
-    """report.html and figures/ in the confidential folder (see surveysynth.report);
-    ``published``: the (spec, Table) pairs written to ``public/tables/``. Returns the flags the
-    report raised beyond ``notes`` (fidelity pile-ups and drifts, failed convergence gates,
-    sections that could not be computed), for the console summary."""
-    import base64
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+                              published: list[tuple[TableSpec, Any]] | None = None,
+                              created: str | None = None) -> list[str]:
+    """report.html, report.md and figures/ in the confidential folder (see
+    surveysynth.report: every section for every method, in one order); ``published``: the
+    (spec, Table) pairs written to ``public/tables/``. Returns the flags the report raised
+    beyond ``notes`` (fidelity pile-ups and drifts, regression coefficients moved past the
+    flag, failed convergence gates, sections that could not be computed), for the console
+    summary. :meth:`SyntheticRelease.save` writes the same report (:func:`report_config`)."""
     from . import report
 
+    T = report.TITLES
     figures: dict[str, bytes] = {}
-    sections: list[dict] = []
+    secs: dict[str, dict] = {}
     warns: list[str] = list(notes or [])
     conv = getattr(syn, "convergence_", None)
     if conv is not None and not conv["passed"]:
         warns.append("MCMC convergence gates failed: " + "; ".join(conv["problems"]))
     if release.privacy.convergence_override:
         warns.append("Released with allow_unconverged=True (the public manifest says so).")
-    tuning = getattr(syn, "tuning_", None)
-    if isinstance(tuning, pd.DataFrame) and len(tuning):
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.plot(np.arange(1, len(tuning) + 1), tuning["delta_alpha"], "o-", label="fit")
-        target = getattr(syn, "target_lipschitz_", None)
-        if target is not None:
-            ax.axhline(target, color="k", lw=0.6, ls="--", label="target")
-        ax.set_xlabel("weighted fit")
-        ax.set_ylabel("Delta_alpha")
-        ax.legend()
-        figures["tuning.png"] = report.png(fig)
-        sections.append(report.section(
-            "Diagnostics: tuning of the risk weights",
-            [f"{len(tuning)} weighted fit(s); " + _c_text(getattr(syn, "c_", None)) + ". The "
-             "released bound comes from the last (final) fit, whose draws played no part in "
-             "choosing c."],
-            table=tuning,
-            images=[{"caption": "Delta_alpha of each weighted fit (tuning fits, then the final "
-                                "fit) against the target (dashed).",
-                     "data": base64.b64encode(figures["tuning.png"]).decode()}], folded=True))
-    summary = getattr(syn, "summary", None)
-    if callable(summary):
-        try:
-            sections.append(report.section("Diagnostics: fit summary",
-                                           table=summary().to_frame("value"), folded=True))
-        except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
-            pass
+    secs["tuning"] = _tuning_section(cfg.method, syn, figures)
+    secs["fit_summary"] = _fit_summary_section(cfg.method, syn)
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
                     _sequential_numeric(cfg.synth) if cfg.method == "sequential" else
                     _as_list(cfg.synth.get("variables")))
@@ -890,50 +863,235 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     fid = release_fidelity(design, release, modelled,
                            bounds=declared if isinstance(declared, dict) else None)
     warns += [f"Fidelity: {w}" for w in fid.warnings]
-    sections.append(report.fidelity_section(fid))
-    sections += report.utility_sections(cfg.tables, design, release, outcome_vars, figures)
+    secs["fidelity"] = report.fidelity_section(fid)
+    secs["utility_tables"], secs["utility_variables"] = report.utility_sections(
+        cfg.tables, design, release, outcome_vars, figures)
     joint, types, context = _joint_variables(cfg)
     try:
-        sections.append(report.joint_utility_section(design, release, joint, types=types,
-                                                     context=context,
-                                                     regressions=cfg.regressions))
+        res = report.joint_utility(design, release, joint, types=types, context=context,
+                                   regressions=cfg.regressions)
+        secs["utility_joint"] = report.joint_utility_section(design, release, joint,
+                                                             result=res)
+        warns += report.regression_flags(res)
     except (ValueError, np.linalg.LinAlgError) as exc:  # a report gap, shown, not a lost release
         warns.append(f"Joint utility could not be computed: {exc}")
+        secs["utility_joint"] = report.not_applicable(
+            T["utility_joint"], f"Could not be computed: {exc}")
     outcome = cfg.synth.get("outcome")
-    if release.kind == "partial" and outcome is not None and cfg.known:
+    perms = release.confidential.get("_row_permutations")
+    if release.kind == "partial" and outcome is not None and cfg.known and perms is not None:
         from .privacy import identification_risk
-        perms = release.confidential.get("_row_permutations")
-        if perms is not None:  # undo the release's random row order to link records
-            linked = [d.data.iloc[np.argsort(p)].reset_index(drop=True)[outcome].to_numpy(float)
-                      for d, p in zip(release.designs, perms, strict=True)]
-            ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
-                                     outcome=outcome, r=cfg.r)
-            sections.append(report.risk_section(ir, cfg.known, cfg.r, figures))
+
+        # undo the release's random row order to link records
+        linked = [d.data.iloc[np.argsort(p)].reset_index(drop=True)[outcome].to_numpy(float)
+                  for d, p in zip(release.designs, perms, strict=True)]
+        ir = identification_risk(design.data, np.vstack(linked), known=cfg.known,
+                                 outcome=outcome, r=cfg.r)
+        secs["risk"] = report.risk_section(ir, cfg.known, cfg.r, figures)
+    else:
+        secs["risk"] = report.not_applicable(T["risk"], _no_risk(cfg, release, perms))
     verdict = None
     try:  # attack-based evidence (issue 35): a failure is shown, never a lost release
         from .attack_evidence import AttackSettings, evaluate
 
         ev, text = evaluate(cfg, design, syn, release, cfg.attacks or AttackSettings())
-        sections.append(report.attack_section(ev, text))
+        secs["attacks"] = report.attack_section(ev, text)
         verdict = ev.verdict()
     except Exception as exc:  # noqa: BLE001
         warns.append(f"Attack-based evidence could not be computed: {type(exc).__name__}: {exc}")
+        secs["attacks"] = report.not_applicable(
+            T["attacks"], f"Could not be computed: {type(exc).__name__}: {exc}")
     diag = getattr(syn, "diagnostics_table_", None)
+    no_mcmc = _no_mcmc(cfg.method, syn)
     if isinstance(diag, pd.DataFrame) and len(diag):
         worst = diag.sort_values("rhat", ascending=False).head(15)
-        sections.append(report.section(
-            f"Diagnostics: MCMC (the 15 of {len(diag):,} parameters with the largest R-hat)",
-            table=worst, folded=True))
+        secs["mcmc"] = report.section(
+            T["mcmc"], [f"The {len(worst)} of {len(diag):,} parameters with the largest R-hat."],
+            table=worst, folded=True)
+    else:
+        secs["mcmc"] = report.not_applicable(T["mcmc"], no_mcmc, folded=True)
     tables = [report.published_table(t.title or t.name, tab, t.digits, t.labels)
               for t, tab in (published or [])]
-    html = report.render(method=cfg.method, release=release, sections=sections,
-                         convergence=conv, warnings=warns, tables=tables,
-                         attack_verdict=verdict)
+    created = created or f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}"
+    common = dict(method=cfg.method, release=release, sections=report.ordered(secs),
+                  convergence=conv, warnings=warns, tables=tables, attack_verdict=verdict,
+                  fidelity_flags=len(fid.warnings), created=created,
+                  no_mcmc=None if conv is not None else no_mcmc,
+                  tables_note="No published tables: none were requested (the [[tables]] of a "
+                              "`surveysynth release` config; in Python, surveysynth.tabulate "
+                              "on the release).")
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     for name, data in figures.items():
         (folder / "figures" / name).write_bytes(data)
-    (folder / "report.html").write_text(html)
+    (folder / "report.html").write_text(report.render(**common))
+    (folder / "report.md").write_text(report.render(**common, markdown=True))
     return warns[len(notes or []):]
+
+
+def _tuning_section(method: str, syn: Any, figures: dict[str, bytes]) -> dict:
+    """The report's tuning section: the risk weights' tuning path (FBS, FBP, PBP: with its
+    picture; sequential: every step's fits), or one line saying why there is none."""
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import report
+
+    title = report.TITLES["tuning"]
+    tuning = getattr(syn, "tuning_", None)
+    path = (syn.confidential_summary().get("tuning_path")
+            if tuning is None and callable(getattr(syn, "confidential_summary", None)) else None)
+    if isinstance(tuning, pd.DataFrame) and len(tuning):
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.plot(np.arange(1, len(tuning) + 1), tuning["delta_alpha"], "o-", label="fit")
+        target = getattr(syn, "target_lipschitz_", None)
+        if target is not None:
+            ax.axhline(target, color="k", lw=0.6, ls="--", label="target")
+        ax.set_xlabel("weighted fit")
+        ax.set_ylabel("Delta_alpha")
+        ax.legend()
+        figures["tuning.png"] = report.png(fig)
+        return report.section(
+            title,
+            [f"{len(tuning)} weighted fit(s); " + _c_text(getattr(syn, "c_", None)) + ". The "
+             "released bound comes from the last (final) fit, whose draws played no part in "
+             "choosing c."],
+            table=tuning,
+            images=[{"caption": "Delta_alpha of each weighted fit (tuning fits, then the final "
+                                "fit) against the target (dashed).",
+                     "data": base64.b64encode(figures["tuning.png"]).decode(),
+                     "file": "tuning.png"}], folded=True)
+    if isinstance(path, pd.DataFrame) and len(path):
+        return report.section(
+            title, ["Every weighted fit of every step (tuning fits, then the final fit of the "
+                    "step); the released bounds come from the final fits."],
+            table=path, folded=True)
+    return report.not_applicable(title, _no_tuning(method, syn), folded=True)
+
+
+def _fit_summary_section(method: str, syn: Any) -> dict:
+    """The synthesizer's fit summary, or one line saying why there is none."""
+    from . import report
+
+    summary = getattr(syn, "summary", None)
+    table = None
+    if callable(summary):
+        try:
+            table = summary()
+        except Exception:  # noqa: BLE001 - a summary is a convenience of some synthesizers
+            table = None
+    if isinstance(table, pd.Series):
+        table = table.to_frame("value")
+    if isinstance(table, pd.DataFrame):
+        return report.section(report.TITLES["fit_summary"], table=table, folded=True)
+    return report.not_applicable(
+        report.TITLES["fit_summary"], f"Not applicable: {method} fits no posterior model, so "
+        "there is no fit summary; its mechanism's settings are in the guarantee's full text.",
+        folded=True)
+
+
+def report_config(syn: Any, design: Any) -> ReleaseConfig:
+    """The configuration a `surveysynth release` run of the fitted synthesizer ``syn`` on
+    ``design`` would have, without tables or regressions (what the report needs: method,
+    settings, design columns, known variables = its ``known`` or predictors, r): so that
+    :meth:`SyntheticRelease.save` writes the report the command writes for the same release."""
+    from .release import _design_spec
+
+    method = next((m for m in SYNTHESIZERS if type(syn) is synth_class(m)), None)
+    if method is None:
+        raise ValueError(f"no report for a {type(syn).__name__}: not one of the pipeline's "
+                         f"synthesizers ({', '.join(SYNTHESIZERS)}).")
+    params = dict(syn.get_params())
+    synth: dict[str, Any] = {"method": method, **params, "init": dict(params)}
+    seed = params.get("random_state")
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        synth["seed"] = int(seed)
+    if method == "sequential":
+        synth["variables"] = [dict(v) for v in params.get("variables") or []]
+    try:
+        spec = {k: v for k, v in _design_spec(design).items() if v is not None}
+    except ValueError:  # a replicate design: the attack evidence's refit says it cannot run
+        spec = {}
+    known = _as_list(params.get("known") or params.get("predictors"))
+    return ReleaseConfig(input_path=Path("."), design=spec, method=method, synth=synth,
+                         tables=[], output=Path("."), known=known,
+                         r=float(params.get("r") or 0.2))
+
+
+def write_release_report(folder: Path, release: Any) -> list[str] | None:
+    """The disclosure-review report of a release made by a synthesizer in this session
+    (:meth:`SyntheticRelease.save`): the same report as `surveysynth release` writes
+    (:func:`write_confidential_report`), into ``folder``, with the warnings the fit and the
+    release raised (as the command lists them). Returns its flags beyond those warnings, or
+    None when the release holds no fit (a loaded release: its confidential data is not in it)."""
+    ctx = release.confidential.get("_report")
+    if not ctx:
+        return None
+    syn, design = ctx["synthesizer"], ctx["design"]
+    if not hasattr(design, "data"):  # fit on a data frame: a sample of equal weights
+        from .design import SurveyDesign, as_pandas
+
+        design = SurveyDesign(as_pandas(design, "design"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the utility fits' numerical notes
+        return write_confidential_report(folder, report_config(syn, design), design, syn,
+                                         release, list(dict.fromkeys(ctx.get("warnings", []))))
+
+
+def _no_tuning(method: str, syn: Any) -> str:
+    """Why a release has no tuning path (one line)."""
+    if method == "quantile":
+        return ("Not applicable: the quantile synthesizer has no risk weights to tune; its "
+                "protection is its mechanism's noise, calibrated to the public bounds and "
+                "epsilon.")
+    if method in ("mixture", "nb"):
+        alpha = getattr(syn, "alpha", None)
+        if alpha is None:
+            return f"Not applicable: {method} was fit without risk weights (alpha = none)."
+        return (f"Not applicable: {method}'s risk weights (alpha = {alpha!r}) are computed "
+                "directly from each record's identification risk; no tuning loop chooses them "
+                "(their summary is in the fit summary).")
+    if getattr(syn, "c_", 0) is None:
+        return ("No tuning: the unweighted fit's bound was already within the target, so every "
+                "risk weight is 1.")
+    return f"Not applicable: {method} keeps no tuning path."
+
+
+def _no_mcmc(method: str, syn: Any) -> str:
+    """Why a release has no MCMC diagnostics table (one line)."""
+    if method == "quantile":
+        if getattr(syn, "method", "") == "jointexp":
+            return "JointExp draws exactly: no MCMC diagnostics."
+        used = getattr(syn, "sampler_used_", None)
+        if used == "exact":
+            return f"{getattr(syn, 'method', 'KNG')} drew every quantile exactly: no MCMC " \
+                   "diagnostics."
+        return (f"{getattr(syn, 'method', 'KNG')} sampler {used}: no Stan diagnostics; the "
+                "per-quantile acceptance rates are in confidential.json.")
+    if method == "sequential":
+        return ("One Stan fit per step: each step's max R-hat, min bulk ESS and divergences "
+                "are in the fit summary (the release gates apply to every step).")
+    return f"{method} keeps no per-parameter MCMC diagnostics."
+
+
+def _no_risk(cfg: ReleaseConfig, release: Any, perms: Any) -> str:
+    """Why a release has no identification-risk section (one line)."""
+    if release.kind != "partial":
+        return (f"Not applicable: a full synthesis ({cfg.method}) releases no record's values "
+                "as collected, so no synthetic record is linked to a confidential one through "
+                "known variables; the attack-based evidence measures this release's "
+                "disclosure risk.")
+    if cfg.synth.get("outcome") is None:
+        return (f"Not applicable: the identification risk of Hu, Savitsky & Williams is "
+                f"defined for a partial synthesis of one outcome; {cfg.method} synthesizes "
+                "several variables (the attack-based evidence measures this release's "
+                "disclosure risk).")
+    if not cfg.known:
+        return "Not computed: no known variables ([report] known is empty)."
+    return "Not computed: the release does not hold its row permutations (a loaded release)."
 
 
 def _c_text(c: float | None) -> str:

@@ -457,13 +457,18 @@ class SyntheticRelease:
         }
 
     def save(self, path: str | Path, overwrite: bool = False,
-             confidential: dict[str, Any] | None = None) -> Path:
+             confidential: dict[str, Any] | None = None, report: bool = True) -> Path:
         """Write ``path/public/`` and ``path/confidential/``; returns ``path``.
 
         ``public/``: ``synthetic_<l>.parquet`` per data set and ``manifest.json`` (method,
         privacy record with the exact guarantee, ledger, m, versions). ``confidential/``: the
         disclosure-review material (``confidential=`` merged over what the synthesizer attached),
-        every file headed by a not-for-publication notice.
+        every file headed by a not-for-publication notice, and (``report=True``, for a release
+        made by a synthesizer in this session) the disclosure-review report
+        ``report.html`` / ``report.md`` with ``figures/``: the report `surveysynth release`
+        writes for the same release (docs/report.md; no published tables, and the attack
+        evidence refits the synthesizer as the command does). What the report flags is also
+        given as one UserWarning. A loaded release holds no confidential data: no report.
         """
         path = Path(path)
         if path.exists() and any(path.iterdir()) and not overwrite:
@@ -475,6 +480,16 @@ class SyntheticRelease:
         self.save_public(pub, overwrite=overwrite)
         write_confidential(path / "confidential", {**self._confidential, **(confidential or {})},
                            overwrite=overwrite)
+        if report:
+            flags = _report_writer()(path / "confidential", self)
+            if flags:
+                import warnings
+
+                warnings.warn(
+                    f"the disclosure-review report ({path / 'confidential' / 'report.html'}, "
+                    f"confidential) flags {len(flags)} problem(s): " + " | ".join(flags[:10])
+                    + (f" | ({len(flags) - 10} more in the report)" if len(flags) > 10 else ""),
+                    UserWarning, stacklevel=2)
         return path
 
     def save_public(self, path: str | Path, overwrite: bool = False) -> Path:
@@ -509,6 +524,15 @@ class SyntheticRelease:
         manifest["datasets"] = datasets
         (path / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False))
         return path
+
+
+def _report_writer() -> Any:
+    """The disclosure-review report writer (``surveysynth.pipeline.write_release_report``):
+    a service of the top layer, looked up at run time as the R engine is, so that the release
+    layer does not depend on the pipeline (pyproject.toml, import layers)."""
+    import importlib
+
+    return importlib.import_module("surveysynth.pipeline").write_release_report
 
 
 def load_release(path: str | Path) -> SyntheticRelease:

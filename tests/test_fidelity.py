@@ -101,7 +101,7 @@ def test_beyond_bound_and_non_whole_integers_flag():
     fid = fidelity_flags(df, [mutant], ["y", "k"], bounds={"y": (0, 1000)}, integer=["k"])
     upper = fid.bounds[fid.bounds["bound"] == "upper"].iloc[0]
     assert upper["flag"] and upper["synthetic_beyond_bound"] == pytest.approx(1 / len(df))
-    assert any("beyond the declared upper bound 1000" in w for w in fid.warnings)
+    assert any("beyond the declared upper bound 1,000" in w for w in fid.warnings)
     assert any(w.startswith("k is an integer column but 2 synthetic values") for w in fid.warnings)
 
 
@@ -255,7 +255,7 @@ def test_api_release_with_public_bounds(tmp_path, method, extra):
     text = _text(html)
     # utility reported for every synthesized variable, with its ECDF picture
     for v in API_BOUNDS:
-        m = re.search(rf"Utility: distribution of {v} ECDF utility \(Woo et al\. 2009\): "
+        m = re.search(rf"Distribution of {v} ECDF utility \(Woo et al\. 2009\): "
                       rf"U_m = ([\d.]+)", text)
         assert m and 0 <= float(m.group(1)) <= 1, v
         assert f'alt="Difference between the empirical distribution functions of {v} ' in html

@@ -22,7 +22,7 @@ import pytest
 
 from surveysynth.pipeline import run_release
 from surveysynth.release_config import example_data
-from surveysynth.report import format_table
+from surveysynth.report import format_table, sig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 CONFIG = """
@@ -130,7 +130,7 @@ def test_summary_card(release, dom):
     assert re.fullmatch(r"\d+(\.\d+)?(e[+-]?\d+)?", shown), shown
     assert len(shown.replace(".", "").lstrip("0")) <= 3, shown
     assert float(shown) == pytest.approx(eps, rel=5e-3)
-    assert str(eps) != shown  # not the raw float (e.g. 20.407691537421634)
+    assert shown == sig(eps, 3)  # not the raw float (e.g. 20.407691537421634): "20.4"
     assert manifest["guarantee"] in fields["guarantee"]
     text = manifest["guarantee_text"]
     assert text[len(manifest["guarantee"]):].lstrip(" .:")[:200] in fields["guarantee"]

@@ -738,9 +738,12 @@ class AttackEvidence:
 
 
 def _fmt(x: float) -> str:
+    """4 significant digits, never in scientific notation (surveysynth._format.number)."""
+    from .._format import number
+
     if not np.isfinite(x):
         return "inf" if x > 0 else "NaN"
-    return f"{x:.4g}"
+    return number(x, 4)
 
 
 def _two_prop_z(p1: float, n1: int, p2: float, n2: int) -> float:

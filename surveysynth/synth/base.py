@@ -38,6 +38,8 @@ Weights always mean sampling weights; risk weights are ``alpha``.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import inspect
 import warnings
 from typing import Any, ClassVar
@@ -285,9 +287,12 @@ class Synthesizer:
         self._rng_ = secret_rng(self.random_state)
         self.seeded_ = is_seeded(self.random_state)
         self.design_fpc_ = _fpc_source(design)
+        self.fit_design_ = design  # confidential: for the release's report (never written)
+        self.fit_warnings_ = []
         spent = len(getattr(self, "ledger_", []))
         try:
-            self._fit(design, self._rng_)
+            with _noting_warnings(self.fit_warnings_):
+                self._fit(design, self._rng_)
         except BaseException:
             # a fit that failed before it spent anything (bad settings or data) is not a use
             # of the budget: the next fit is not a refit
@@ -300,10 +305,17 @@ class Synthesizer:
 
     def release(self, m: int | None = None) -> Any:
         """A SyntheticRelease of ``m`` (default ``self.m``) synthetic survey designs."""
-        from ..release import SyntheticRelease
-
         self._check_fitted()
         m = self._m(m)
+        # the warnings of the fit and of this release, for the report (the release holds this
+        # list; the release's own warnings are added when it is made)
+        notes = list(getattr(self, "fit_warnings_", []))
+        with _noting_warnings(notes):
+            return self._release(m, notes)
+
+    def _release(self, m: int, notes: list[str]) -> Any:
+        from ..release import SyntheticRelease
+
         self._check_convergence()
         # the privacy filter first: a release the declared total cannot cover draws nothing
         charges = self._release_charges(m, book=False)
@@ -313,7 +325,12 @@ class Synthesizer:
         perms = [self._rng_.permutation(len(f)) for f in frames]
         designs = [self._design_of(f, spec, p) for f, p in zip(frames, perms, strict=True)]
         record = self.privacy_record(m)
-        conf: dict[str, Any] = {"_row_permutations": perms}
+        # in memory only (keys with "_" are never written): the row order, and what the
+        # disclosure-review report of SyntheticRelease.save needs (this fit as released)
+        conf: dict[str, Any] = {"_row_permutations": perms,
+                                "_report": {"synthesizer": copy.copy(self),
+                                            "design": self.fit_design_,
+                                            "warnings": notes}}
         summary = getattr(self, "confidential_summary", None)
         if callable(summary):
             conf.update(summary())
@@ -483,6 +500,20 @@ def _as_cols(x: Any) -> list[str]:
         return []
     cols = [x] if isinstance(x, str) else list(x)
     return [c for c in cols if c not in ("1", "~1")]
+
+
+@contextlib.contextmanager
+def _noting_warnings(store: list[str]) -> Any:
+    """Note the text of every warning raised inside (as `surveysynth release` lists them in
+    the report: "Category: message"), and pass each on unchanged to the caller's filters."""
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+        finally:
+            pending = list(caught)
+    for w in pending:
+        store.append(f"{w.category.__name__}: {w.message}")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _fpc_source(design: Any) -> dict[str, Any] | None:
