@@ -62,7 +62,7 @@ import pandas as pd
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
-from .base import Synthesizer, convergence_verdict
+from .base import Synthesizer, collected_design, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
 from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
 
@@ -166,7 +166,10 @@ class _FittedMethods:
         frames = [self._synthesize_one(int(s), rng, False) for s in idx]
         prep = self._prep_
         spec: dict[str, Any] = {"weights": prep["weights_name"]}
-        if prep["strata_release"]:
+        if prep.get("cluster"):
+            # D2: the confidential design's ids (all stages), strata and fpc as collected
+            spec.update(prep["cluster"]["design"]["spec"])
+        elif prep["strata_release"]:
             spec["strata"] = prep["strata_release"]
         return frames, spec
 
@@ -210,7 +213,15 @@ class _FittedMethods:
 
     def released_as_collected(self) -> list[str]:
         self._check_fitted()
-        return list(self._prep_["predictors"]) if self.kind == "partial" else []
+        if self.kind != "partial":
+            return []
+        cl = self._prep_.get("cluster")
+        if not cl:
+            return list(self._prep_["predictors"])
+        # a clustered design (D2, D5): its ids, strata and fpc, and the weights (constant
+        # within PSUs: PSU-level design information), rescaled to the public N
+        cols = list(self._prep_["predictors"]) + cl["design"]["columns"]
+        return list(dict.fromkeys(cols + [self._prep_["weights_name"]]))
 
     def _privacy_facts(self, m: int) -> dict[str, Any]:
         prep = self._prep_
@@ -221,7 +232,16 @@ class _FittedMethods:
                  f"full normalised log densities, {scale}."]
         if self.kind == "partial":
             notes.append(f"predictors {prep['predictors']} released as collected (public).")
-        if self.name == "FBP":
+        if prep.get("cluster"):
+            cl = prep["cluster"]
+            notes.append(
+                f"clustered design: a random intercept per PSU ({cl['J']} PSUs) in the outcome "
+                "model; the bound is computed from each record's density given its PSU's "
+                "effect (a parameter of the released draw), and each synthetic set draws the "
+                "PSU effects afresh from N(0, sigma_u) (post-processing of the draw); the "
+                "design's ids, strata and fpc and the weights (constant within PSUs) are "
+                "released as collected (docs/clustered_synthesis.md).")
+        if self.name == "FBP" and not prep.get("cluster"):
             notes.append("FBP: weights are constant within predictor cells, so weighted cell "
                          "means equal unweighted cell means (seed 001 Section 2.4). Caution: "
                          "with cell-constant weights the standard errors of counts are too "
@@ -340,6 +360,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     program = ""
     description = ""
     default_coding = "intercept"
+    #: the PSU random-intercept program for clustered designs (None: clusters not modelled)
+    re_program: str | None = None
 
     def __init__(
         self,
@@ -509,7 +531,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             strata_release = list(strata)
         N = self._population(design)
         N_given = bool(self.population_size_given_)
+        y = np.log(y_raw) if self.log else y_raw
+        cluster = (self._cluster_prep(design, data, y, w, cells, N)
+                   if self.re_program else None)
         return {
+            "cluster": cluster,
             "n": len(data),
             "y_raw": y_raw,
             "y": np.log(y_raw) if self.log else y_raw,
@@ -523,6 +549,86 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             "N": N,
             "N_given": N_given,
         }
+
+    def _cluster_prep(self, design: Any, data: pd.DataFrame, y: np.ndarray, w: np.ndarray,
+                      cells: Any, N: float) -> dict | None:
+        """The PSU structure of a clustered design (issue 36, D1-D5), or None when the design
+        has no real clusters (no ids, or one record per PSU): then the program and the code
+        path are those of an unclustered design, byte for byte.
+
+        D1: the cluster is the design's first-stage unit as the design itself codes it (unique
+        within strata, R's ultimate cluster); later stages get no random effect (R's variance
+        without later-stage fpc is driven by PSU totals). D5: the weights must be constant
+        within PSUs; they are then PSU-level design information, released as collected
+        (rescaled to the public N) beside the ids and fpc, and the outcome model conditions on
+        log w. Weights that vary within PSUs are refused (nothing here synthesizes them at the
+        record level while keeping the cluster structure)."""
+        carried = collected_design(design)
+        if not carried["ids"]:
+            return None
+        psu_all = np.asarray(design.stages[0].cluster)[np.asarray(design.in_subset)]
+        labels, psu = np.unique(psu_all, return_inverse=True)
+        J = len(labels)
+        n = len(psu)
+        if J == n or J < 2:
+            return None
+        lo = np.full(J, np.inf)
+        hi = np.full(J, -np.inf)
+        np.minimum.at(lo, psu, w)
+        np.maximum.at(hi, psu, w)
+        varying = hi - lo > 1e-9 * hi
+        if varying.any():
+            ids0 = carried["ids"][0]
+            bad = np.isin(psu, np.flatnonzero(varying))
+            first = data.loc[bad, ids0].drop_duplicates().tolist()[:5]
+            raise ValueError(
+                f"{self.name}: the design is clustered (ids {carried['ids']}) and its weights vary "
+                f"within {int(varying.sum())} of {J} PSUs ({ids0} = {first}; rows "
+                f"{_first(bad)}). {self.name} carries the design effect with a PSU random "
+                "intercept and releases the weights as collected, which needs them constant "
+                "within PSUs (PSU-level design information; docs/clustered_synthesis.md). "
+                "Fix: Sequential (synthesizes the weights), or, if these clusters are not "
+                "sampling clusters, declare ids=None (the synthetic designs then carry no "
+                "cluster variance).")
+        lw = np.log(w)
+        codes = cells.codes
+        C = cells.Xc.shape[0]
+        cnt = np.bincount(codes, minlength=C)
+        cell_lw = np.bincount(codes, weights=lw, minlength=C) / np.maximum(cnt, 1)
+        # log w (= -log pi + const) beyond the predictor cells: a covariate (FBS) and an
+        # informative pi model (FBP); a function of the cells (apiclus1: constant) is neither
+        free = bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * max(1.0, float(np.max(np.abs(lw)))))
+        lw_psu = np.zeros(J)
+        lw_psu[psu] = lw
+        gkey = codes.astype(np.int64) * J + psu
+        gvals, group = np.unique(gkey, return_inverse=True)
+        return {
+            "centred": self._centred(y, codes, C, psu, J),
+            "design": carried,
+            "frame": data[carried["columns"]].reset_index(drop=True),
+            "psu": psu, "J": J, "psu_labels": labels,
+            "group": group, "G": len(gvals),
+            "g_cell": (gvals // J).astype(np.int64), "g_psu": (gvals % J).astype(np.int64),
+            "lw_free": free,
+            "Zpsu": (lw_psu - lw.mean())[:, None] if free else np.zeros((J, 0)),
+            "w_release": w * (N / w.sum()),
+        }
+
+    @staticmethod
+    def _centred(y: np.ndarray, codes: np.ndarray, C: int, psu: np.ndarray, J: int) -> bool:
+        """The parametrization of the PSU effects (sampling geometry only; the posterior is
+        the same): centred when the data inform a typical PSU's effect more than its prior
+        does, n_j sigma_u^2 / sigma^2 > 1 at the median PSU size with one-way ANOVA estimates
+        of sigma_u^2 and sigma^2 on the residuals from the cell means; else non-centred (D3's
+        default). Measured on apiclus2 (n_j ~ 3, ratio ~ 13): non-centred fbp_re at 4 x 1000
+        draws gave R-hat 1.008-1.016 and bulk ESS 409-526 (docs/clustered_synthesis.md)."""
+        cnt_c = np.bincount(codes, minlength=C)
+        r = y - (np.bincount(codes, weights=y, minlength=C) / np.maximum(cnt_c, 1))[codes]
+        n_j = np.bincount(psu, minlength=J)
+        r_j = np.bincount(psu, weights=r, minlength=J) / n_j
+        s2 = float(np.sum((r - r_j[psu]) ** 2) / max(len(y) - J, 1))
+        su2 = float(np.var(r_j, ddof=1)) - s2 * float(np.mean(1.0 / n_j))
+        return bool(s2 > 0 and su2 > 0 and float(np.median(n_j)) * su2 / s2 > 1.0)
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, design: Any, rng: np.random.Generator) -> None:
@@ -888,6 +994,50 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{path.hi_d:.4g}]. "
                 "Lower g (g = 0 reaches any target down to 0) or raise the target.")
 
+    # ------------------------------------------------------------------ PSU random effects
+    def _re_common_data(self, prep: dict, alpha: np.ndarray, save_log_lik: bool,
+                        cols: list[np.ndarray]) -> tuple[dict, tuple]:
+        """Stan data shared by fbs_re/fbp_re: cells, PSUs, the (cell x PSU) groups and their
+        exact alpha-weighted statistics of ``cols`` (given u a group's records share a mean)."""
+        cells, cl = prep["cells"], prep["cluster"]
+        stats = cell_moments(cl["group"], cl["G"], alpha, cols)
+        n = prep["n"]
+        return dict(
+            n=n, K=cells.Xc.shape[1], C=cells.Xc.shape[0], Xc=cells.Xc, J=cl["J"], G=cl["G"],
+            centred=int(cl["centred"]),
+            pc=np.bincount(cells.codes, minlength=cells.Xc.shape[0]) / n,
+            g_cell=cl["g_cell"] + 1, g_psu=cl["g_psu"] + 1, w=stats[0],
+            save_log_lik=int(save_log_lik),
+            cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+            psu=(cl["psu"] + 1) if save_log_lik else np.zeros(0, dtype=int),
+        ), stats
+
+    @staticmethod
+    def _re_start(prep: dict, resid: np.ndarray, cell_means: np.ndarray,
+                  rng: np.random.Generator) -> tuple:
+        """Data-based starts for (within SD, sigma_u, z) from a residual: PSU means of the
+        residual for u (z = u + pc' cell_means centred, u / sigma_u non-centred), their SD for
+        sigma_u (at least a tenth of the within SD)."""
+        cl = prep["cluster"]
+        J, psu = cl["J"], cl["psu"]
+        cnt = np.bincount(psu, minlength=J)
+        r_j = np.bincount(psu, weights=resid, minlength=J) / np.maximum(cnt, 1)
+        within = max(float(np.sqrt(np.mean((resid - r_j[psu]) ** 2))), 1e-3)
+        su = max(float(np.std(r_j)), 0.1 * within)
+        z = np.clip(r_j / su, -3, 3) + 0.1 * rng.standard_normal(J)
+        if cl["centred"]:
+            codes = prep["cells"].codes
+            pc = np.bincount(codes, minlength=len(cell_means)) / len(codes)
+            z = z * su + float(pc @ cell_means)
+        return within, su, [z.tolist(),
+                            float(su * np.exp(0.05 * rng.standard_normal()))]
+
+    @staticmethod
+    def _fresh_u(res: StanDraws, s: int, J: int, rng: np.random.Generator) -> np.ndarray:
+        """D3: u*_j ~ N(0, sigma_u^(s)) drawn AFRESH for the set from draw s, never the
+        posterior u_j (those would publish each cluster's mean)."""
+        return float(res["sigma_u"][s]) * rng.standard_normal(J)
+
     # ------------------------------------------------------------------ model hooks
     def _contribution_scale(self, prep: dict) -> np.ndarray | float:
         return 1.0
@@ -919,6 +1069,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         out = X_frame.copy() if X_frame is not None else pd.DataFrame(index=range(len(y_star)))
         out[self.outcome] = np.exp(y_star) if self.log else y_star
         out[prep["weights_name"]] = w_star
+        cl = prep.get("cluster")
+        if cl:   # D2: the design columns as collected (confidential row order, as the rest)
+            for c in cl["design"]["columns"]:
+                if c not in out.columns:
+                    out[c] = cl["frame"][c].to_numpy()
         if w_synth is not None:
             out[f"{prep['weights_name']}_synthetic"] = w_synth
         return out.reset_index(drop=True)
@@ -946,6 +1101,7 @@ class FBS(_PseudoPosterior):
     name = "FBS"
     kind = "partial"
     program = "fbs"
+    re_program = "fbs_re"
     default_coding = "cellmeans"
     description = ("bivariate normal model of (outcome, log weight) in the observed sample; "
                    "synthetic outcome, smoothed weights, predictors unsynthesized")
@@ -959,12 +1115,21 @@ class FBS(_PseudoPosterior):
         bulk ESS 5-27 and 19-123 divergent transitions of 1000, fbs_collapsed.stan R-hat <= 1.03,
         ESS >= 680 and none (docs/pseudo_posterior.md). Full cells keep fbs.stan, with which
         every study of record was run and which converges there (cell means far from zero)."""
+        prep = getattr(self, "_prep_", None)
+        if prep is not None and prep.get("cluster"):
+            return self.re_program
         return "fbs_collapsed" if self.effects == "main" else "fbs"
 
     def _Z(self, prep):
         return np.c_[prep["y"], np.log(prep["w_raw"])]
 
     def _stan_data(self, prep, alpha, save_log_lik):
+        if prep.get("cluster"):
+            y = prep["y"]
+            d, (_, means, cross) = self._re_common_data(prep, alpha, save_log_lik, [y])
+            Zpsu = prep["cluster"]["Zpsu"]
+            return dict(d, P=Zpsu.shape[1], Zpsu=Zpsu, ybar=means[0], S=cross[(0, 0)],
+                        y=y if save_log_lik else np.zeros(0))
         cells = prep["cells"]
         Z = self._Z(prep)
         C = cells.Xc.shape[0]
@@ -979,6 +1144,8 @@ class FBS(_PseudoPosterior):
         )
 
     def _inits(self, prep, rng):
+        if prep.get("cluster"):
+            return self._re_inits(prep, rng)
         cells = prep["cells"]
         Z = self._Z(prep)
         C, K = cells.Xc.shape
@@ -999,7 +1166,36 @@ class FBS(_PseudoPosterior):
                             tau=(tau * np.exp(0.05 * rng.standard_normal(2))).tolist()))
         return out
 
+    def _re_inits(self, prep, rng):
+        cells, cl = prep["cells"], prep["cluster"]
+        y = prep["y"]
+        C, K = cells.Xc.shape
+        w, means, _ = cell_moments(cells.codes, C, np.ones(prep["n"]), [y])
+        b = self._ls_cells(cells.Xc, means[0], w)
+        out = []
+        for _ in range(self.chains):
+            tau, su, (z, su_j) = self._re_start(prep, y - (cells.Xc @ b)[cells.codes],
+                                                cells.Xc @ b, rng)
+            d = dict(b=(b + 0.1 * tau * rng.standard_normal(K) / np.sqrt(max(w.mean(), 1))).tolist(),
+                     lb=np.zeros(K * (K - 1) // 2).tolist(), s_y=(np.abs(b) + 0.5).tolist(),
+                     tau=float(tau * np.exp(0.05 * rng.standard_normal())), sigma_u=su_j, z=z)
+            if cl["Zpsu"].shape[1]:
+                d["gamma"] = [0.0]
+            out.append(d)
+        return out
+
+    def _re_mean(self, prep, res, s, u):
+        """(S, n) means given the PSU effects u (S, J): x b + gamma log w_j + u_j."""
+        cells, cl = prep["cells"], prep["cluster"]
+        a = u + (res["gamma"][s] @ cl["Zpsu"].T if cl["Zpsu"].shape[1] else 0.0)
+        return (res["b"][s] @ cells.Xc.T)[:, cells.codes] + a[:, cl["psu"]]
+
     def _record_loglik(self, prep, res, s):
+        if prep.get("cluster"):
+            # D4: the CONDITIONAL density of y_i given its PSU's u_j (as fbs_re.stan's log_lik)
+            m = self._re_mean(prep, res, s, res["u"][s])
+            tau = res["tau"][s][:, None]
+            return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         cells = prep["cells"]
         Z = self._Z(prep)
         B = res["B"][s]  # (S, K, 2)
@@ -1016,6 +1212,12 @@ class FBS(_PseudoPosterior):
         prep = self._prep_
         cells = prep["cells"]
         res = self.weighted_fit_
+        if prep.get("cluster"):
+            cl = prep["cluster"]
+            u_star = self._fresh_u(res, s, cl["J"], rng)
+            m = self._re_mean(prep, res, slice(s, s + 1), u_star[None])[0]
+            ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
+            return self._frame(prep, ly, cl["w_release"], None, prep["X_frame"])
         B, tau, rho = res["B"][s], res["tau"][s], float(res["rho"][s])
         M = (cells.Xc @ B)[cells.codes]  # (n, 2)
         n = prep["n"]
@@ -1049,6 +1251,12 @@ class FBP(_PseudoPosterior):
     name = "FBP"
     kind = "partial"
     program = "fbp"
+    re_program = "fbp_re"
+
+    def _program_name(self) -> str:
+        """``fbp``, or ``fbp_re`` (PSU random intercept) for a clustered design."""
+        prep = getattr(self, "_prep_", None)
+        return self.re_program if prep is not None and prep.get("cluster") else self.program
     description = ("population model of the outcome with an informative-design model of the "
                    "inclusion probabilities (exact sample likelihood); synthetic outcome from "
                    "the population model, smoothed weights, predictors unsynthesized")
@@ -1068,6 +1276,13 @@ class FBP(_PseudoPosterior):
         return float(np.round(np.median(prep["y"]), 0))
 
     def _stan_data(self, prep, alpha, save_log_lik):
+        if prep.get("cluster"):
+            y, lpi = prep["y"], self._lpi(prep)
+            d, (_, means, cross) = self._re_common_data(prep, alpha, save_log_lik, [y, lpi])
+            return dict(d, has_pi=int(prep["cluster"]["lw_free"]), centre=self._centre(prep),
+                        ybar=means[0], pbar=means[1], Syy=cross[(0, 0)], Syp=cross[(0, 1)],
+                        Spp=cross[(1, 1)], y=y if save_log_lik else np.zeros(0),
+                        lpi=lpi if save_log_lik else np.zeros(0))
         cells = prep["cells"]
         y = prep["y"]
         lpi = self._lpi(prep)
@@ -1091,6 +1306,19 @@ class FBP(_PseudoPosterior):
         kx = self._ls_cells(cells.Xc, means[1], w)
         sy = max(np.sqrt(cross[(0, 0)].sum() / prep["n"]), 1e-3)
         sp = max(np.sqrt(cross[(1, 1)].sum() / prep["n"]), 1e-3)
+        if prep.get("cluster"):
+            out = []
+            for _ in range(self.chains):
+                sw, _, (z, su) = self._re_start(prep, y - (cells.Xc @ beta)[cells.codes],
+                                                cells.Xc @ beta, rng)
+                d = dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(), sigma_y=sw,
+                         sigma_u=su, z=z)
+                if prep["cluster"]["lw_free"]:
+                    d.update(kappa_y=[float(0.1 * rng.standard_normal())],
+                             kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
+                             sigma_pi=[sp])
+                out.append(d)
+            return out
         return [dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
                      kappa_y=float(0.1 * rng.standard_normal()),
                      kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
@@ -1102,6 +1330,20 @@ class FBP(_PseudoPosterior):
         lpi = self._lpi(prep)
         centre = self._centre(prep)
         mu = (res["beta"][s] @ cells.Xc.T)[:, cells.codes]  # (S, n)
+        cl = prep.get("cluster")
+        if cl:
+            # D4: the CONDITIONAL density given the PSU's u_j (as fbp_re.stan's log_lik)
+            mu = mu + res["u"][s][:, cl["psu"]]
+            sy = res["sigma_y"][s][:, None]
+            if not cl["lw_free"]:
+                return -0.5 * _LOG2PI - np.log(sy) - 0.5 * ((y[None] - mu) / sy) ** 2
+            k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
+            ky = res["kappa_y"][s].reshape(-1, 1)
+            sp = res["sigma_pi"][s].reshape(-1, 1)
+            e = lpi[None] - ky * (y[None] - centre) - k
+            return (-_LOG2PI - np.log(sp) - np.log(sy) - 0.5 * (e / sp) ** 2
+                    - 0.5 * ((y[None] - mu) / sy) ** 2
+                    - (k + 0.5 * sp**2 + ky * (mu - centre) + 0.5 * (ky * sy) ** 2))
         k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
         ky = res["kappa_y"][s][:, None]
         sy = res["sigma_y"][s][:, None]
@@ -1115,6 +1357,14 @@ class FBP(_PseudoPosterior):
         prep = self._prep_
         cells = prep["cells"]
         res = self.weighted_fit_
+        cl = prep.get("cluster")
+        if cl:
+            # y* from the population model with fresh PSU effects (D3); the weights are the
+            # collected ones (constant within PSUs, rescaled to N: D5)
+            u_star = self._fresh_u(res, s, cl["J"], rng)
+            mu = (cells.Xc @ res["beta"][s])[cells.codes] + u_star[cl["psu"]]
+            y_star = mu + float(res["sigma_y"][s]) * rng.standard_normal(prep["n"])
+            return self._frame(prep, y_star, cl["w_release"], None, prep["X_frame"])
         centre = self._centre(prep)
         mu = (cells.Xc @ res["beta"][s])[cells.codes]
         k = (cells.Xc @ res["kappa_x_c"][s])[cells.codes]

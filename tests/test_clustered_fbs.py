@@ -1,0 +1,239 @@
+"""FBS and FBP on clustered designs (issue 36, D1-D5; docs/clustered_synthesis.md).
+
+On R's apiclus1 (one-stage cluster sample of 15 districts, constant weights, fpc) and apiclus2
+(two stages, 40 districts, weights constant within districts, fpc at both stages):
+
+* the synthetic designs carry the confidential design's ids, strata and fpc as collected, and
+  weights constant within PSUs (D2, D5);
+* the combined SE of mean api00 (partial rule) is at least 0.8 x the confidential design's SE
+  computed by R survey live, and the combined mean is within 2 combined SEs of the confidential
+  weighted mean (D3);
+* the per-record bounds are the conditional densities given u_j: numpy equals the Stan
+  programs' generated log_lik, and the (cell x PSU) sufficient statistics give exactly the
+  record sum (D4);
+* mutants kept in the tests: synthesis from the posterior u_j (instead of fresh draws) makes the
+  synthetic PSU means track the confidential ones; synthesis without the random effect fails
+  the SE ratio.
+
+Short chains (2 x 300): the release gates are lowered explicitly, as in test_pseudo_posterior.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import surveysynth as ss
+from surveysynth.synth import FBP, FBS
+from surveysynth.synth._stan import load_program
+from surveysynth.synth.pseudo_posterior import _PseudoPosterior
+
+pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.ConvergenceWarning")
+
+FAST = dict(chains=2, draws=300, warmup=300, progress=False, g=1.0, m=5,
+            convergence={"ess_bulk": 50, "rhat": 1.05, "divergent_share": 0.02})
+
+R_DESIGN = {
+    "apiclus1": "svydesign(id=~dnum, weights=~pw, fpc=~fpc, data=apiclus1)",
+    "apiclus2": "svydesign(id=~dnum+snum, weights=~pw, fpc=~fpc1+fpc2, data=apiclus2)",
+}
+
+
+def _design(api, name: str) -> ss.SurveyDesign:
+    if name == "apiclus1":
+        return ss.SurveyDesign(api["apiclus1"], ids="dnum", weights="pw", fpc="fpc")
+    return ss.SurveyDesign(api["apiclus2"], ids="~dnum+snum", weights="pw", fpc="~fpc1+fpc2")
+
+
+def _fit(cls, design, seed: int = 1, **kw):
+    return cls(outcome="api00", predictors=["stype"], log=True, random_state=seed,
+               **{**FAST, **kw}).fit(design)
+
+
+@pytest.fixture(scope="module")
+def fits(api):
+    """FBS and FBP fitted once per design (loglik="stan": the generated log_lik is kept)."""
+    out = {}
+    for name in ("apiclus1", "apiclus2"):
+        d = _design(api, name)
+        for cls in (FBS, FBP):
+            out[(cls.name, name)] = (_fit(cls, d, loglik="stan"), d)
+    return out
+
+
+def _se_conf(R, name: str) -> tuple[float, float]:
+    est = float(R(f"coef(svymean(~api00, {R_DESIGN[name]}))")[0])
+    se = float(R(f"SE(svymean(~api00, {R_DESIGN[name]}))")[0])
+    return est, se
+
+
+def _psu_tracking(fit, design, rel) -> float:
+    """Mean over the m sets of the correlation between the synthetic and the confidential PSU
+    means of log api00 (each as deviations from its predictor cell's mean): near 0 when the PSU
+    effects are drawn afresh, near 1 when the posterior u_j are used (they estimate each
+    confidential PSU's mean)."""
+    cl = fit._prep_["cluster"]
+    psu, codes, J = cl["psu"], fit._prep_["cells"].codes, cl["J"]
+
+    def psu_dev(y):
+        cm = np.bincount(codes, weights=y) / np.bincount(codes)
+        r = y - cm[codes]
+        return np.bincount(psu, weights=r, minlength=J) / np.bincount(psu, minlength=J)
+
+    conf = psu_dev(np.log(design.data["api00"].to_numpy(float)))
+    perms = rel.confidential["_row_permutations"]
+    cors = []
+    for d, p in zip(rel.designs, perms, strict=True):
+        y = np.empty(len(p))
+        y[p] = np.log(d.data["api00"].to_numpy(float))    # back to confidential order
+        cors.append(np.corrcoef(psu_dev(y), conf)[0, 1])
+    return float(np.mean(cors))
+
+
+# ------------------------------------------------------------------ the design carried (D2, D5)
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+@pytest.mark.parametrize("name", ["apiclus1", "apiclus2"])
+def test_synthetic_designs_carry_ids_strata_fpc(fits, synth, name):
+    fit, d = fits[(synth, name)]
+    assert fit.stan_program_ == f"{synth.lower()}_re"
+    rel = fit.release()
+    conf = d.data.reset_index(drop=True)
+    for sd, p in zip(rel.designs, rel.confidential["_row_permutations"], strict=True):
+        assert sd.ids_vars == d.ids_vars and sd.strata_vars == d.strata_vars
+        assert sd.fpc_vars == d.fpc_vars and sd.nest == d.nest
+        assert sd.n_stages == d.n_stages and sd.degf == d.degf
+        # every design column as collected, row by row (released order: permutation p)
+        for c in [*d.ids_vars, *d.fpc_vars]:
+            np.testing.assert_array_equal(sd.data[c].to_numpy(), conf[c].to_numpy()[p])
+        # D5: weights constant within PSUs, summing to N; here the collected ones
+        w = pd.Series(sd.weights).groupby(sd.data[d.ids_vars[0]].to_numpy()).nunique()
+        assert w.max() == 1
+        np.testing.assert_allclose(sd.weights, d.weights[p], rtol=1e-12)
+    assert set(d.ids_vars) | set(d.fpc_vars) <= set(fit.released_as_collected())
+
+
+def test_clustered_weights_varying_within_psu_refused(api):
+    df = api["apiclus1"].copy()
+    df["pw2"] = df["pw"] * np.where(np.arange(len(df)) % 2 == 0, 1.0, 1.2)
+    d = ss.SurveyDesign(df, ids="dnum", weights="pw2", fpc="fpc")
+    for cls in (FBS, FBP):
+        with pytest.raises(ValueError, match=r"weights vary\s+within 15 of 15 PSUs \(dnum = "):
+            _fit(cls, d)
+    assert "pw2" not in api["apiclus1"].columns  # the caller's frame untouched
+
+
+def test_unclustered_designs_keep_the_old_programs(api):
+    """ids=~1 and one record per PSU are not clustered: fbs/fbp and no carried ids."""
+    d = ss.SurveyDesign(api["apistrat"], strata="stype", weights="pw", fpc="fpc")
+    d1 = ss.SurveyDesign(api["apistrat"], ids="snum", strata="stype", weights="pw", fpc="fpc")
+    for design in (d, d1):
+        syn = FBS(outcome="api00", predictors=["stype"])
+        syn._cfg_ = syn._validate()
+        assert syn._prepare(design)["cluster"] is None
+
+
+# ------------------------------------------------------------------ the design effect (D3)
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+@pytest.mark.parametrize("name", ["apiclus1", "apiclus2"])
+def test_combined_se_and_mean(fits, R, synth, name):
+    fit, _ = fits[(synth, name)]
+    est0, se0 = _se_conf(R, name)
+    r = fit.release().mean("api00")
+    se, est = float(r["se"].iloc[0]), float(r["estimate"].iloc[0])
+    assert se >= 0.8 * se0, f"{synth} {name}: combined SE {se:.2f} < 0.8 x {se0:.2f}"
+    assert abs(est - est0) <= 2 * se, f"{synth} {name}: {est:.1f} vs {est0:.1f} (SE {se:.2f})"
+
+
+def test_mutant_without_random_effect_fails_the_se_ratio(fits, R, monkeypatch):
+    """Mutant: synthesis with u* = 0 (the random effect dropped from the synthetic values)
+    gives synthetic records independent across PSUs given the cells: the combined SE falls
+    well below 0.8 x the confidential one, so test_combined_se_and_mean would fail."""
+    monkeypatch.setattr(_PseudoPosterior, "_fresh_u",
+                        staticmethod(lambda res, s, J, rng: np.zeros(J)))
+    for synth in ("FBS", "FBP"):
+        fit, _ = fits[(synth, "apiclus1")]
+        _, se0 = _se_conf(R, "apiclus1")
+        se = float(fit.release().mean("api00")["se"].iloc[0])
+        assert se < 0.8 * se0, f"{synth}: the mutant passes the SE ratio ({se:.2f} vs {se0:.2f})"
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+def test_fresh_psu_effects_do_not_track_confidential_psu_means(fits, monkeypatch, synth):
+    """D3: u* drawn afresh. The synthetic PSU means (net of cells) are uncorrelated with the
+    confidential ones; the mutant that synthesizes from the posterior u_j publishes each
+    cluster's mean (correlation near 1) and fails the same check."""
+    fit, d = fits[(synth, "apiclus2")]
+    fresh = _psu_tracking(fit, d, fit.release())
+    assert abs(fresh) < 0.4, f"fresh u*: PSU means track the confidential ones ({fresh:.2f})"
+    monkeypatch.setattr(_PseudoPosterior, "_fresh_u",
+                        staticmethod(lambda res, s, J, rng: res["u"][s]))
+    mutant = _psu_tracking(fit, d, fit.release())
+    assert mutant > 0.6, f"the posterior-u mutant is not caught ({mutant:.2f})"
+
+
+# ------------------------------------------------------------------ the bound (D4)
+
+
+def _re_scipy_loglik(fit, s: int) -> np.ndarray:
+    """Each record's density given its PSU's u_j, written out with scipy."""
+    prep, res = fit._prep_, fit.unweighted_fit_
+    cells, cl = prep["cells"], prep["cluster"]
+    y, psu = prep["y"], cl["psu"]
+    u = res["u"][s][psu]
+    if fit.name == "FBS":
+        m = (cells.Xc @ res["b"][s])[cells.codes] + u
+        if cl["Zpsu"].shape[1]:
+            m = m + (cl["Zpsu"] @ res["gamma"][s])[psu]
+        return stats.norm.logpdf(y, m, res["tau"][s])
+    xb = (cells.Xc @ res["beta"][s])[cells.codes] + u
+    out = stats.norm.logpdf(y, xb, res["sigma_y"][s])
+    if not cl["lw_free"]:
+        return out
+    w = prep["w_raw"]
+    lpi = -np.log(w * len(w) / w.sum())
+    kx = (cells.Xc @ res["kappa_x"][s])[cells.codes]
+    ky, sy, sp = float(res["kappa_y"][s][0]), res["sigma_y"][s], float(res["sigma_pi"][s][0])
+    return (out + stats.norm.logpdf(lpi, ky * y + kx, sp)
+            - (kx + sp**2 / 2 + ky * xb + ky**2 * sy**2 / 2))
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+@pytest.mark.parametrize("name", ["apiclus1", "apiclus2"])
+def test_re_log_lik_numpy_equals_stan_and_scipy(fits, synth, name):
+    fit, _ = fits[(synth, name)]
+    prep, res = fit._prep_, fit.unweighted_fit_
+    ll = res["log_lik"]
+    assert ll.shape == (res.chains * res.draws_per_chain, prep["n"])
+    for s in (0, 7, ll.shape[0] - 1):
+        np.testing.assert_allclose(ll[s], _re_scipy_loglik(fit, s), rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(fit._record_loglik(prep, res, slice(s, s + 1))[0], ll[s],
+                                   rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(fit._record_absmax(prep, res), np.abs(ll).max(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(fit.delta_, np.abs(ll).max(axis=0))
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+def test_group_statistics_target_equals_record_sum(fits, synth):
+    """The model block's alpha-weighted likelihood from (cell x PSU) statistics equals
+    sum_i alpha_i log p(y_i | theta, u_j) (kills a collapse per cell, which ignores u_j)."""
+    import stan
+
+    fit, _ = fits[(synth, "apiclus2")]
+    prep, res = fit._prep_, fit.unweighted_fit_
+    n = prep["n"]
+    a1, a2 = np.ones(n), np.random.default_rng(3).uniform(size=n)
+    s = 11
+    pars = {k: res[k][s].tolist() for k in res.param_names}
+    lp = []
+    for a in (a1, a2):
+        post = stan.build(load_program(fit.stan_program_),
+                          data=fit._stan_data(prep, a, save_log_lik=False), random_seed=1)
+        lp.append(post.log_prob(post.unconstrain_pars(pars), adjust_transform=False))
+    ll = _re_scipy_loglik(fit, s)
+    assert lp[0] - lp[1] == pytest.approx(np.sum((a1 - a2) * ll), rel=1e-8, abs=1e-6)
