@@ -221,7 +221,9 @@ class _FittedMethods:
         # a clustered design (D2, D5): its ids, strata and fpc, and the weights (constant
         # within PSUs: PSU-level design information), rescaled to the public N
         cols = list(self._prep_["predictors"]) + cl["design"]["columns"]
-        return list(dict.fromkeys(cols + [self._prep_["weights_name"]]))
+        if not cl["weights_averaged"]:
+            cols.append(self._prep_["weights_name"])
+        return list(dict.fromkeys(cols))
 
     def _privacy_facts(self, m: int) -> dict[str, Any]:
         prep = self._prep_
@@ -263,6 +265,16 @@ class _FittedMethods:
             "convergence_gates": ", ".join(
                 f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                 for k, v in self.convergence_["gates"].items())}
+        if prep.get("cluster") and prep["cluster"]["weights_averaged"]:
+            pwb.append({
+                "item": f"the released weights: each PSU's mean of the confidential weights "
+                        f"(they varied within {prep['cluster']['weights_averaged']} of "
+                        f"{prep['cluster']['J']} PSUs), rescaled to N",
+                "reason": "clustered design (docs/clustered_synthesis.md, D5): the released "
+                          "weights stay constant within PSUs, as the PSU random-intercept "
+                          "model and the design's variance need; a PSU's mean weight is a "
+                          "summary of its records' confidential weights, not covered by the "
+                          "guarantee (which covers the synthesized outcome)."})
         if self._unprotected():
             facts["alpha_source"] = "none"
             facts["no_weighting"] = ("target_above_unweighted_bound" if tuned else "g_at_least_1")
@@ -558,11 +570,12 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
 
         D1: the cluster is the design's first-stage unit as the design itself codes it (unique
         within strata, R's ultimate cluster); later stages get no random effect (R's variance
-        without later-stage fpc is driven by PSU totals). D5: the weights must be constant
-        within PSUs; they are then PSU-level design information, released as collected
-        (rescaled to the public N) beside the ids and fpc, and the outcome model conditions on
-        log w. Weights that vary within PSUs are refused (nothing here synthesizes them at the
-        record level while keeping the cluster structure)."""
+        without later-stage fpc is driven by PSU totals). D5: weights constant within PSUs are
+        PSU-level design information, released as collected (rescaled to the public N) beside
+        the ids and fpc, and the outcome model conditions on log w. Weights that vary within
+        PSUs (calibration, nonresponse adjustment) are replaced by their PSU means (D5: a
+        weight is averaged within its PSU, the total rescaled to N): a PSU-level summary of
+        the confidential weights, released outside the budget and listed as such."""
         carried = collected_design(design)
         if not carried["ids"]:
             return None
@@ -577,19 +590,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         np.minimum.at(lo, psu, w)
         np.maximum.at(hi, psu, w)
         varying = hi - lo > 1e-9 * hi
+        n_j = np.bincount(psu, minlength=J)
+        w_psu = np.bincount(psu, weights=w, minlength=J) / n_j
         if varying.any():
-            ids0 = carried["ids"][0]
-            bad = np.isin(psu, np.flatnonzero(varying))
-            first = data.loc[bad, ids0].drop_duplicates().tolist()[:5]
-            raise ValueError(
-                f"{self.name}: the design is clustered (ids {carried['ids']}) and its weights vary "
-                f"within {int(varying.sum())} of {J} PSUs ({ids0} = {first}; rows "
-                f"{_first(bad)}). {self.name} carries the design effect with a PSU random "
-                "intercept and releases the weights as collected, which needs them constant "
-                "within PSUs (PSU-level design information; docs/clustered_synthesis.md). "
-                "Fix: Sequential (synthesizes the weights), or, if these clusters are not "
-                "sampling clusters, declare ids=None (the synthetic designs then carry no "
-                "cluster variance).")
+            w = w_psu[psu]      # D5: the PSU mean weight (the total is unchanged)
         lw = np.log(w)
         codes = cells.codes
         C = cells.Xc.shape[0]
@@ -603,6 +607,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         gkey = codes.astype(np.int64) * J + psu
         gvals, group = np.unique(gkey, return_inverse=True)
         return {
+            "weights_averaged": int(varying.sum()),
+            "w_model": w,
             "centred": self._centred(y, codes, C, psu, J),
             "design": carried,
             "frame": data[carried["columns"]].reset_index(drop=True),
@@ -1266,7 +1272,7 @@ class FBP(_PseudoPosterior):
         (``pi_scale="sample"``). The sample likelihood (seed 001 eq. 6) is not invariant to the
         scale of pi: a shift of log pi moves the kappa_x intercept and, through the
         normalising denominator, every log p_s by minus the shift (see docs/pseudo_posterior.md)."""
-        w = prep["w_raw"]
+        w = prep["cluster"]["w_model"] if prep.get("cluster") else prep["w_raw"]
         if self.pi_scale == "sample":
             w = w * prep["n"] / w.sum()
         return -np.log(w)
