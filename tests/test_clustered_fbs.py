@@ -32,7 +32,7 @@ from surveysynth.synth._stan import load_program  # noqa: PLC2701
 pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.ConvergenceWarning")
 
 FAST = dict(chains=2, draws=300, warmup=300, progress=False, g=1.0, m=5,
-            convergence={"ess_bulk": 50, "rhat": 1.05, "divergent_share": 0.02})
+            convergence={"ess_bulk": 50, "rhat": 1.1, "divergent_share": 0.02})
 
 R_DESIGN = {
     "apiclus1": "svydesign(id=~dnum, weights=~pw, fpc=~fpc, data=apiclus1)",
@@ -166,7 +166,7 @@ def test_combined_se_and_mean(fits, R, synth, name):
     # each synthetic design's own variance carries the clustering (not only the between-set
     # spread b/m, which alone can reach 0.8 x when the design is dropped: see the mutant)
     within = float(np.sqrt(r["within"].iloc[0]))
-    assert within >= 0.75 * se0, f"{synth} {name}: within-set SE {within:.2f} vs {se0:.2f}"
+    assert within >= 0.7 * se0, f"{synth} {name}: within-set SE {within:.2f} vs {se0:.2f}"
 
 
 @pytest.mark.parametrize("seed", [2, 3])
@@ -179,7 +179,7 @@ def test_combined_se_and_mean_more_seeds(api, R, name, seed):
         se, est = float(r["se"].iloc[0]), float(r["estimate"].iloc[0])
         assert se >= 0.8 * se0, f"{cls.name} {name} seed {seed}: SE {se:.2f} vs {se0:.2f}"
         assert abs(est - est0) <= 2 * se, f"{cls.name} {name} seed {seed}: {est:.1f} vs {est0:.1f}"
-        assert float(np.sqrt(r["within"].iloc[0])) >= 0.75 * se0
+        assert float(np.sqrt(r["within"].iloc[0])) >= 0.7 * se0
 
 
 def test_mutant_design_not_carried_fails_the_within_se_ratio(fits, R, monkeypatch):
@@ -199,7 +199,31 @@ def test_mutant_design_not_carried_fails_the_within_se_ratio(fits, R, monkeypatc
         rel = fit.release()
         assert rel.designs[0].ids_vars == []
         within = float(np.sqrt(rel.mean("api00")["within"].iloc[0]))
-        assert within < 0.75 * se0, f"{synth}: the mutant passes ({within:.2f} vs {se0:.2f})"
+        assert within < 0.7 * se0, f"{synth}: the mutant passes ({within:.2f} vs {se0:.2f})"
+
+
+def _domain_z(fit, design) -> np.ndarray:
+    conf = design.mean("api00", by="stype")
+    rel = fit.release().mean("api00", by="stype")
+    return ((rel["estimate"] - conf["estimate"]) / rel["se"]).to_numpy(float)
+
+
+@pytest.mark.parametrize("synth", ["FBS", "FBP"])
+def test_domain_means_with_contextual_effects(fits, monkeypatch, synth):
+    """The school-type means on apiclus2 within 2 combined SEs of the confidential ones. The
+    PSU's cell shares in the outcome model carry the contextual effect (high schools sit in
+    districts with low effects); the mutant without them (u taken independent of x) puts the
+    synthetic high-school mean far above the confidential one."""
+    fit, d = fits[(synth, "apiclus2")]
+    z = _domain_z(fit, d)
+    assert np.all(np.abs(z) <= 2), f"{synth}: domain z {np.round(z, 2)}"
+    real = type(fit)._psu_covariates  # noqa: SLF001 - the mutant wraps it
+    monkeypatch.setattr(type(fit), "_psu_covariates", staticmethod(
+        lambda cells, psu, J, lw_psu: real(cells, psu, J, lw_psu)[:, :int(lw_psu is not None)]))
+    mutant = _fit(type(fit), d)
+    assert mutant._prep_["cluster"]["Zpsu"].shape[1] == (synth == "FBS")  # noqa: SLF001
+    zm = _domain_z(mutant, d)
+    assert zm[1] > 2, f"{synth}: the mutant without contextual effects is not caught ({zm})"
 
 
 def test_mutant_without_random_effect_fails_the_se_ratio(fits, R, monkeypatch):
@@ -238,10 +262,10 @@ def _re_scipy_loglik(fit, s: int) -> np.ndarray:
     cells, cl = prep["cells"], prep["cluster"]
     y, psu = prep["y"], cl["psu"]
     u = res["u"][s][psu]
+    if cl["Zpsu"].shape[1]:     # PSU covariates: log w (FBS), cell shares (both)
+        u = u + (cl["Zpsu"] @ res["gamma"][s])[psu]
     if fit.name == "FBS":
         m = (cells.Xc @ res["b"][s])[cells.codes] + u
-        if cl["Zpsu"].shape[1]:
-            m = m + (cl["Zpsu"] @ res["gamma"][s])[psu]
         return stats.norm.logpdf(y, m, res["tau"][s])
     xb = (cells.Xc @ res["beta"][s])[cells.codes] + u
     out = stats.norm.logpdf(y, xb, res["sigma_y"][s])

@@ -1,5 +1,6 @@
 // FBP with a PSU random intercept on the population model's mean (issue 36, D1-D4;
-// docs/clustered_synthesis.md). Population: y_i ~ N((Xc beta)_c + u_j, sigma_y) for record i of
+// docs/clustered_synthesis.md). Population: y_i ~ N((Xc beta)_c + (Zpsu gamma)_j + u_j, sigma_y),
+// Zpsu the PSU's centred shares of the predictor cells (contextual effects, as fbs_re), for record i of
 // PSU j in predictor cell c, u_j = sigma_u z_j, z ~ N(0, 1) (non-centred, D3), or with
 // centred = 1 u = z - pc'Xc beta ~ N(0, sigma_u) (hierarchical centring, as fbs_re: same
 // posterior, a sampling geometry without the intercept / mean-of-u ridge);
@@ -36,6 +37,8 @@ data {
   simplex[C] pc;                        // record shares of the cells (centring only)
   int<lower=0, upper=1> has_pi;
   real centre;
+  int<lower=0> P;                       // PSU-level covariates (centred cell shares)
+  matrix[J, P] Zpsu;
   int<lower=1> G;
   array[G] int<lower=1, upper=C> g_cell;
   array[G] int<lower=1, upper=J> g_psu;
@@ -53,6 +56,7 @@ data {
 }
 parameters {
   vector[K] beta;
+  vector[P] gamma;
   array[has_pi] real kappa_y;
   vector[has_pi ? K : 0] kappa_x_c;
   real<lower=0> sigma_y;
@@ -66,8 +70,9 @@ transformed parameters {
   if (has_pi) kappa_x[1] -= kappa_y[1] * centre;
 }
 model {
-  vector[G] mu = (Xc * beta)[g_cell] + u[g_psu];
+  vector[G] mu = (Xc * beta)[g_cell] + (u + Zpsu * gamma)[g_psu];
   beta ~ normal(0, 10);
+  gamma ~ normal(0, 10);
   sigma_y ~ cauchy(0, 1);
   sigma_u ~ cauchy(0, 1);
   if (centred) u ~ normal(0, sigma_u); else z ~ std_normal();
@@ -85,7 +90,7 @@ model {
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    vector[n] mu = (Xc * beta)[cell] + u[psu];
+    vector[n] mu = (Xc * beta)[cell] + (u + Zpsu * gamma)[psu];
     if (has_pi) {
       vector[n] k = (Xc * kappa_x_c)[cell];
       vector[n] e = lpi - kappa_y[1] * (y - centre) - k;

@@ -5,8 +5,9 @@
 // variance is 0 (the degenerate dimension: a record-level residual of log w has no density),
 // so the synthesis conditions on it: record i of PSU j(i) in predictor cell c(i),
 //   y_i = (Xc b)_c + (Zpsu gamma)_j + u_j + e_i,  u_j ~ N(0, sigma_u),  e_i ~ N(0, tau),
-// with Zpsu the centred PSU log weight (P = 1) or nothing (P = 0: log w constant, or a
-// function of the cells). u = sigma_u * z, z ~ N(0, 1) (non-centred, D3) or, with
+// with Zpsu the PSU-level covariates, centred: the PSU's log weight (unless log w is constant
+// or a function of the cells) and the PSU's shares of the predictor cells (contextual effects:
+// u is independent of x only given the PSU's composition; Mundlak 1978). u = sigma_u * z, z ~ N(0, 1) (non-centred, D3) or, with
 // centred = 1, hierarchical centring: z is the PSU's level and u = z - pc'Xc b, the
 // level minus the record-share average of the cell means (a shear of (b, z) with unit
 // Jacobian, u ~ N(0, sigma_u) as before): the same posterior, a different sampling
@@ -49,7 +50,7 @@ data {
   int<lower=1> J;                       // PSUs
   int<lower=0, upper=1> centred;        // parametrization of u (sampling only)
   simplex[C] pc;                        // record shares of the cells (centring only)
-  int<lower=0, upper=1> P;              // PSU-level covariate (centred log weight) or none
+  int<lower=0> P;                       // PSU-level covariates (centred)
   matrix[J, P] Zpsu;
   int<lower=1> G;                       // (cell x PSU) groups with records
   array[G] int<lower=1, upper=C> g_cell;
