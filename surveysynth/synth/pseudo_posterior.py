@@ -665,8 +665,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         the same): centred when the data inform a typical PSU's effect more than its prior
         does, n_j sigma_u^2 / sigma^2 > 1 at the median PSU size with one-way ANOVA estimates
         of sigma_u^2 and sigma^2 on the residuals from the cell means; else non-centred (D3's
-        default). Measured on apiclus2 (n_j ~ 3, ratio ~ 13): non-centred fbp_re at 4 x 1000
-        draws gave R-hat 1.008-1.016 and bulk ESS 409-526 (docs/clustered_synthesis.md)."""
+        default). Centred here is hierarchical centring (the PSU's level z, u = z - pc'Xc b:
+        see fbs_re.stan). Measured on apiclus2 (n_j ~ 3, ratio 7.6): non-centred fbp_re at
+        4 x 1000 draws gave R-hat 1.008-1.016 and bulk ESS 287-526, centred R-hat <= 1.007 and
+        ESS >= 496 (docs/clustered_synthesis.md)."""
         cnt_c = np.bincount(codes, minlength=C)
         r = y - (np.bincount(codes, weights=y, minlength=C) / np.maximum(cnt_c, 1))[codes]
         n_j = np.bincount(psu, minlength=J)
