@@ -119,6 +119,9 @@ def test_synthetic_designs_carry_ids_strata_fpc(fits, synth, name):
         assert w.max() == 1
         np.testing.assert_allclose(sd.weights, d.weights[p], rtol=1e-12)
     assert set(d.ids_vars) | set(d.fpc_vars) <= set(fit.released_as_collected())
+    assert any("random intercept per PSU" in n for n in rel.privacy.notes)
+    with pytest.raises(ValueError, match="no synthesized weight to plot"):
+        fit.plot_weights()
 
 
 def test_weights_varying_within_psu_are_averaged(api):
