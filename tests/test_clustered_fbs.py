@@ -124,6 +124,21 @@ def test_synthetic_designs_carry_ids_strata_fpc(fits, synth, name):
         fit.plot_weights()
 
 
+def test_stratified_clustered_design_with_nest_is_carried(api):
+    """Districts within school-type strata (nest=True): 162 PSUs, 38 with several schools.
+    The synthetic designs keep strata, ids, fpc and nest (so the same 159 df); the cell shares
+    add no rank here (every PSU holds one school type) and are dropped."""
+    d = ss.SurveyDesign(api["apistrat"], ids="dnum", strata="stype", weights="pw", fpc="fpc",
+                        nest=True)
+    fit = _fit(FBS, d)
+    assert fit.stan_program_ == "fbs_re"
+    assert fit._prep_["cluster"]["Zpsu"].shape == (162, 0)  # noqa: SLF001
+    sd = fit.release().designs[0]
+    assert (sd.ids_vars, sd.strata_vars, sd.fpc_vars) == (["dnum"], ["stype"], ["fpc"])
+    assert sd.nest is True
+    assert sd.degf == d.degf == 159
+
+
 def test_weights_varying_within_psu_are_averaged(api):
     """D5: weights that vary within PSUs (calibration, say) are released as each PSU's mean
     weight (total N unchanged), listed as published without budget, not as collected."""

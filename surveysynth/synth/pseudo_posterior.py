@@ -614,7 +614,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         cell_lw = np.bincount(codes, weights=lw, minlength=C) / np.maximum(cnt, 1)
         # log w (= -log pi + const) beyond the predictor cells: a covariate (FBS) and an
         # informative pi model (FBP); a function of the cells (apiclus1: constant) is neither
-        free = bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * max(1.0, float(np.max(np.abs(lw)))))
+        scale = max(1.0, float(np.max(np.abs(lw))))
+        free = bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * scale)
         lw_psu = np.zeros(J)
         lw_psu[psu] = lw
         Zpsu = self._psu_covariates(cells, psu, J, lw_psu if free and self.name == "FBS" else None)
@@ -661,7 +662,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         for col in cols:
             z = col - col[psu].mean()
             trial = np.column_stack([X, *[k[psu] for k in keep], z[psu]])
-            if np.linalg.matrix_rank(trial, tol=1e-8 * max(1.0, np.abs(trial).max())) == trial.shape[1]:
+            tol = 1e-8 * max(1.0, float(np.abs(trial).max()))
+            if np.linalg.matrix_rank(trial, tol=tol) == trial.shape[1]:
                 keep.append(z)
         return np.column_stack(keep) if keep else np.zeros((J, 0))
 
@@ -1236,7 +1238,8 @@ class FBS(_PseudoPosterior):
         for _ in range(self.chains):
             tau, su, (z, su_j) = self._re_start(prep, y - (cells.Xc @ b)[cells.codes],
                                                 cells.Xc @ b, rng)
-            d = dict(b=(b + 0.1 * tau * rng.standard_normal(K) / np.sqrt(max(w.mean(), 1))).tolist(),
+            jitter = 0.1 * tau * rng.standard_normal(K) / np.sqrt(max(w.mean(), 1))
+            d = dict(b=(b + jitter).tolist(),
                      lb=np.zeros(K * (K - 1) // 2).tolist(), s_y=(np.abs(b) + 0.5).tolist(),
                      tau=float(tau * np.exp(0.05 * rng.standard_normal())), sigma_u=su_j, z=z)
             if cl["Zpsu"].shape[1]:
