@@ -51,7 +51,7 @@ from ..privacy.randomness import is_seeded, secret_rng
 from ..privacy.record import PrivacyRecord, build_record
 
 __all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "BudgetExceededError",
-           "CONVERGENCE_DEFAULTS", "convergence_verdict", "clone"]
+           "CONVERGENCE_DEFAULTS", "collected_design", "convergence_verdict", "clone"]
 
 #: Release gates on MCMC fits: split R-hat (rank-normalised) of every model parameter at most
 #: ``rhat``, bulk ESS at least ``ess_bulk``, share of divergent post-warm-up transitions at
@@ -536,6 +536,28 @@ def _fpc_source(design: Any) -> dict[str, Any] | None:
     if not key and len(table) != 1:
         return None
     return {"fpc": fpc, "strata": strata, "ids": ids, "table": table}
+
+
+def collected_design(design: Any) -> dict[str, Any]:
+    """The confidential design's own variables, as a partial synthesis that carries the design
+    releases them AS COLLECTED (issue 36, D2; docs/clustered_synthesis.md): every stage's
+    cluster ids, the strata, the fpc columns and ``nest``. ``columns`` lists them once each
+    (the columns each synthetic frame copies from the confidential rows); ``spec`` is the
+    SurveyDesign keyword arguments without the weights (which the synthesizer names)."""
+    ids = _as_cols(getattr(design, "ids_vars", None))
+    strata = _as_cols(getattr(design, "strata_vars", None))
+    fpc = _as_cols(getattr(design, "fpc_vars", None))
+    spec: dict[str, Any] = {}
+    if ids:
+        spec["ids"] = ids
+    if strata:
+        spec["strata"] = strata
+    if fpc:
+        spec["fpc"] = fpc
+    if getattr(design, "nest", False):
+        spec["nest"] = True
+    return {"ids": ids, "strata": strata, "fpc": fpc, "spec": spec,
+            "columns": list(dict.fromkeys(ids + strata + fpc))}
 
 
 def _same(a: Any, b: Any) -> bool:

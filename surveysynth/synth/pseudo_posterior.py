@@ -48,6 +48,13 @@ Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
   the paper tabulates and margins combine cells by their estimated counts.
 * PBP's per-record mechanism contribution is w_i alpha_i log p(y_i, x_i | theta): its bounds
   Delta_i and Delta_alpha include the normalised weight w_i (seed 001: unweighted 45.39).
+* Clustered designs (issue 36, docs/clustered_synthesis.md): FBS and FBP fit fbs_re.stan /
+  fbp_re.stan, the same outcome models with a random intercept per PSU (the design's first-stage
+  unit) and PSU-level covariates (FBS: log w; both: the PSU's cell shares); the bound is the
+  conditional density given u_j; each synthetic set draws u*_j ~ N(0, sigma_u) afresh (never the
+  posterior u_j); the synthetic designs carry the ids, strata and fpc as collected and weights
+  constant within PSUs (the collected ones, or PSU means when they vary within PSUs).
+  Unclustered designs keep fbs.stan / fbp.stan and their code path unchanged.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ from .._validate import as_list
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
-from .base import Synthesizer, convergence_verdict
+from .base import Synthesizer, collected_design, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
 from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
 
@@ -167,7 +174,10 @@ class _FittedMethods:
         frames = [self._synthesize_one(int(s), rng, False) for s in idx]
         prep = self._prep_
         spec: dict[str, Any] = {"weights": prep["weights_name"]}
-        if prep["strata_release"]:
+        if prep.get("cluster"):
+            # D2: the confidential design's ids (all stages), strata and fpc as collected
+            spec.update(prep["cluster"]["design"]["spec"])
+        elif prep["strata_release"]:
             spec["strata"] = prep["strata_release"]
         return frames, spec
 
@@ -211,7 +221,17 @@ class _FittedMethods:
 
     def released_as_collected(self) -> list[str]:
         self._check_fitted()
-        return list(self._prep_["predictors"]) if self.kind == "partial" else []
+        if self.kind != "partial":
+            return []
+        cl = self._prep_.get("cluster")
+        if not cl:
+            return list(self._prep_["predictors"])
+        # a clustered design (D2, D5): its ids, strata and fpc, and the weights (constant
+        # within PSUs: PSU-level design information), rescaled to the public N
+        cols = list(self._prep_["predictors"]) + cl["design"]["columns"]
+        if not cl["weights_averaged"]:
+            cols.append(self._prep_["weights_name"])
+        return list(dict.fromkeys(cols))
 
     def _privacy_facts(self, m: int) -> dict[str, Any]:
         prep = self._prep_
@@ -222,7 +242,16 @@ class _FittedMethods:
                  f"full normalised log densities, {scale}."]
         if self.kind == "partial":
             notes.append(f"predictors {prep['predictors']} released as collected (public).")
-        if self.name == "FBP":
+        if prep.get("cluster"):
+            cl = prep["cluster"]
+            notes.append(
+                f"clustered design: a random intercept per PSU ({cl['J']} PSUs) in the outcome "
+                "model; the bound is computed from each record's density given its PSU's "
+                "effect (a parameter of the released draw), and each synthetic set draws the "
+                "PSU effects afresh from N(0, sigma_u) (post-processing of the draw); the "
+                "design's ids, strata and fpc and the weights (constant within PSUs) are "
+                "released as collected (docs/clustered_synthesis.md).")
+        if self.name == "FBP" and not prep.get("cluster"):
             notes.append("FBP: weights are constant within predictor cells, so weighted cell "
                          "means equal unweighted cell means (seed 001 Section 2.4). Caution: "
                          "with cell-constant weights the standard errors of counts are too "
@@ -244,6 +273,16 @@ class _FittedMethods:
             "convergence_gates": ", ".join(
                 f"{k} {'<=' if k != 'ess_bulk' else '>='} {v:g}"
                 for k, v in self.convergence_["gates"].items())}
+        if prep.get("cluster") and prep["cluster"]["weights_averaged"]:
+            pwb.append({
+                "item": f"the released weights: each PSU's mean of the confidential weights "
+                        f"(they varied within {prep['cluster']['weights_averaged']} of "
+                        f"{prep['cluster']['J']} PSUs), rescaled to N",
+                "reason": "clustered design (docs/clustered_synthesis.md, D5): the released "
+                          "weights stay constant within PSUs, as the PSU random-intercept "
+                          "model and the design's variance need; a PSU's mean weight is a "
+                          "summary of its records' confidential weights, not covered by the "
+                          "guarantee (which covers the synthesized outcome)."})
         if self._unprotected():
             facts["alpha_source"] = "none"
             facts["no_weighting"] = ("target_above_unweighted_bound" if tuned else "g_at_least_1")
@@ -301,6 +340,12 @@ class _FittedMethods:
         confidential, for the curator (surveysynth.synth.risk_plots)."""
         from .risk_plots import plot_fit_weights
 
+        if getattr(self, "_prep_", {}).get("cluster"):
+            raise ValueError(
+                f"{self.name} on a clustered design releases the collected weights (or their PSU "
+                "means) and synthesizes none: there is no synthesized weight to plot "
+                "(docs/clustered_synthesis.md).")
+
         return plot_fit_weights(self, index)
 
 
@@ -341,6 +386,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     program = ""
     description = ""
     default_coding = "intercept"
+    #: the PSU random-intercept program for clustered designs (None: clusters not modelled)
+    re_program: str | None = None
 
     def __init__(
         self,
@@ -510,7 +557,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             strata_release = list(strata)
         N = self._population(design)
         N_given = bool(self.population_size_given_)
+        y = np.log(y_raw) if self.log else y_raw
+        cluster = (self._cluster_prep(design, data, y, w, cells, N)
+                   if self.re_program else None)
         return {
+            "cluster": cluster,
             "n": len(data),
             "y_raw": y_raw,
             "y": np.log(y_raw) if self.log else y_raw,
@@ -524,6 +575,116 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             "N": N,
             "N_given": N_given,
         }
+
+    def _cluster_prep(self, design: Any, data: pd.DataFrame, y: np.ndarray, w: np.ndarray,
+                      cells: Any, N: float) -> dict | None:
+        """The PSU structure of a clustered design (issue 36, D1-D5), or None when the design
+        has no real clusters (no ids, or one record per PSU): then the program and the code
+        path are those of an unclustered design, byte for byte.
+
+        D1: the cluster is the design's first-stage unit as the design itself codes it (unique
+        within strata, R's ultimate cluster); later stages get no random effect (R's variance
+        without later-stage fpc is driven by PSU totals). D5: weights constant within PSUs are
+        PSU-level design information, released as collected (rescaled to the public N) beside
+        the ids and fpc, and the outcome model conditions on log w. Weights that vary within
+        PSUs (calibration, nonresponse adjustment) are replaced by their PSU means (D5: a
+        weight is averaged within its PSU, the total rescaled to N): a PSU-level summary of
+        the confidential weights, released outside the budget and listed as such."""
+        carried = collected_design(design)
+        if not carried["ids"]:
+            return None
+        psu_all = np.asarray(design.stages[0].cluster)[np.asarray(design.in_subset)]
+        labels, psu = np.unique(psu_all, return_inverse=True)
+        J = len(labels)
+        n = len(psu)
+        if J == n or J < 2:
+            return None
+        lo = np.full(J, np.inf)
+        hi = np.full(J, -np.inf)
+        np.minimum.at(lo, psu, w)
+        np.maximum.at(hi, psu, w)
+        varying = hi - lo > 1e-9 * hi
+        n_j = np.bincount(psu, minlength=J)
+        w_psu = np.bincount(psu, weights=w, minlength=J) / n_j
+        if varying.any():
+            w = w_psu[psu]      # D5: the PSU mean weight (the total is unchanged)
+        lw = np.log(w)
+        codes = cells.codes
+        C = cells.Xc.shape[0]
+        cnt = np.bincount(codes, minlength=C)
+        cell_lw = np.bincount(codes, weights=lw, minlength=C) / np.maximum(cnt, 1)
+        # log w (= -log pi + const) beyond the predictor cells: a covariate (FBS) and an
+        # informative pi model (FBP); a function of the cells (apiclus1: constant) is neither
+        scale = max(1.0, float(np.max(np.abs(lw))))
+        free = bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * scale)
+        lw_psu = np.zeros(J)
+        lw_psu[psu] = lw
+        Zpsu = self._psu_covariates(cells, psu, J, lw_psu if free and self.name == "FBS" else None)
+        gkey = codes.astype(np.int64) * J + psu
+        gvals, group = np.unique(gkey, return_inverse=True)
+        return {
+            "weights_averaged": int(varying.sum()),
+            "w_model": w,
+            "centred": self._centred(y, codes, C, psu, J),
+            "design": carried,
+            "frame": data[carried["columns"]].reset_index(drop=True),
+            "psu": psu, "J": J, "psu_labels": labels,
+            "group": group, "G": len(gvals),
+            "g_cell": (gvals // J).astype(np.int64), "g_psu": (gvals % J).astype(np.int64),
+            "lw_free": free,
+            "Zpsu": Zpsu,
+            "w_release": w * (N / w.sum()),
+        }
+
+    @staticmethod
+    def _psu_covariates(cells: Any, psu: np.ndarray, J: int,
+                        lw_psu: np.ndarray | None) -> np.ndarray:
+        """PSU-level covariates of the outcome model, centred at their record means: FBS's log
+        weight (``lw_psu``; FBP models pi instead) and the PSU's shares of the predictor cells
+        but the first (contextual effects: the random-intercept model takes u independent of
+        x, which fails when a cell gathers in low- or high-level PSUs, Mundlak 1978; measured
+        on apiclus2, whose high schools sit in districts with low effects: without the shares
+        the synthetic high-school mean was 705 against the confidential 598). Both are public
+        in the release (the weights and the predictors are released with the PSU ids). Shares
+        only with at least ten PSUs per PSU-level covariate: their coefficients are informed by
+        the PSUs alone, and their posterior spread enters every synthetic set (measured on
+        apiclus1, 15 PSUs, two shares: combined SE up to 3.4 x the confidential one, against
+        1.1-1.8 x without). A column that adds no rank to the cells' design is dropped."""
+        codes = cells.codes
+        C = cells.Xc.shape[0]
+        cols = [] if lw_psu is None else [lw_psu]
+        if C > 1 and len(cols) + C - 1 <= J // 10:
+            cnt = np.zeros((J, C))
+            np.add.at(cnt, (psu, codes), 1.0)
+            share = cnt / cnt.sum(axis=1, keepdims=True)
+            cols += [share[:, c] for c in range(1, C)]
+        X = cells.Xc[codes]
+        keep = []
+        for col in cols:
+            z = col - col[psu].mean()
+            trial = np.column_stack([X, *[k[psu] for k in keep], z[psu]])
+            tol = 1e-8 * max(1.0, float(np.abs(trial).max()))
+            if np.linalg.matrix_rank(trial, tol=tol) == trial.shape[1]:
+                keep.append(z)
+        return np.column_stack(keep) if keep else np.zeros((J, 0))
+
+    @staticmethod
+    def _centred(y: np.ndarray, codes: np.ndarray, C: int, psu: np.ndarray, J: int) -> bool:
+        """The parametrization of the PSU effects (sampling geometry only; the posterior is
+        the same): centred when the data inform a typical PSU's effect more than its prior
+        does, n_j sigma_u^2 / sigma^2 > 1 at the median PSU size with one-way ANOVA estimates
+        of sigma_u^2 and sigma^2 on the residuals from the cell means; else non-centred (D3's
+        default). Centred here is hierarchical centring (the PSU's level z, u = z - pc'Xc b:
+        see fbs_re.stan). Measured on apiclus2 (n_j ~ 3, ratio 7.6): non-centred fbp_re at
+        4 x 1000 draws gave R-hat 1.008-1.016 and bulk ESS 409-526, centred R-hat <= 1.007 and
+        ESS >= 496 (docs/clustered_synthesis.md)."""
+        cnt_c = np.bincount(codes, minlength=C)
+        r = y - (np.bincount(codes, weights=y, minlength=C) / np.maximum(cnt_c, 1))[codes]
+        n_j = np.bincount(psu, minlength=J)
+        r_j = np.bincount(psu, weights=r, minlength=J) / n_j
+        s2 = float(np.sum((r - r_j[psu]) ** 2) / max(len(y) - J, 1))
+        su2 = float(np.var(r_j, ddof=1)) - s2 * float(np.mean(1.0 / n_j))
+        return bool(s2 > 0 and su2 > 0 and float(np.median(n_j)) * su2 / s2 > 1.0)
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, design: Any, rng: np.random.Generator) -> None:
@@ -889,6 +1050,57 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{path.hi_d:.4g}]. "
                 "Lower g (g = 0 reaches any target down to 0) or raise the target.")
 
+    # ------------------------------------------------------------------ PSU random effects
+    def _re_common_data(self, prep: dict, alpha: np.ndarray, save_log_lik: bool,
+                        cols: list[np.ndarray]) -> tuple[dict, tuple]:
+        """Stan data shared by fbs_re/fbp_re: cells, PSUs, the (cell x PSU) groups and their
+        exact alpha-weighted statistics of ``cols`` (given u a group's records share a mean)."""
+        cells, cl = prep["cells"], prep["cluster"]
+        stats = cell_moments(cl["group"], cl["G"], alpha, cols)
+        n = prep["n"]
+        return dict(
+            n=n, K=cells.Xc.shape[1], C=cells.Xc.shape[0], Xc=cells.Xc, J=cl["J"], G=cl["G"],
+            centred=int(cl["centred"]),
+            pc=np.bincount(cells.codes, minlength=cells.Xc.shape[0]) / n,
+            g_cell=cl["g_cell"] + 1, g_psu=cl["g_psu"] + 1, w=stats[0],
+            save_log_lik=int(save_log_lik),
+            cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+            psu=(cl["psu"] + 1) if save_log_lik else np.zeros(0, dtype=int),
+        ), stats
+
+    @staticmethod
+    def _re_start(prep: dict, resid: np.ndarray, cell_means: np.ndarray,
+                  rng: np.random.Generator) -> tuple:
+        """Data-based starts for (within SD, sigma_u, z) from a residual: PSU means of the
+        residual for u (z = u + pc' cell_means centred, u / sigma_u non-centred), their SD for
+        sigma_u (at least a tenth of the within SD)."""
+        cl = prep["cluster"]
+        J, psu = cl["J"], cl["psu"]
+        cnt = np.bincount(psu, minlength=J)
+        r_j = np.bincount(psu, weights=resid, minlength=J) / np.maximum(cnt, 1)
+        within = max(float(np.sqrt(np.mean((resid - r_j[psu]) ** 2))), 1e-3)
+        su = max(float(np.std(r_j)), 0.1 * within)
+        z = np.clip(r_j / su, -3, 3) + 0.1 * rng.standard_normal(J)
+        if cl["centred"]:
+            codes = prep["cells"].codes
+            pc = np.bincount(codes, minlength=len(cell_means)) / len(codes)
+            z = z * su + float(pc @ cell_means)
+        return within, su, [z.tolist(),
+                            float(su * np.exp(0.05 * rng.standard_normal()))]
+
+    @staticmethod
+    def _psu_level(cl: dict, res: StanDraws, s: Any, u: np.ndarray) -> np.ndarray:
+        """(S, J) PSU levels u_j + Zpsu_j gamma of draws s given the effects u (S, J)."""
+        if not cl["Zpsu"].shape[1]:
+            return u
+        return u + res["gamma"][s] @ cl["Zpsu"].T
+
+    @staticmethod
+    def _fresh_u(res: StanDraws, s: int, J: int, rng: np.random.Generator) -> np.ndarray:
+        """D3: u*_j ~ N(0, sigma_u^(s)) drawn AFRESH for the set from draw s, never the
+        posterior u_j (those would publish each cluster's mean)."""
+        return float(res["sigma_u"][s]) * rng.standard_normal(J)
+
     # ------------------------------------------------------------------ model hooks
     def _contribution_scale(self, prep: dict) -> np.ndarray | float:
         return 1.0
@@ -920,6 +1132,11 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         out = X_frame.copy() if X_frame is not None else pd.DataFrame(index=range(len(y_star)))
         out[self.outcome] = np.exp(y_star) if self.log else y_star
         out[prep["weights_name"]] = w_star
+        cl = prep.get("cluster")
+        if cl:   # D2: the design columns as collected (confidential row order, as the rest)
+            for c in cl["design"]["columns"]:
+                if c not in out.columns:
+                    out[c] = cl["frame"][c].to_numpy()
         if w_synth is not None:
             out[f"{prep['weights_name']}_synthetic"] = w_synth
         return out.reset_index(drop=True)
@@ -964,6 +1181,7 @@ class FBS(_PseudoPosterior):
     name = "FBS"
     kind = "partial"
     program = "fbs"
+    re_program = "fbs_re"
     default_coding = "cellmeans"
     description = ("bivariate normal model of (outcome, log weight) in the observed sample; "
                    "synthetic outcome, smoothed weights, predictors unsynthesized")
@@ -977,12 +1195,21 @@ class FBS(_PseudoPosterior):
         bulk ESS 5-27 and 19-123 divergent transitions of 1000, fbs_collapsed.stan R-hat <= 1.03,
         ESS >= 680 and none (docs/pseudo_posterior.md). Full cells keep fbs.stan, with which
         every study of record was run and which converges there (cell means far from zero)."""
+        prep = getattr(self, "_prep_", None)
+        if prep is not None and prep.get("cluster"):
+            return self.re_program
         return "fbs_collapsed" if self.effects == "main" else "fbs"
 
     def _Z(self, prep):
         return np.c_[prep["y"], np.log(prep["w_raw"])]
 
     def _stan_data(self, prep, alpha, save_log_lik):
+        if prep.get("cluster"):
+            y = prep["y"]
+            d, (_, means, cross) = self._re_common_data(prep, alpha, save_log_lik, [y])
+            Zpsu = prep["cluster"]["Zpsu"]
+            return dict(d, P=Zpsu.shape[1], Zpsu=Zpsu, ybar=means[0], S=cross[(0, 0)],
+                        y=y if save_log_lik else np.zeros(0))
         cells = prep["cells"]
         Z = self._Z(prep)
         C = cells.Xc.shape[0]
@@ -997,6 +1224,8 @@ class FBS(_PseudoPosterior):
         )
 
     def _inits(self, prep, rng):
+        if prep.get("cluster"):
+            return self._re_inits(prep, rng)
         cells = prep["cells"]
         Z = self._Z(prep)
         C, K = cells.Xc.shape
@@ -1017,7 +1246,37 @@ class FBS(_PseudoPosterior):
                             tau=(tau * np.exp(0.05 * rng.standard_normal(2))).tolist()))
         return out
 
+    def _re_inits(self, prep, rng):
+        cells, cl = prep["cells"], prep["cluster"]
+        y = prep["y"]
+        C, K = cells.Xc.shape
+        w, means, _ = cell_moments(cells.codes, C, np.ones(prep["n"]), [y])
+        b = self._ls_cells(cells.Xc, means[0], w)
+        out = []
+        for _ in range(self.chains):
+            tau, su, (z, su_j) = self._re_start(prep, y - (cells.Xc @ b)[cells.codes],
+                                                cells.Xc @ b, rng)
+            jitter = 0.1 * tau * rng.standard_normal(K) / np.sqrt(max(w.mean(), 1))
+            d = dict(b=(b + jitter).tolist(),
+                     lb=np.zeros(K * (K - 1) // 2).tolist(), s_y=(np.abs(b) + 0.5).tolist(),
+                     tau=float(tau * np.exp(0.05 * rng.standard_normal())), sigma_u=su_j, z=z)
+            if cl["Zpsu"].shape[1]:
+                d["gamma"] = [0.0] * cl["Zpsu"].shape[1]
+            out.append(d)
+        return out
+
+    def _re_mean(self, prep, res, s, u):
+        """(S, n) means given the PSU effects u (S, J): x b + Zpsu_j gamma + u_j."""
+        cells, cl = prep["cells"], prep["cluster"]
+        a = self._psu_level(cl, res, s, u)
+        return (res["b"][s] @ cells.Xc.T)[:, cells.codes] + a[:, cl["psu"]]
+
     def _record_loglik(self, prep, res, s):
+        if prep.get("cluster"):
+            # D4: the CONDITIONAL density of y_i given its PSU's u_j (as fbs_re.stan's log_lik)
+            m = self._re_mean(prep, res, s, res["u"][s])
+            tau = res["tau"][s][:, None]
+            return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         cells = prep["cells"]
         Z = self._Z(prep)
         B = res["B"][s]  # (S, K, 2)
@@ -1034,6 +1293,12 @@ class FBS(_PseudoPosterior):
         prep = self._prep_
         cells = prep["cells"]
         res = self.weighted_fit_
+        if prep.get("cluster"):
+            cl = prep["cluster"]
+            u_star = self._fresh_u(res, s, cl["J"], rng)
+            m = self._re_mean(prep, res, slice(s, s + 1), u_star[None])[0]
+            ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
+            return self._frame(prep, ly, cl["w_release"], None, prep["X_frame"])
         B, tau, rho = res["B"][s], res["tau"][s], float(res["rho"][s])
         M = (cells.Xc @ B)[cells.codes]  # (n, 2)
         n = prep["n"]
@@ -1084,6 +1349,12 @@ class FBP(_PseudoPosterior):
     name = "FBP"
     kind = "partial"
     program = "fbp"
+    re_program = "fbp_re"
+
+    def _program_name(self) -> str:
+        """``fbp``, or ``fbp_re`` (PSU random intercept) for a clustered design."""
+        prep = getattr(self, "_prep_", None)
+        return self.re_program if prep is not None and prep.get("cluster") else self.program
     description = ("population model of the outcome with an informative-design model of the "
                    "inclusion probabilities (exact sample likelihood); synthetic outcome from "
                    "the population model, smoothed weights, predictors unsynthesized")
@@ -1093,7 +1364,7 @@ class FBP(_PseudoPosterior):
         (``pi_scale="sample"``). The sample likelihood (seed 001 eq. 6) is not invariant to the
         scale of pi: a shift of log pi moves the kappa_x intercept and, through the
         normalising denominator, every log p_s by minus the shift (see docs/pseudo_posterior.md)."""
-        w = prep["w_raw"]
+        w = prep["cluster"]["w_model"] if prep.get("cluster") else prep["w_raw"]
         if self.pi_scale == "sample":
             w = w * prep["n"] / w.sum()
         return -np.log(w)
@@ -1103,6 +1374,15 @@ class FBP(_PseudoPosterior):
         return float(np.round(np.median(prep["y"]), 0))
 
     def _stan_data(self, prep, alpha, save_log_lik):
+        if prep.get("cluster"):
+            y, lpi = prep["y"], self._lpi(prep)
+            d, (_, means, cross) = self._re_common_data(prep, alpha, save_log_lik, [y, lpi])
+            Zpsu = prep["cluster"]["Zpsu"]
+            return dict(d, has_pi=int(prep["cluster"]["lw_free"]), centre=self._centre(prep),
+                        P=Zpsu.shape[1], Zpsu=Zpsu,
+                        ybar=means[0], pbar=means[1], Syy=cross[(0, 0)], Syp=cross[(0, 1)],
+                        Spp=cross[(1, 1)], y=y if save_log_lik else np.zeros(0),
+                        lpi=lpi if save_log_lik else np.zeros(0))
         cells = prep["cells"]
         y = prep["y"]
         lpi = self._lpi(prep)
@@ -1126,6 +1406,21 @@ class FBP(_PseudoPosterior):
         kx = self._ls_cells(cells.Xc, means[1], w)
         sy = max(np.sqrt(cross[(0, 0)].sum() / prep["n"]), 1e-3)
         sp = max(np.sqrt(cross[(1, 1)].sum() / prep["n"]), 1e-3)
+        if prep.get("cluster"):
+            out = []
+            for _ in range(self.chains):
+                sw, _, (z, su) = self._re_start(prep, y - (cells.Xc @ beta)[cells.codes],
+                                                cells.Xc @ beta, rng)
+                d = dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(), sigma_y=sw,
+                         sigma_u=su, z=z)
+                if prep["cluster"]["Zpsu"].shape[1]:
+                    d["gamma"] = [0.0] * prep["cluster"]["Zpsu"].shape[1]
+                if prep["cluster"]["lw_free"]:
+                    d.update(kappa_y=[float(0.1 * rng.standard_normal())],
+                             kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
+                             sigma_pi=[sp])
+                out.append(d)
+            return out
         return [dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
                      kappa_y=float(0.1 * rng.standard_normal()),
                      kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
@@ -1137,6 +1432,20 @@ class FBP(_PseudoPosterior):
         lpi = self._lpi(prep)
         centre = self._centre(prep)
         mu = (res["beta"][s] @ cells.Xc.T)[:, cells.codes]  # (S, n)
+        cl = prep.get("cluster")
+        if cl:
+            # D4: the CONDITIONAL density given the PSU's u_j (as fbp_re.stan's log_lik)
+            mu = mu + self._psu_level(cl, res, s, res["u"][s])[:, cl["psu"]]
+            sy = res["sigma_y"][s][:, None]
+            if not cl["lw_free"]:
+                return -0.5 * _LOG2PI - np.log(sy) - 0.5 * ((y[None] - mu) / sy) ** 2
+            k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
+            ky = res["kappa_y"][s].reshape(-1, 1)
+            sp = res["sigma_pi"][s].reshape(-1, 1)
+            e = lpi[None] - ky * (y[None] - centre) - k
+            return (-_LOG2PI - np.log(sp) - np.log(sy) - 0.5 * (e / sp) ** 2
+                    - 0.5 * ((y[None] - mu) / sy) ** 2
+                    - (k + 0.5 * sp**2 + ky * (mu - centre) + 0.5 * (ky * sy) ** 2))
         k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
         ky = res["kappa_y"][s][:, None]
         sy = res["sigma_y"][s][:, None]
@@ -1150,6 +1459,15 @@ class FBP(_PseudoPosterior):
         prep = self._prep_
         cells = prep["cells"]
         res = self.weighted_fit_
+        cl = prep.get("cluster")
+        if cl:
+            # y* from the population model with fresh PSU effects (D3); the weights are the
+            # collected ones (constant within PSUs, rescaled to N: D5)
+            u_star = self._fresh_u(res, s, cl["J"], rng)
+            a = self._psu_level(cl, res, slice(s, s + 1), u_star[None])[0]
+            mu = (cells.Xc @ res["beta"][s])[cells.codes] + a[cl["psu"]]
+            y_star = mu + float(res["sigma_y"][s]) * rng.standard_normal(prep["n"])
+            return self._frame(prep, y_star, cl["w_release"], None, prep["X_frame"])
         centre = self._centre(prep)
         mu = (cells.Xc @ res["beta"][s])[cells.codes]
         k = (cells.Xc @ res["kappa_x_c"][s])[cells.codes]
