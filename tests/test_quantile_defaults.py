@@ -61,6 +61,24 @@ def test_readme_settings_no_pile_up_at_the_bounds(apistrat_design):
         assert abs(np.median(x) - np.median(y)) < 50, (seed, np.median(x), np.median(y))
 
 
+def test_apiclus2_values_without_pile_up_and_its_design_refused():
+    """Issue 37's check on apiclus2 (the README's former example): the default method on its
+    126 api00 values (as exchangeable records: a DataFrame) puts under 5% on a bound on three
+    seeds; the clustered design itself is refused (issue 36 D6), naming the reason."""
+    from surveysynth.datasets import load_api
+
+    data = load_api("apiclus2")
+    y = data["api00"].to_numpy(float)
+    assert np.mean((y <= BOUNDS[0]) | (y >= BOUNDS[1])) == 0
+    for seed in (1, 2, 3):
+        rel = _readme_release(data[["api00"]], seed)
+        share = _share_on_bound(rel)
+        assert share < 0.05, (seed, share)
+    d = ss.SurveyDesign(data, ids="~dnum+snum", fpc="~fpc1+fpc2")
+    with pytest.raises(ValueError, match="refuses clustered designs"):
+        _readme_release(d, 1)
+
+
 def test_mutant_former_default_stepwise_piles_up(apistrat_design):
     """The check above fails the former default (stepwise KNG: epsilon / 49 per quantile)."""
     shares = [_share_on_bound(_readme_release(apistrat_design, s, method="stepwise"))
