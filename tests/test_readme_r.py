@@ -5,6 +5,11 @@ The ```r block of README.md's "## R" section is extracted, the R package install
 temporary library with the README's command (``R CMD INSTALL`` plus ``-l``), and the block
 evaluated expression by expression by Rscript; every data.frame an expression returns is
 written to CSV (and character values to a text file) for the comparison here.
+
+Issue 37 ("the README's Python and R examples run in the suite and their outputs are shown in
+the README"): what each expression prints is captured and must equal the ``#>`` lines shown
+under it in the README (reprex style; the block stays runnable as pasted, R skips comments).
+``SURVEYSYNTH_UPDATE_README=1`` writes the printed output into README.md instead of comparing.
 """
 
 from __future__ import annotations
@@ -26,10 +31,18 @@ README = ROOT / "README.md"
 pytestmark = pytest.mark.skipif(shutil.which("Rscript") is None, reason="R is not installed")
 
 RUNNER = r"""
-exprs <- parse(file = "{code}")
+exprs <- parse(file = "{code}", keep.source = TRUE)
+srcs <- attr(exprs, "srcref")
 out <- "{out}"
 for (i in seq_along(exprs)) {{
-  v <- withVisible(eval(exprs[[i]], globalenv()))
+  v <- NULL
+  printed <- capture.output({{
+    v <- withVisible(eval(exprs[[i]], globalenv()))
+    if (v$visible) print(v$value)
+  }})
+  writeLines(printed)
+  # what the expression printed, after the number of its last line (the README's #> lines)
+  writeLines(c(as.character(srcs[[i]][3]), printed), file.path(out, sprintf("print%02d.txt", i)))
   if (!v$visible) next
   val <- v$value
   if (is.data.frame(val)) {{
@@ -40,7 +53,6 @@ for (i in seq_along(exprs)) {{
     write.csv(data.frame(estimate = as.numeric(coef(val)), se = as.numeric(SE(val))),
               file.path(out, sprintf("expr%02d.csv", i)), row.names = FALSE)
   }}
-  print(val)
 }}
 cat("README R example: done\n")
 """
@@ -56,6 +68,24 @@ def _r_section() -> tuple[str, str]:
     return section, blocks[0]
 
 
+def _code(block: str) -> str:
+    """The block without its shown output (the ``#>`` lines, as reprex writes them)."""
+    return "".join(ln for ln in block.splitlines(keepends=True) if not ln.startswith("#>"))
+
+
+def _with_output(code: str, out: Path) -> str:
+    """``code`` with what each expression printed as ``#>`` lines below the expression."""
+    after: dict[int, list[str]] = {}
+    for f in sorted(out.glob("print*.txt")):
+        last, *printed = f.read_text().splitlines()
+        after.setdefault(int(last), []).extend(printed)
+    lines = []
+    for i, line in enumerate(code.splitlines(), start=1):
+        lines.append(line)
+        lines += [f"#> {p}".rstrip() for p in after.get(i, [])]
+    return "\n".join(lines) + "\n"
+
+
 def test_readme_gives_the_install_command():
     section, _ = _r_section()
     assert "R CMD INSTALL r_bridge/rpkg" in section
@@ -64,7 +94,8 @@ def test_readme_gives_the_install_command():
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory):
-    section, code = _r_section()
+    section, block = _r_section()
+    code = _code(block)
     install = re.search(r"`(R CMD INSTALL [^`]+)`", section).group(1).split()
     lib = tmp_path_factory.mktemp("rlib")
     out = tmp_path_factory.mktemp("readme_out")
@@ -204,3 +235,22 @@ def test_r_prints_the_df_below_2_line(readme_run, tmp_path):
     # the rule, its df and its assumptions (issue 36, D8), then the df < 2 line: as Python's
     assert "\n".join(lines[2:4]) == py.rule_note(), r.stdout
     assert lines[4] == py.df_note(), r.stdout  # the same one line as Python's print
+
+
+def test_readme_r_shows_its_output(readme_run):
+    """Issue 37: the README's R block shows, as ``#>`` lines under each call, exactly what the
+    call prints (seed 1: deterministic; no line is excluded). ``SURVEYSYNTH_UPDATE_README=1``
+    writes the printed output into README.md instead of comparing."""
+    code, out = readme_run
+    _, block = _r_section()
+    printed = _with_output(code, out)
+    if os.environ.get("SURVEYSYNTH_UPDATE_README"):
+        README.write_text(README.read_text().replace(f"```r\n{block}```", f"```r\n{printed}```", 1))
+        return
+    assert block == printed, (
+        "the README's R block does not show what it prints (SURVEYSYNTH_UPDATE_README=1 "
+        f"rewrites it after a deliberate change); README:\n{block}\nprinted:\n{printed}")
+    # the confidential estimate is shown beside the release's (R survey's svymean of apistrat)
+    shown = block.split('ss_release_estimate(rel, "mean", ~api00)', 1)[1]
+    assert re.search(r"^svymean\(~api00, d\)", shown, flags=re.M), block
+    assert re.search(r"^#> api00 662\.29 9\.4089$", shown, flags=re.M), block
