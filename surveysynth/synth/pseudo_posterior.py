@@ -57,6 +57,8 @@ Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
   Unclustered designs keep fbs.stan / fbp.stan and their code path unchanged.
 * FBP on an unclustered design whose log w is a function of the predictor cells fits
   fbp_nopi.stan (no pi model, as fbp_re.stan's has_pi = 0); otherwise fbp.stan, unchanged.
+  FBS there fits fbs_nolw.stan (the outcome column alone, as fbs_re.stan); otherwise fbs.stan /
+  fbs_collapsed.stan, unchanged. Both release the collected weights rescaled to N.
 * The priors are fixed on the modelled scale (never rescaled from the data): an outcome whose
   magnitude makes them informative is refused at fit; the public ``outcome_scale`` constant
   (y / s is modelled, synthetic values multiplied back) or log=True are the fixes.
@@ -235,14 +237,23 @@ class _FittedMethods:
                         "of them is released by the fit; the risk weights and c they choose "
                         "are not privatized (the guarantee is given these weights)"}
 
+    def _weights_collected(self) -> bool:
+        """Unclustered fit whose log w is a function of the predictor cells: FBP fitted no pi
+        model (fbp_nopi.stan), FBS no log w column (fbs_nolw.stan); the collected weights,
+        rescaled to N, are released and none is synthesized (docs/pseudo_posterior.md)."""
+        prep = getattr(self, "_prep_", None) or {}
+        return (not prep.get("cluster")
+                and not (prep.get("pi_free", True) and prep.get("lw_free", True)))
+
     def released_as_collected(self) -> list[str]:
         self._check_fitted()
         if self.kind != "partial":
             return []
         cl = self._prep_.get("cluster")
         if not cl:
-            if not self._prep_.get("pi_free", True):
-                # FBP without a pi model: the weights (a function of the cells) as collected
+            if self._weights_collected():
+                # FBP without a pi model / FBS without the log w column: the weights (a
+                # function of the released cells) as collected, rescaled to N
                 return list(dict.fromkeys([*self._prep_["predictors"],
                                            self._prep_["weights_name"]]))
             return list(self._prep_["predictors"])
@@ -276,6 +287,13 @@ class _FittedMethods:
                          "is not informative given the predictors: no pi model is fitted "
                          "(fbp_nopi.stan), the bound is that of the population model of the "
                          "outcome, and the weights are released as collected (a function of "
+                         "the released predictors), rescaled to N (docs/pseudo_posterior.md).")
+        elif self.name == "FBS" and self._weights_collected():
+            notes.append("FBS: the weights are a function of the predictor cells, so log w "
+                         "has no within-cell variation and, given the predictors, no "
+                         "information about the outcome: only the outcome column of the model "
+                         "is fitted (fbs_nolw.stan), the bound is that of the outcome's "
+                         "density, and the weights are released as collected (a function of "
                          "the released predictors), rescaled to N (docs/pseudo_posterior.md).")
         elif self.name == "FBP" and not prep.get("cluster"):
             notes.append("FBP: weights are constant within predictor cells, so weighted cell "
@@ -366,11 +384,12 @@ class _FittedMethods:
         confidential, for the curator (surveysynth.synth.risk_plots)."""
         from .risk_plots import plot_fit_weights
 
-        if not getattr(self, "_prep_", {}).get("pi_free", True):
+        if self._weights_collected():
+            what = "no pi model" if self.name == "FBP" else "no model of log w"
             raise ValueError(
-                "FBP with weights that are a function of the predictor cells fits no pi model "
-                "and releases the collected weights: there is no synthesized weight to plot "
-                "(docs/pseudo_posterior.md).")
+                f"{self.name} with weights that are a function of the predictor cells fits "
+                f"{what} and releases the collected weights: there is no synthesized weight "
+                "to plot (docs/pseudo_posterior.md).")
         if getattr(self, "_prep_", {}).get("cluster"):
             raise ValueError(
                 f"{self.name} on a clustered design releases the collected weights (or their PSU "
@@ -1285,7 +1304,25 @@ class FBS(_PseudoPosterior):
         prep = getattr(self, "_prep_", None)
         if prep is not None and prep.get("cluster"):
             return self.re_program
+        if prep is not None and not prep.get("lw_free", True):
+            return self.nolw_program
         return "fbs_collapsed" if self.effects == "main" else "fbs"
+
+    nolw_program = "fbs_nolw"
+
+    def _prepare(self, design: Any) -> dict:
+        """The shared preparation plus ``lw_free`` (unclustered designs): whether log w varies
+        within a predictor cell. When it does not (weights constant within cells, e.g. strata
+        that are predictors) the log w column is dropped (fbs_nolw.stan), as fbs_re.stan does:
+        its within-cell variance is 0 (tau_w -> 0, an unbounded density; measured on apistrat
+        by stype: R-hat 4.0) and, given x, log w says nothing about y. The released weights
+        are then the collected ones (a function of the released predictors), rescaled to N."""
+        prep = super()._prepare(design)
+        if not prep.get("cluster"):
+            cells = prep["cells"]
+            prep["lw_free"] = _log_w_beyond_cells(np.log(prep["w_raw"]), cells.codes,
+                                                  cells.Xc.shape[0])
+        return prep
 
     def _Z(self, prep):
         return np.c_[prep["y"], np.log(prep["w_raw"])]
@@ -1298,6 +1335,14 @@ class FBS(_PseudoPosterior):
             return dict(d, P=Zpsu.shape[1], Zpsu=Zpsu, ybar=means[0], S=cross[(0, 0)],
                         y=y if save_log_lik else np.zeros(0))
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan: the outcome column alone
+            C = cells.Xc.shape[0]
+            w, means, cross = cell_moments(cells.codes, C, alpha, [prep["y"]])
+            return dict(
+                n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, w=w, ybar=means[0],
+                Syy=cross[(0, 0)], save_log_lik=int(save_log_lik),
+                cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+                y=prep["y"] if save_log_lik else np.zeros(0))
         Z = self._Z(prep)
         C = cells.Xc.shape[0]
         w, means, cross = cell_moments(cells.codes, C, alpha, [Z[:, 0], Z[:, 1]])
@@ -1314,6 +1359,17 @@ class FBS(_PseudoPosterior):
         if prep.get("cluster"):
             return self._re_inits(prep, rng)
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan
+            C, K = cells.Xc.shape
+            y = prep["y"]
+            w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [y])
+            b = self._ls_cells(cells.Xc, means[0], w)
+            tau = max(float(np.sqrt(cross[(0, 0)].sum() / prep["n"])), 1e-3)
+            return [dict(b=(b + 0.1 * tau * rng.standard_normal(K)
+                            / np.sqrt(max(w.mean(), 1))).tolist(),
+                         lb=np.zeros(K * (K - 1) // 2).tolist(), s_y=(np.abs(b) + 0.5).tolist(),
+                         tau=float(tau * np.exp(0.05 * rng.standard_normal())))
+                    for _ in range(self.chains)]
         Z = self._Z(prep)
         C, K = cells.Xc.shape
         w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [Z[:, 0], Z[:, 1]])
@@ -1365,6 +1421,10 @@ class FBS(_PseudoPosterior):
             tau = res["tau"][s][:, None]
             return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan's log_lik
+            m = (res["b"][s] @ cells.Xc.T)[:, cells.codes]
+            tau = res["tau"][s][:, None]
+            return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         Z = self._Z(prep)
         B = res["B"][s]  # (S, K, 2)
         tau = res["tau"][s]
@@ -1386,6 +1446,13 @@ class FBS(_PseudoPosterior):
             m = self._re_mean(prep, res, slice(s, s + 1), u_star[None])[0]
             ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
             return self._frame(prep, ly, cl["w_release"], None, prep["X_frame"])
+        if not prep.get("lw_free", True):
+            # no log w column: ly* from the outcome model; the weights are the collected ones,
+            # a function of the released predictor cells, rescaled to N (nothing synthesized)
+            m = (cells.Xc @ res["b"][s])[cells.codes]
+            ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
+            w_s = prep["w_raw"] * (prep["N"] / prep["w_raw"].sum())
+            return self._frame(prep, ly, w_s, None, prep["X_frame"])
         B, tau, rho = res["B"][s], res["tau"][s], float(res["rho"][s])
         M = (cells.Xc @ B)[cells.codes]  # (n, 2)
         n = prep["n"]
