@@ -1213,3 +1213,92 @@ def test_pbp_raw_api00_with_a_public_scale_recovers_the_mean(apistrat, confident
     est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
     conf, conf_se = confidential_mean
     assert abs(est - conf) < 2 * np.hypot(se, conf_se), (est, se)
+
+
+# ------------------------------------------------------------------------------ apistrat: FBS
+# without the log w column (fbs_nolw.stan) when log w is a function of the predictor cells.
+# docs/pseudo_posterior.md, "FBS with cell-constant weights". Measured on apistrat, api00 by
+# stype (pw constant within stype): fbs.stan gave R-hat 4.0 for B and lb (tau_w -> 0); fbs_nolw
+# converges and its synthetic mean is near the confidential 662.29 (SE 9.41).
+
+
+@pytest.fixture(scope="module")
+def nolw_fit(apistrat):
+    syn = FBS("api00", ["stype"], log=True, m=5, random_state=3, **FAST)
+    return syn.fit(apistrat)
+
+
+def test_fbs_drops_log_w_only_when_weights_are_cell_constant(apistrat, nolw_fit):
+    assert nolw_fit.stan_program_ == "fbs_nolw"
+    assert nolw_fit._prep_["lw_free"] is False
+    assert "s_w" not in nolw_fit.weighted_fit_.param_names
+    assert "B" not in nolw_fit.weighted_fit_.param_names
+    # weights vary within sch.wide (constant within stype only): the joint model stays (a
+    # seeded release there was checked byte-identical before/after, docs/pseudo_posterior.md)
+    syn = FBS("api00", ["sch.wide"], log=True)
+    syn._cfg_ = syn._validate()
+    syn._prep_ = syn._prepare(apistrat)
+    assert syn._prep_["lw_free"] is True and syn._program_name() == "fbs"
+    assert not syn._weights_collected()
+    main = FBS("api00", ["sch.wide"], log=True, effects="main")
+    main._cfg_ = main._validate()
+    main._prep_ = main._prepare(apistrat)
+    assert main._program_name() == "fbs_collapsed"
+
+
+def test_fbs_nolw_log_lik_numpy_equals_stan_equals_scipy(nolw_fit):
+    """Per-record bounds: fbs_nolw.stan's log_lik is log N(log y_i | (Xc b)_c, tau) (scipy),
+    and the numpy evaluation the fit uses equals it (mutants: a bivariate constant left in,
+    the log w column's density, sigma in place of log sigma: all change these numbers)."""
+    prep, res = nolw_fit._prep_, nolw_fit.unweighted_fit_
+    cells = prep["cells"]
+    y = np.log(prep["y_raw"])
+    for s in (0, 7, res["log_lik"].shape[0] - 1):
+        mu = (cells.Xc @ res["b"][s])[cells.codes]
+        expect = stats.norm.logpdf(y, mu, res["tau"][s])
+        np.testing.assert_allclose(res["log_lik"][s], expect, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(nolw_fit._record_absmax(prep, res),
+                               np.abs(res["log_lik"]).max(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(nolw_fit.delta_, np.abs(res["log_lik"]).max(axis=0))
+    ll = nolw_fit._record_loglik(prep, nolw_fit.weighted_fit_, slice(0, 3))
+    np.testing.assert_allclose(ll, nolw_fit.weighted_fit_["log_lik"][:3], rtol=1e-7, atol=1e-8)
+
+
+def test_fbs_nolw_release_near_the_confidential_mean(apistrat, nolw_fit, confidential_mean):
+    """Fast counterpart of the three-seed check: the weighted synthetic mean is within 2
+    combined SEs of the confidential one; the released weights are the collected ones rescaled
+    to N (not FBS's smoothed weights) and listed as released as collected; plot_weights
+    refuses (nothing synthesized)."""
+    assert nolw_fit.convergence_["max_rhat"] < 1.05
+    rel = nolw_fit.release()
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (est, se, conf, conf_se)
+    w = np.asarray(apistrat.weights, dtype=float)
+    conf_w = (apistrat.data.assign(pw=w * nolw_fit._prep_["N"] / w.sum())
+              .groupby("stype")["pw"].agg(["min", "max", "size"]))
+    for d in rel.designs:      # rows are released in a new order: compare per stype
+        got = d.data.groupby("stype")["pw"].agg(["min", "max", "size"])
+        np.testing.assert_allclose(got.to_numpy(float), conf_w.to_numpy(float), rtol=1e-12)
+    assert nolw_fit.released_as_collected() == ["stype", "pw"]
+    assert any("fbs_nolw" in n for n in nolw_fit._privacy_facts(5)["notes"])
+    syn = nolw_fit.synthesize(1, include_synthetic_weights=True)[0]
+    assert "pw_synthetic" not in syn.columns
+    with pytest.raises(ValueError, match=r"FBS.*function of the predictor cells.*no "
+                                         r"synthesized weight"):
+        nolw_fit.plot_weights()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fbs_apistrat_stype_converges_and_is_unbiased(apistrat, confidential_mean, seed):
+    """The release configuration of the defect report: m = 5, 4 chains x 500 draws / warmup,
+    default gates (fbs.stan: R-hat 4.0 for B and lb). Cell sufficient statistics: a few s."""
+    syn = FBS("api00", ["stype"], log=True, m=5, chains=4, draws=500, warmup=500,
+              random_state=seed, progress=False)
+    rel = syn.fit(apistrat).release()      # gates enforced (allow_unconverged=False)
+    assert syn.stan_program_ == "fbs_nolw"
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (seed, est, se)
