@@ -1263,6 +1263,10 @@ class FBS(_PseudoPosterior):
     Omega ~ LKJ(6) and separate half-t(3, 0, 10) scales s_y, s_w; Sigma = diag(tau) Omega_S
     diag(tau), Omega_S ~ LKJ(6), tau ~ half-t(3, 0, 10). Smoothed weights
     w* = exp(x b_w + rho (ly* - x b_y) tau_w / tau_y), rescaled to sum to N.
+    When log w is a function of the predictor cells (weights constant within cells, e.g. strata
+    that are predictors) the log w column is dropped (``fbs_nolw.stan``, the outcome column with
+    its priors): its within-cell variance is 0 and, given x, it says nothing about y; the
+    collected weights are released, rescaled to N.
     Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
     max_refits, population_size, effects, loglik, progress, stan_kwargs).
 
