@@ -1302,3 +1302,46 @@ def test_fbs_apistrat_stype_converges_and_is_unbiased(apistrat, confidential_mea
     est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
     conf, conf_se = confidential_mean
     assert abs(est - conf) < 2 * np.hypot(se, conf_se), (seed, est, se)
+
+
+# ------------------------------------------------------------------------------ release --check
+# runs the prior-scale refusal (surveysynth.pipeline._check_model_data -> check_data): a bad
+# config is refused before any MCMC
+
+
+def _release_check(tmp_path, text):
+    from surveysynth.pipeline import load_config
+    from surveysynth.release_config import example_data
+
+    example_data().to_csv(tmp_path / "example.csv", index=False)
+    cfg = tmp_path / "release.toml"
+    cfg.write_text(text)
+    return load_config(cfg)
+
+
+def test_release_check_refuses_an_outcome_the_priors_would_bias(tmp_path):
+    """The example FBS config with log = false on raw salary (~6e4) is refused by --check (it
+    passed before and failed only at fit, after the pre-flight); outcome_scale = 100000 (a
+    public constant) passes. Mutant killed: a pre-flight without check_data passes the first."""
+    from surveysynth.pipeline import ConfigError
+    from surveysynth.release_config import example_config
+
+    text = example_config("FBS").replace("log = true", "log = false")
+    with pytest.raises(ConfigError, match=r"\[synthesizer\].*salary.*informative.*"
+                                          r"outcome_scale"):
+        _release_check(tmp_path, text)
+    ok = text.replace('init = { effects = "main",', 'init = { effects = "main", '
+                                                    'outcome_scale = 100000.0,')
+    assert ok != text
+    assert _release_check(tmp_path, ok).method == "FBS"
+
+
+def test_check_data_leaves_the_synthesizer_unchanged(apistrat):
+    syn = FBS("api00", ["stype"], log=True)
+    before = dict(vars(syn))
+    syn.check_data(apistrat)                       # passes, keeps nothing of the data
+    assert vars(syn) == before and not hasattr(syn, "_prep_")
+    bad = FBS("api00", ["stype"], log=False)
+    with pytest.raises(ValueError, match="outcome_scale"):
+        bad.check_data(apistrat)
+    assert not hasattr(bad, "_cfg_") and not hasattr(bad, "population_size_given_")

@@ -510,6 +510,20 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.max_epsilon = max_epsilon
         self.outcome_scale = outcome_scale
 
+    def check_data(self, design: Any) -> None:
+        """Pre-flight for ``surveysynth release --check`` (no MCMC): run the data checks that
+        ``fit`` runs before its first MCMC run (outcome and predictor values, weights, cells and
+        the prior-scale refusal of :meth:`_check_prior_scale`, so that a bad ``outcome_scale``
+        or ``log`` is refused before any sampling). Raises ValueError; the object's state is
+        left exactly as it was (nothing of the data is kept)."""
+        state = dict(self.__dict__)
+        try:
+            self._cfg_ = self._validate()
+            self._prepare(design)
+        finally:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+
     def _check_outcome_scale(self) -> None:
         """``outcome_scale`` must be a positive finite number (a public constant)."""
         sc = self.outcome_scale
