@@ -439,6 +439,15 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
         except ValueError as exc:
             keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
             raise ConfigError(f"[design] {keys}: {exc}") from exc
+    # FBS, FBP, PBP: fit's own data checks, among them the prior-scale refusal (an outcome
+    # whose magnitude makes the fixed priors informative: fix log or outcome_scale), after the
+    # design's own refusal, before any MCMC
+    pre = getattr(constructed, "check_data", None) if method in ("FBS", "FBP", "PBP") else None
+    if callable(pre):
+        try:
+            pre(design)
+        except ValueError as exc:
+            raise ConfigError(f"[synthesizer]: {exc}") from exc
 
 
 def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:

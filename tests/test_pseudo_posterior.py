@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from surveysynth.datasets import sdr_population, sdr_sample
+import surveysynth as ss
+from surveysynth.datasets import load_api, sdr_population, sdr_sample
 from surveysynth.privacy.lipschitz import lipschitz_bound, lipschitz_weights, record_bounds
 from surveysynth.synth import FBP, FBS, PBP
 from surveysynth.synth._stan import (
@@ -29,7 +30,7 @@ from surveysynth.synth._stan import (
     rhat,
     run_stan,
 )
-from surveysynth.synth.pseudo_posterior import TargetUnreachableError
+from surveysynth.synth.pseudo_posterior import TargetUnreachableError, _log_w_beyond_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 # loglik="stan": keep Stan's generated per-record log densities, the reference the numpy
@@ -1058,3 +1059,289 @@ def test_fbs_collapsed_log_lik_uses_the_drawn_b(fbs_main_mc14):
         np.testing.assert_allclose(ll[s], _fbs_scipy_loglik(fit, s), rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(fit._record_absmax(fit._prep_, fit.unweighted_fit_),
                                np.abs(ll).max(axis=0), rtol=1e-7)
+
+
+# ------------------------------------------------------------------------------ apistrat: FBP
+# without a pi model, prior scale of the outcome
+# FBP without a pi model when log w is a function of the predictor cells (fbp_nopi.stan), and
+# the refusal of outcomes whose magnitude makes the fixed priors informative (outcome_scale).
+#
+# docs/pseudo_posterior.md, "FBP with cell-constant weights" and "Prior scale of the outcome".
+# Measured on R's apistrat (strata stype, weights pw constant within stype), api00:
+# * FBP with predictors ["stype"]: fbp.stan gave R-hat 3.87 (sigma_pi -> 0 boundary); fbp_nopi
+#   converges and its synthetic mean is near the confidential 662.29 (SE 9.41);
+# * PBP with log=False on raw api00 gave combined means 37.7, 11.9, 43.4 against 662: the N(0, 10^2)
+#   coefficient prior on a ~660 scale. Now refused; outcome_scale=100 (public) fits.
+
+
+@pytest.fixture(scope="module")
+def apistrat():
+    return ss.SurveyDesign(load_api("apistrat"), strata="stype", weights="pw", fpc="fpc")
+
+
+@pytest.fixture(scope="module")
+def confidential_mean(apistrat):
+    r = apistrat.mean("api00")
+    return float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+
+
+@pytest.fixture(scope="module")
+def nopi_fit(apistrat):
+    syn = FBP("api00", ["stype"], log=True, m=5, random_state=3, **FAST)
+    return syn.fit(apistrat)
+
+
+# ------------------------------------------------------------------------------ FBP, no pi model
+
+
+def test_log_w_beyond_cells():
+    codes = np.array([0, 0, 1, 1, 2])
+    lw = np.log(np.array([5.0, 5.0, 2.0, 2.0, 9.0]))
+    assert not _log_w_beyond_cells(lw, codes, 3)
+    lw2 = lw.copy()
+    lw2[1] += 1e-3          # one record's weight differs within its cell
+    assert _log_w_beyond_cells(lw2, codes, 3)
+
+
+def test_fbp_drops_the_pi_model_only_when_weights_are_cell_constant(apistrat, nopi_fit):
+    assert nopi_fit.stan_program_ == "fbp_nopi"
+    assert nopi_fit._prep_["pi_free"] is False
+    assert "sigma_pi" not in nopi_fit.weighted_fit_.param_names
+    # weights vary within sch.wide (they are constant within stype only): the pi model stays
+    syn = FBP("api00", ["sch.wide"], log=True)
+    syn._cfg_ = syn._validate()
+    syn._prep_ = syn._prepare(apistrat)
+    assert syn._prep_["pi_free"] is True and syn._program_name() == "fbp"
+
+
+def test_fbp_nopi_log_lik_numpy_equals_stan_equals_scipy(nopi_fit):
+    prep, res = nopi_fit._prep_, nopi_fit.unweighted_fit_
+    cells = prep["cells"]
+    y = np.log(prep["y_raw"])
+    for s in (0, 7, res["log_lik"].shape[0] - 1):
+        mu = (cells.Xc @ res["beta"][s])[cells.codes]
+        expect = stats.norm.logpdf(y, mu, res["sigma_y"][s])
+        np.testing.assert_allclose(res["log_lik"][s], expect, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(nopi_fit._record_absmax(prep, res),
+                               np.abs(res["log_lik"]).max(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(nopi_fit.delta_, np.abs(res["log_lik"]).max(axis=0))
+
+
+def test_fbp_nopi_release_near_the_confidential_mean(apistrat, nopi_fit, confidential_mean):
+    """Fast counterpart of the slow three-seed check: gates pass (short-chain gates), the
+    weighted synthetic mean is within 2 combined SEs of the confidential one, the released
+    weights are the collected ones rescaled to N and listed as released as collected."""
+    assert nopi_fit.convergence_["max_rhat"] < 1.05
+    rel = nopi_fit.release()
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (est, se, conf, conf_se)
+    w = np.asarray(apistrat.weights, dtype=float)
+    conf_w = (apistrat.data.assign(pw=w * nopi_fit._prep_["N"] / w.sum())
+              .groupby("stype")["pw"].agg(["min", "max", "size"]))
+    for d in rel.designs:      # rows are released in a new order: compare per stype
+        got = d.data.groupby("stype")["pw"].agg(["min", "max", "size"])
+        np.testing.assert_allclose(got.to_numpy(float), conf_w.to_numpy(float), rtol=1e-12)
+    assert "pw" in nopi_fit.released_as_collected()
+    assert any("fbp_nopi" in n for n in nopi_fit._privacy_facts(5)["notes"])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fbp_apistrat_stype_converges_and_is_unbiased(apistrat, confidential_mean, seed):
+    """The release configuration of the defect report: m = 5, 4 chains x 500 draws / warmup,
+    default gates (fbp.stan: R-hat 3.87). ~2 s per seed (cell sufficient statistics)."""
+    syn = FBP("api00", ["stype"], log=True, m=5, chains=4, draws=500, warmup=500,
+              random_state=seed, progress=False)
+    rel = syn.fit(apistrat).release()      # gates enforced (allow_unconverged=False)
+    assert syn.stan_program_ == "fbp_nopi"
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (seed, est, se)
+
+
+# ------------------------------------------------------------------------------ prior scale
+
+
+@pytest.mark.parametrize("cls", [PBP, FBP, FBS])
+def test_raw_outcome_on_a_large_scale_is_refused(apistrat, cls):
+    """Today's code fitted these and PBP returned means 11.9-43.4 against 662 (silently)."""
+    syn = cls("api00", ["stype"], log=False, m=2, chains=1, draws=20, warmup=20,
+              progress=False, random_state=1, allow_unconverged=True)
+    with pytest.raises(ValueError, match=r"api00.*informative.*log=True.*outcome_scale"):
+        syn.fit(apistrat)
+
+
+def test_prior_pull_in_standard_errors_matches_the_normal_normal_posterior(apistrat):
+    """The refusal's number is the exact normal-normal prior bias of the worst cell mean in
+    standard errors (mutants: SD instead of SE in the shrinkage, or the mean without the
+    shrinkage factor, give other numbers). api00 / 10: 1.05 SE, refused; / 100: allowed."""
+    df = apistrat.data
+    y = df["api00"].to_numpy(float) / 10
+    g = df["stype"].to_numpy()
+    cells = np.unique(g)
+    n = np.array([np.sum(g == c) for c in cells])
+    ybar = np.array([y[g == c].mean() for c in cells])
+    s2 = sum(((y[g == c] - y[g == c].mean()) ** 2).sum() for c in cells) / (len(y) - len(cells))
+    se2 = s2 / n
+    post = (ybar / se2) / (1 / se2 + 1 / 10.0**2)   # posterior mean, prior N(0, 10^2)
+    expect = np.max((ybar - post) / np.sqrt(se2))
+    syn = PBP("api00", ["stype"], log=False, outcome_scale=10)
+    syn._cfg_ = syn._validate()
+    with pytest.raises(ValueError) as e:
+        syn._prepare(apistrat)
+    got = float(str(e.value).split("pull a cell mean ")[1].split(" ")[0])
+    assert got == pytest.approx(expect, abs=0.006) and 1.0 < got < 1.1  # 3 digits
+    ok = PBP("api00", ["stype"], log=False, outcome_scale=100)
+    ok._cfg_ = ok._validate()
+    ok._prepare(apistrat)   # no error
+
+
+def test_outcome_scale_must_be_a_positive_constant():
+    for bad in (0, -1.0, float("nan"), True, "100"):
+        with pytest.raises(ValueError, match="outcome_scale"):
+            PBP("api00", ["stype"], outcome_scale=bad)._validate()
+
+
+def test_pbp_raw_api00_with_a_public_scale_recovers_the_mean(apistrat, confidential_mean):
+    """The silent wrong answer is gone: raw api00 refused, api00 / 100 (public constant) gives
+    a synthetic mean on api00's own scale within 2 combined SEs of the confidential 662.29."""
+    syn = PBP("api00", ["stype"], log=False, outcome_scale=100, m=3, random_state=5, **FAST)
+    rel = syn.fit(apistrat).release()
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (est, se)
+
+
+# ------------------------------------------------------------------------------ apistrat: FBS
+# without the log w column (fbs_nolw.stan) when log w is a function of the predictor cells.
+# docs/pseudo_posterior.md, "FBS with cell-constant weights". Measured on apistrat, api00 by
+# stype (pw constant within stype): fbs.stan gave R-hat 4.0 for B and lb (tau_w -> 0); fbs_nolw
+# converges and its synthetic mean is near the confidential 662.29 (SE 9.41).
+
+
+@pytest.fixture(scope="module")
+def nolw_fit(apistrat):
+    syn = FBS("api00", ["stype"], log=True, m=5, random_state=3, **FAST)
+    return syn.fit(apistrat)
+
+
+def test_fbs_drops_log_w_only_when_weights_are_cell_constant(apistrat, nolw_fit):
+    assert nolw_fit.stan_program_ == "fbs_nolw"
+    assert nolw_fit._prep_["lw_free"] is False
+    assert "s_w" not in nolw_fit.weighted_fit_.param_names
+    assert "B" not in nolw_fit.weighted_fit_.param_names
+    # weights vary within sch.wide (constant within stype only): the joint model stays (a
+    # seeded release there was checked byte-identical before/after, docs/pseudo_posterior.md)
+    syn = FBS("api00", ["sch.wide"], log=True)
+    syn._cfg_ = syn._validate()
+    syn._prep_ = syn._prepare(apistrat)
+    assert syn._prep_["lw_free"] is True and syn._program_name() == "fbs"
+    assert not syn._weights_collected()
+    main = FBS("api00", ["sch.wide"], log=True, effects="main")
+    main._cfg_ = main._validate()
+    main._prep_ = main._prepare(apistrat)
+    assert main._program_name() == "fbs_collapsed"
+
+
+def test_fbs_nolw_log_lik_numpy_equals_stan_equals_scipy(nolw_fit):
+    """Per-record bounds: fbs_nolw.stan's log_lik is log N(log y_i | (Xc b)_c, tau) (scipy),
+    and the numpy evaluation the fit uses equals it (mutants: a bivariate constant left in,
+    the log w column's density, sigma in place of log sigma: all change these numbers)."""
+    prep, res = nolw_fit._prep_, nolw_fit.unweighted_fit_
+    cells = prep["cells"]
+    y = np.log(prep["y_raw"])
+    for s in (0, 7, res["log_lik"].shape[0] - 1):
+        mu = (cells.Xc @ res["b"][s])[cells.codes]
+        expect = stats.norm.logpdf(y, mu, res["tau"][s])
+        np.testing.assert_allclose(res["log_lik"][s], expect, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(nolw_fit._record_absmax(prep, res),
+                               np.abs(res["log_lik"]).max(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(nolw_fit.delta_, np.abs(res["log_lik"]).max(axis=0))
+    ll = nolw_fit._record_loglik(prep, nolw_fit.weighted_fit_, slice(0, 3))
+    np.testing.assert_allclose(ll, nolw_fit.weighted_fit_["log_lik"][:3], rtol=1e-7, atol=1e-8)
+
+
+def test_fbs_nolw_release_near_the_confidential_mean(apistrat, nolw_fit, confidential_mean):
+    """Fast counterpart of the three-seed check: the weighted synthetic mean is within 2
+    combined SEs of the confidential one; the released weights are the collected ones rescaled
+    to N (not FBS's smoothed weights) and listed as released as collected; plot_weights
+    refuses (nothing synthesized)."""
+    assert nolw_fit.convergence_["max_rhat"] < 1.05
+    rel = nolw_fit.release()
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (est, se, conf, conf_se)
+    w = np.asarray(apistrat.weights, dtype=float)
+    conf_w = (apistrat.data.assign(pw=w * nolw_fit._prep_["N"] / w.sum())
+              .groupby("stype")["pw"].agg(["min", "max", "size"]))
+    for d in rel.designs:      # rows are released in a new order: compare per stype
+        got = d.data.groupby("stype")["pw"].agg(["min", "max", "size"])
+        np.testing.assert_allclose(got.to_numpy(float), conf_w.to_numpy(float), rtol=1e-12)
+    assert nolw_fit.released_as_collected() == ["stype", "pw"]
+    assert any("fbs_nolw" in n for n in nolw_fit._privacy_facts(5)["notes"])
+    syn = nolw_fit.synthesize(1, include_synthetic_weights=True)[0]
+    assert "pw_synthetic" not in syn.columns
+    with pytest.raises(ValueError, match=r"FBS.*function of the predictor cells.*no "
+                                         r"synthesized weight"):
+        nolw_fit.plot_weights()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fbs_apistrat_stype_converges_and_is_unbiased(apistrat, confidential_mean, seed):
+    """The release configuration of the defect report: m = 5, 4 chains x 500 draws / warmup,
+    default gates (fbs.stan: R-hat 4.0 for B and lb). Cell sufficient statistics: a few s."""
+    syn = FBS("api00", ["stype"], log=True, m=5, chains=4, draws=500, warmup=500,
+              random_state=seed, progress=False)
+    rel = syn.fit(apistrat).release()      # gates enforced (allow_unconverged=False)
+    assert syn.stan_program_ == "fbs_nolw"
+    r = rel.mean("api00")
+    est, se = float(r["estimate"].iloc[0]), float(r["se"].iloc[0])
+    conf, conf_se = confidential_mean
+    assert abs(est - conf) < 2 * np.hypot(se, conf_se), (seed, est, se)
+
+
+# ------------------------------------------------------------------------------ release --check
+# runs the prior-scale refusal (surveysynth.pipeline._check_model_data -> check_data): a bad
+# config is refused before any MCMC
+
+
+def _release_check(tmp_path, text):
+    from surveysynth.pipeline import load_config
+    from surveysynth.release_config import example_data
+
+    example_data().to_csv(tmp_path / "example.csv", index=False)
+    cfg = tmp_path / "release.toml"
+    cfg.write_text(text)
+    return load_config(cfg)
+
+
+def test_release_check_refuses_an_outcome_the_priors_would_bias(tmp_path):
+    """The example FBS config with log = false on raw salary (~6e4) is refused by --check (it
+    passed before and failed only at fit, after the pre-flight); outcome_scale = 100000 (a
+    public constant) passes. Mutant killed: a pre-flight without check_data passes the first."""
+    from surveysynth.pipeline import ConfigError
+    from surveysynth.release_config import example_config
+
+    text = example_config("FBS").replace("log = true", "log = false")
+    with pytest.raises(ConfigError, match=r"\[synthesizer\].*salary.*informative.*"
+                                          r"outcome_scale"):
+        _release_check(tmp_path, text)
+    ok = text.replace('init = { effects = "main",', 'init = { effects = "main", '
+                                                    'outcome_scale = 100000.0,')
+    assert ok != text
+    assert _release_check(tmp_path, ok).method == "FBS"
+
+
+def test_check_data_leaves_the_synthesizer_unchanged(apistrat):
+    syn = FBS("api00", ["stype"], log=True)
+    before = dict(vars(syn))
+    syn.check_data(apistrat)                       # passes, keeps nothing of the data
+    assert vars(syn) == before and not hasattr(syn, "_prep_")
+    bad = FBS("api00", ["stype"], log=False)
+    with pytest.raises(ValueError, match="outcome_scale"):
+        bad.check_data(apistrat)
+    assert not hasattr(bad, "_cfg_") and not hasattr(bad, "population_size_given_")

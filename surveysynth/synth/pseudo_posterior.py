@@ -55,6 +55,13 @@ Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
   posterior u_j); the synthetic designs carry the ids, strata and fpc as collected and weights
   constant within PSUs (the collected ones, or PSU means when they vary within PSUs).
   Unclustered designs keep fbs.stan / fbp.stan and their code path unchanged.
+* FBP on an unclustered design whose log w is a function of the predictor cells fits
+  fbp_nopi.stan (no pi model, as fbp_re.stan's has_pi = 0); otherwise fbp.stan, unchanged.
+  FBS there fits fbs_nolw.stan (the outcome column alone, as fbs_re.stan); otherwise fbs.stan /
+  fbs_collapsed.stan, unchanged. Both release the collected weights rescaled to N.
+* The priors are fixed on the modelled scale (never rescaled from the data): an outcome whose
+  magnitude makes them informative is refused at fit; the public ``outcome_scale`` constant
+  (y / s is modelled, synthetic values multiplied back) or log=True are the fixes.
 """
 
 from __future__ import annotations
@@ -93,6 +100,17 @@ def _round_up(x: float, digits: int = 3) -> float:
         return float(x)
     e = int(np.floor(np.log10(x))) - digits + 1
     return float(np.ceil(x / 10.0**e) * 10.0**e)
+
+
+def _log_w_beyond_cells(lw: np.ndarray, codes: np.ndarray, C: int) -> bool:
+    """True when log w varies within some predictor cell (beyond float noise), i.e. log w is not
+    a function of the cells. Used by the clustered path (``lw_free``) and by FBP's unclustered
+    path (``pi_free``): when False, sampling is non-informative given x and FBP drops its pi
+    model (docs/pseudo_posterior.md, "FBP with cell-constant weights")."""
+    cnt = np.bincount(codes, minlength=C)
+    cell_lw = np.bincount(codes, weights=lw, minlength=C) / np.maximum(cnt, 1)
+    scale = max(1.0, float(np.max(np.abs(lw))))
+    return bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * scale)
 
 
 def _even_draws(S: int, m: int) -> np.ndarray:
@@ -219,12 +237,25 @@ class _FittedMethods:
                         "of them is released by the fit; the risk weights and c they choose "
                         "are not privatized (the guarantee is given these weights)"}
 
+    def _weights_collected(self) -> bool:
+        """Unclustered fit whose log w is a function of the predictor cells: FBP fitted no pi
+        model (fbp_nopi.stan), FBS no log w column (fbs_nolw.stan); the collected weights,
+        rescaled to N, are released and none is synthesized (docs/pseudo_posterior.md)."""
+        prep = getattr(self, "_prep_", None) or {}
+        return (not prep.get("cluster")
+                and not (prep.get("pi_free", True) and prep.get("lw_free", True)))
+
     def released_as_collected(self) -> list[str]:
         self._check_fitted()
         if self.kind != "partial":
             return []
         cl = self._prep_.get("cluster")
         if not cl:
+            if self._weights_collected():
+                # FBP without a pi model / FBS without the log w column: the weights (a
+                # function of the released cells) as collected, rescaled to N
+                return list(dict.fromkeys([*self._prep_["predictors"],
+                                           self._prep_["weights_name"]]))
             return list(self._prep_["predictors"])
         # a clustered design (D2, D5): its ids, strata and fpc, and the weights (constant
         # within PSUs: PSU-level design information), rescaled to the public N
@@ -251,7 +282,20 @@ class _FittedMethods:
                 "PSU effects afresh from N(0, sigma_u) (post-processing of the draw); the "
                 "design's ids, strata and fpc and the weights (constant within PSUs) are "
                 "released as collected (docs/clustered_synthesis.md).")
-        if self.name == "FBP" and not prep.get("cluster"):
+        if self.name == "FBP" and not prep.get("cluster") and not prep.get("pi_free", True):
+            notes.append("FBP: the weights are a function of the predictor cells, so selection "
+                         "is not informative given the predictors: no pi model is fitted "
+                         "(fbp_nopi.stan), the bound is that of the population model of the "
+                         "outcome, and the weights are released as collected (a function of "
+                         "the released predictors), rescaled to N (docs/pseudo_posterior.md).")
+        elif self.name == "FBS" and self._weights_collected():
+            notes.append("FBS: the weights are a function of the predictor cells, so log w "
+                         "has no within-cell variation and, given the predictors, no "
+                         "information about the outcome: only the outcome column of the model "
+                         "is fitted (fbs_nolw.stan), the bound is that of the outcome's "
+                         "density, and the weights are released as collected (a function of "
+                         "the released predictors), rescaled to N (docs/pseudo_posterior.md).")
+        elif self.name == "FBP" and not prep.get("cluster"):
             notes.append("FBP: weights are constant within predictor cells, so weighted cell "
                          "means equal unweighted cell means (seed 001 Section 2.4). Caution: "
                          "with cell-constant weights the standard errors of counts are too "
@@ -340,6 +384,12 @@ class _FittedMethods:
         confidential, for the curator (surveysynth.synth.risk_plots)."""
         from .risk_plots import plot_fit_weights
 
+        if self._weights_collected():
+            what = "no pi model" if self.name == "FBP" else "no model of log w"
+            raise ValueError(
+                f"{self.name} with weights that are a function of the predictor cells fits "
+                f"{what} and releases the collected weights: there is no synthesized weight "
+                "to plot (docs/pseudo_posterior.md).")
         if getattr(self, "_prep_", {}).get("cluster"):
             raise ValueError(
                 f"{self.name} on a clustered design releases the collected weights (or their PSU "
@@ -359,6 +409,13 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     Settings (stored unchanged by ``__init__``, validated by ``fit``):
 
     * ``outcome``, ``predictors``, ``log``, ``effects`` ("cells" or "main"), ``coding``;
+    * ``outcome_scale`` (default 1): a PUBLIC constant s; the model is fitted to y / s (log(y /
+      s) with log=True) and synthetic values are multiplied back by s. The priors (coefficients
+      N(0, 10^2), scales half-t / half-Cauchy) are fixed on the modelled scale and are part of
+      the mechanism; an outcome whose magnitude makes them informative (raw api00 ~ 660 with
+      log=False) is refused at fit (:meth:`_check_prior_scale`): choose log=True or an
+      outcome_scale that brings the outcome to units (e.g. 100 for api00). s must not be
+      computed from the confidential data (it would then be a data release outside the bound);
     * the privacy target: at most one of ``target_lipschitz`` (Delta_alpha) and
       ``target_epsilon`` (then Delta target = epsilon / (2 m)); without a target alpha uses
       ``c`` and ``g`` once; ``tol`` (default 0.10): the released bound is aimed into the
@@ -420,6 +477,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         progress: bool = True,
         stan_kwargs: dict | None = None,
         max_epsilon: float | None = None,
+        outcome_scale: float = 1.0,
     ) -> None:
         self.outcome = outcome
         self.predictors = predictors
@@ -450,6 +508,29 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.progress = progress
         self.stan_kwargs = stan_kwargs
         self.max_epsilon = max_epsilon
+        self.outcome_scale = outcome_scale
+
+    def check_data(self, design: Any) -> None:
+        """Pre-flight for ``surveysynth release --check`` (no MCMC): run the data checks that
+        ``fit`` runs before its first MCMC run (outcome and predictor values, weights, cells and
+        the prior-scale refusal of :meth:`_check_prior_scale`, so that a bad ``outcome_scale``
+        or ``log`` is refused before any sampling). Raises ValueError; the object's state is
+        left exactly as it was (nothing of the data is kept)."""
+        state = dict(self.__dict__)
+        try:
+            self._cfg_ = self._validate()
+            self._prepare(design)
+        finally:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+
+    def _check_outcome_scale(self) -> None:
+        """``outcome_scale`` must be a positive finite number (a public constant)."""
+        sc = self.outcome_scale
+        if isinstance(sc, bool) or not isinstance(sc, (int, float, np.number)) or not (
+                np.isfinite(sc) and sc > 0):
+            raise ValueError(f"outcome_scale must be a positive public constant (the outcome is "
+                             f"modelled as y / outcome_scale), got {sc!r}.")
 
     def _validate(self) -> dict[str, Any]:
         """Check the settings; returns the normalised ones used by the fit."""
@@ -498,6 +579,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         if target is not None and not float(target) > 0:
             raise ValueError(f"target_lipschitz must be > 0, got {target!r}.")
         self._max_epsilon()
+        self._check_outcome_scale()
         gates = dict(self.convergence or {})
         bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
         if bad:
@@ -557,14 +639,16 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             strata_release = list(strata)
         N = self._population(design)
         N_given = bool(self.population_size_given_)
-        y = np.log(y_raw) if self.log else y_raw
+        y_mod = y_raw / float(self.outcome_scale)   # exactly y_raw with the default 1.0
+        y = np.log(y_mod) if self.log else y_mod
+        self._check_prior_scale(y, cells.codes, cells.Xc.shape[0])
         cluster = (self._cluster_prep(design, data, y, w, cells, N)
                    if self.re_program else None)
         return {
             "cluster": cluster,
             "n": len(data),
             "y_raw": y_raw,
-            "y": np.log(y_raw) if self.log else y_raw,
+            "y": y,
             "w_raw": w,
             "cells": cells,
             "groupings": groupings,
@@ -575,6 +659,45 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             "N": N,
             "N_given": N_given,
         }
+
+    #: the prior SD of the regression coefficients on the modelled scale (all three programs)
+    prior_coef_sd = 10.0
+    #: refuse when the prior's pull on some cell mean exceeds this many standard errors
+    prior_bias_max = 0.1
+
+    def _check_prior_scale(self, y: np.ndarray, codes: np.ndarray, C: int) -> None:
+        """Refuse an outcome whose magnitude makes the fixed coefficient prior N(0, 10^2)
+        informative. The priors are part of the mechanism and are never rescaled from the data;
+        instead, for each predictor cell c (n_c records, mean ybar_c, pooled within-cell SD s on
+        the modelled scale) the normal-normal shrinkage of the cell mean towards 0,
+        f_c = (s^2 / n_c) / (s^2 / n_c + 10^2), gives a prior bias f_c |ybar_c|; a bias above
+        0.1 standard errors (s / sqrt(n_c)) in any cell is refused with a ValueError naming the
+        outcome and the fixes. Measured: raw api00 on apistrat (log=False) gives a bias of ~30
+        SEs and PBP's combined means were 11.9-43.4 against 662; log api00 gives < 0.01 SE.
+        The check reads the confidential data only to refuse before any fit (nothing is
+        released)."""
+        cnt = np.bincount(codes, minlength=C).astype(float)
+        ok = cnt > 0
+        ybar = np.bincount(codes, weights=y, minlength=C)[ok] / cnt[ok]
+        n = float(len(y))
+        s2 = float(np.sum((y - (np.bincount(codes, weights=y, minlength=C)
+                                / np.maximum(cnt, 1))[codes]) ** 2) / max(n - ok.sum(), 1.0))
+        se2 = s2 / cnt[ok]
+        bias_in_se = np.sqrt(se2) * np.abs(ybar) / (se2 + self.prior_coef_sd ** 2)
+        worst = int(np.argmax(bias_in_se))
+        if bias_in_se[worst] > self.prior_bias_max:
+            mag = float(np.max(np.abs(ybar)))
+            raise ValueError(
+                f"{self.name}: outcome {self.outcome!r} on the modelled scale "
+                f"({'log(y / outcome_scale)' if self.log else 'y / outcome_scale'}, "
+                f"outcome_scale={self.outcome_scale!r}) has cell means up to {mag:.4g} and "
+                f"within-cell SD {np.sqrt(s2):.4g}: the fixed priors (coefficients "
+                f"N(0, {self.prior_coef_sd:g}^2), scales half-t/half-Cauchy) are informative at "
+                f"this scale and would pull a cell mean {bias_in_se[worst]:.3g} standard errors "
+                f"towards 0 (limit {self.prior_bias_max:g}), silently biasing the synthetic "
+                "values. Fix: log=True (positive outcomes), or outcome_scale=<a public constant "
+                "bringing the outcome to units, e.g. a round power of 10 near its typical "
+                "magnitude>, not computed from the confidential data.")
 
     def _cluster_prep(self, design: Any, data: pd.DataFrame, y: np.ndarray, w: np.ndarray,
                       cells: Any, N: float) -> dict | None:
@@ -611,12 +734,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         lw = np.log(w)
         codes = cells.codes
         C = cells.Xc.shape[0]
-        cnt = np.bincount(codes, minlength=C)
-        cell_lw = np.bincount(codes, weights=lw, minlength=C) / np.maximum(cnt, 1)
         # log w (= -log pi + const) beyond the predictor cells: a covariate (FBS) and an
         # informative pi model (FBP); a function of the cells (apiclus1: constant) is neither
-        scale = max(1.0, float(np.max(np.abs(lw))))
-        free = bool(np.max(np.abs(lw - cell_lw[codes])) > 1e-8 * scale)
+        free = _log_w_beyond_cells(lw, codes, C)
         lw_psu = np.zeros(J)
         lw_psu[psu] = lw
         Zpsu = self._psu_covariates(cells, psu, J, lw_psu if free and self.name == "FBS" else None)
@@ -1130,7 +1250,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     def _frame(self, prep: dict, y_star: np.ndarray, w_star: np.ndarray,
                w_synth: np.ndarray | None, X_frame: pd.DataFrame | None) -> pd.DataFrame:
         out = X_frame.copy() if X_frame is not None else pd.DataFrame(index=range(len(y_star)))
-        out[self.outcome] = np.exp(y_star) if self.log else y_star
+        out[self.outcome] = (np.exp(y_star) if self.log else y_star) * float(self.outcome_scale)
         out[prep["weights_name"]] = w_star
         cl = prep.get("cluster")
         if cl:   # D2: the design columns as collected (confidential row order, as the rest)
@@ -1157,6 +1277,10 @@ class FBS(_PseudoPosterior):
     Omega ~ LKJ(6) and separate half-t(3, 0, 10) scales s_y, s_w; Sigma = diag(tau) Omega_S
     diag(tau), Omega_S ~ LKJ(6), tau ~ half-t(3, 0, 10). Smoothed weights
     w* = exp(x b_w + rho (ly* - x b_y) tau_w / tau_y), rescaled to sum to N.
+    When log w is a function of the predictor cells (weights constant within cells, e.g. strata
+    that are predictors) the log w column is dropped (``fbs_nolw.stan``, the outcome column with
+    its priors): its within-cell variance is 0 and, given x, it says nothing about y; the
+    collected weights are released, rescaled to N.
     Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
     max_refits, population_size, effects, loglik, progress, stan_kwargs).
 
@@ -1198,7 +1322,25 @@ class FBS(_PseudoPosterior):
         prep = getattr(self, "_prep_", None)
         if prep is not None and prep.get("cluster"):
             return self.re_program
+        if prep is not None and not prep.get("lw_free", True):
+            return self.nolw_program
         return "fbs_collapsed" if self.effects == "main" else "fbs"
+
+    nolw_program = "fbs_nolw"
+
+    def _prepare(self, design: Any) -> dict:
+        """The shared preparation plus ``lw_free`` (unclustered designs): whether log w varies
+        within a predictor cell. When it does not (weights constant within cells, e.g. strata
+        that are predictors) the log w column is dropped (fbs_nolw.stan), as fbs_re.stan does:
+        its within-cell variance is 0 (tau_w -> 0, an unbounded density; measured on apistrat
+        by stype: R-hat 4.0) and, given x, log w says nothing about y. The released weights
+        are then the collected ones (a function of the released predictors), rescaled to N."""
+        prep = super()._prepare(design)
+        if not prep.get("cluster"):
+            cells = prep["cells"]
+            prep["lw_free"] = _log_w_beyond_cells(np.log(prep["w_raw"]), cells.codes,
+                                                  cells.Xc.shape[0])
+        return prep
 
     def _Z(self, prep):
         return np.c_[prep["y"], np.log(prep["w_raw"])]
@@ -1211,6 +1353,14 @@ class FBS(_PseudoPosterior):
             return dict(d, P=Zpsu.shape[1], Zpsu=Zpsu, ybar=means[0], S=cross[(0, 0)],
                         y=y if save_log_lik else np.zeros(0))
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan: the outcome column alone
+            C = cells.Xc.shape[0]
+            w, means, cross = cell_moments(cells.codes, C, alpha, [prep["y"]])
+            return dict(
+                n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, w=w, ybar=means[0],
+                Syy=cross[(0, 0)], save_log_lik=int(save_log_lik),
+                cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+                y=prep["y"] if save_log_lik else np.zeros(0))
         Z = self._Z(prep)
         C = cells.Xc.shape[0]
         w, means, cross = cell_moments(cells.codes, C, alpha, [Z[:, 0], Z[:, 1]])
@@ -1227,6 +1377,17 @@ class FBS(_PseudoPosterior):
         if prep.get("cluster"):
             return self._re_inits(prep, rng)
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan
+            C, K = cells.Xc.shape
+            y = prep["y"]
+            w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [y])
+            b = self._ls_cells(cells.Xc, means[0], w)
+            tau = max(float(np.sqrt(cross[(0, 0)].sum() / prep["n"])), 1e-3)
+            return [dict(b=(b + 0.1 * tau * rng.standard_normal(K)
+                            / np.sqrt(max(w.mean(), 1))).tolist(),
+                         lb=np.zeros(K * (K - 1) // 2).tolist(), s_y=(np.abs(b) + 0.5).tolist(),
+                         tau=float(tau * np.exp(0.05 * rng.standard_normal())))
+                    for _ in range(self.chains)]
         Z = self._Z(prep)
         C, K = cells.Xc.shape
         w, means, cross = cell_moments(cells.codes, C, np.ones(prep["n"]), [Z[:, 0], Z[:, 1]])
@@ -1278,6 +1439,10 @@ class FBS(_PseudoPosterior):
             tau = res["tau"][s][:, None]
             return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         cells = prep["cells"]
+        if not prep.get("lw_free", True):   # fbs_nolw.stan's log_lik
+            m = (res["b"][s] @ cells.Xc.T)[:, cells.codes]
+            tau = res["tau"][s][:, None]
+            return -0.5 * _LOG2PI - np.log(tau) - 0.5 * ((prep["y"][None] - m) / tau) ** 2
         Z = self._Z(prep)
         B = res["B"][s]  # (S, K, 2)
         tau = res["tau"][s]
@@ -1299,6 +1464,13 @@ class FBS(_PseudoPosterior):
             m = self._re_mean(prep, res, slice(s, s + 1), u_star[None])[0]
             ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
             return self._frame(prep, ly, cl["w_release"], None, prep["X_frame"])
+        if not prep.get("lw_free", True):
+            # no log w column: ly* from the outcome model; the weights are the collected ones,
+            # a function of the released predictor cells, rescaled to N (nothing synthesized)
+            m = (cells.Xc @ res["b"][s])[cells.codes]
+            ly = m + float(res["tau"][s]) * rng.standard_normal(prep["n"])
+            w_s = prep["w_raw"] * (prep["N"] / prep["w_raw"].sum())
+            return self._frame(prep, ly, w_s, None, prep["X_frame"])
         B, tau, rho = res["B"][s], res["tau"][s], float(res["rho"][s])
         M = (cells.Xc @ B)[cells.codes]  # (n, 2)
         n = prep["n"]
@@ -1327,6 +1499,10 @@ class FBP(_PseudoPosterior):
     Section 2.2 writes it ("only the kappa_y y_i component"): it ignores the cell terms of the
     pi model and biases the counts by cell (the paper's field 7 under-coverage); kept to
     reproduce the paper. The weights are post-processing of the released draws (no budget).
+    When log w is a function of the predictor cells (weights constant within cells, e.g. strata
+    that are predictors) the pi model is dropped (``fbp_nopi.stan``): selection is then not
+    informative given x, and the pi model would be degenerate (sigma_pi -> 0); y* comes from
+    the population model and the collected weights are released, rescaled to N.
 
     Example (short chains to run quickly; a release keeps the default chains and draws):
 
@@ -1351,10 +1527,33 @@ class FBP(_PseudoPosterior):
     program = "fbp"
     re_program = "fbp_re"
 
+    nopi_program = "fbp_nopi"
+
     def _program_name(self) -> str:
-        """``fbp``, or ``fbp_re`` (PSU random intercept) for a clustered design."""
+        """``fbp``; ``fbp_re`` (PSU random intercept) for a clustered design; ``fbp_nopi`` for
+        an unclustered design whose log w is a function of the predictor cells (no pi model:
+        sampling is non-informative given x; docs/pseudo_posterior.md)."""
         prep = getattr(self, "_prep_", None)
-        return self.re_program if prep is not None and prep.get("cluster") else self.program
+        if prep is not None and prep.get("cluster"):
+            return self.re_program
+        if prep is not None and not prep.get("pi_free", True):
+            return self.nopi_program
+        return self.program
+
+    def _prepare(self, design: Any) -> dict:
+        """The shared preparation plus ``pi_free``: whether log w varies within a predictor
+        cell. When it does not (weights constant within cells, e.g. strata that are
+        predictors), the pi model is dropped (fbp_nopi.stan), as fbp_re.stan's has_pi = 0:
+        pi | x is then a function of x, selection is not informative given x and the sample
+        likelihood of y is the population's; a pi model would be degenerate (sigma_pi -> 0;
+        measured on apistrat by stype: R-hat 3.87). The released weights are then the
+        collected ones (a function of the released predictors), rescaled to N."""
+        prep = super()._prepare(design)
+        if not prep.get("cluster"):
+            cells = prep["cells"]
+            prep["pi_free"] = _log_w_beyond_cells(np.log(prep["w_raw"]), cells.codes,
+                                                  cells.Xc.shape[0])
+        return prep
     description = ("population model of the outcome with an informative-design model of the "
                    "inclusion probabilities (exact sample likelihood); synthetic outcome from "
                    "the population model, smoothed weights, predictors unsynthesized")
@@ -1385,6 +1584,14 @@ class FBP(_PseudoPosterior):
                         lpi=lpi if save_log_lik else np.zeros(0))
         cells = prep["cells"]
         y = prep["y"]
+        if not prep.get("pi_free", True):   # fbp_nopi.stan: the population model of y alone
+            C = cells.Xc.shape[0]
+            w, means, cross = cell_moments(cells.codes, C, alpha, [y])
+            return dict(
+                n=prep["n"], K=cells.Xc.shape[1], C=C, Xc=cells.Xc, w=w, ybar=means[0],
+                Syy=cross[(0, 0)], save_log_lik=int(save_log_lik),
+                cell=(cells.codes + 1) if save_log_lik else np.zeros(0, dtype=int),
+                y=y if save_log_lik else np.zeros(0))
         lpi = self._lpi(prep)
         C = cells.Xc.shape[0]
         w, means, cross = cell_moments(cells.codes, C, alpha, [y, lpi])
@@ -1421,6 +1628,10 @@ class FBP(_PseudoPosterior):
                              sigma_pi=[sp])
                 out.append(d)
             return out
+        if not prep.get("pi_free", True):
+            return [dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
+                         sigma_y=sy * float(np.exp(0.05 * rng.standard_normal())))
+                    for _ in range(self.chains)]
         return [dict(beta=(beta + 0.01 * rng.standard_normal(K)).tolist(),
                      kappa_y=float(0.1 * rng.standard_normal()),
                      kappa_x_c=(kx + 0.01 * rng.standard_normal(K)).tolist(),
@@ -1446,6 +1657,9 @@ class FBP(_PseudoPosterior):
             return (-_LOG2PI - np.log(sp) - np.log(sy) - 0.5 * (e / sp) ** 2
                     - 0.5 * ((y[None] - mu) / sy) ** 2
                     - (k + 0.5 * sp**2 + ky * (mu - centre) + 0.5 * (ky * sy) ** 2))
+        if not prep.get("pi_free", True):   # fbp_nopi.stan's log_lik
+            sy = res["sigma_y"][s][:, None]
+            return -0.5 * _LOG2PI - np.log(sy) - 0.5 * ((y[None] - mu) / sy) ** 2
         k = (res["kappa_x_c"][s] @ cells.Xc.T)[:, cells.codes]
         ky = res["kappa_y"][s][:, None]
         sy = res["sigma_y"][s][:, None]
@@ -1468,6 +1682,13 @@ class FBP(_PseudoPosterior):
             mu = (cells.Xc @ res["beta"][s])[cells.codes] + a[cl["psu"]]
             y_star = mu + float(res["sigma_y"][s]) * rng.standard_normal(prep["n"])
             return self._frame(prep, y_star, cl["w_release"], None, prep["X_frame"])
+        if not prep.get("pi_free", True):
+            # no pi model: y* from the population model; the weights are the collected ones,
+            # a function of the released predictor cells, rescaled to N (nothing synthesized)
+            mu = (cells.Xc @ res["beta"][s])[cells.codes]
+            y_star = mu + float(res["sigma_y"][s]) * rng.standard_normal(prep["n"])
+            w_s = prep["w_raw"] * (prep["N"] / prep["w_raw"].sum())
+            return self._frame(prep, y_star, w_s, None, prep["X_frame"])
         centre = self._centre(prep)
         mu = (cells.Xc @ res["beta"][s])[cells.codes]
         k = (cells.Xc @ res["kappa_x_c"][s])[cells.codes]
@@ -1500,6 +1721,9 @@ class PBP(_PseudoPosterior):
     x ~ Categorical(theta) over predictor cells with a Dirichlet(1) prior, y | x ~ N(x beta,
     sigma), beta ~ N(0, 10^2), sigma ~ half-t(3, 0, 10). Releases n synthetic (x*, y*) records
     with constant weights N/n, no strata (simple random sample formulas); combining rule: full.
+    The priors are fixed on the modelled scale: an outcome whose magnitude makes them
+    informative (raw api00 ~ 660 with log=False gave synthetic means 12-43) is refused at fit;
+    use log=True or a public ``outcome_scale`` (e.g. 100), as for FBS and FBP.
 
     Clustered designs are refused (issue 36, D6; docs/pseudo_posterior.md, "PBP and clustered
     designs"): a full synthesis draws every record independently given theta and releases no
