@@ -30,7 +30,8 @@ Decisions where the sources leave a choice (recorded in docs/tables.md):
 
 * ``m = 1``: b is undefined; every rule returns ``T = ubar`` with a normal reference (df = inf)
   and says so in ``note`` (METHODS section 4).
-* Full-synthesis fallback: the interval uses the normal reference (df = inf): the t df formula
+* Full-synthesis fallback: the interval uses the normal reference (df = inf; with ``df_complete``
+  given, the Barnard-Rubin style cap of D8 then gives a t on ``nu_obs``): the t df formula
   is derived for ``T_f`` and is meaningless when ``T_f <= 0``. The fallback needs ``n`` (the
   confidential sample size) and ``n_syn`` (rows of one synthetic set); without them it is an error,
   never a silent guess.
@@ -52,7 +53,8 @@ from scipy import stats
 KINDS = ("partial", "full", "mi")
 
 NOTE_M1 = "m = 1: between-set variance undefined; T = ubar with a normal reference"
-NOTE_FALLBACK = "full synthesis: T_f <= 0, used T_f* = (n_syn/n) ubar with a normal reference"
+NOTE_FALLBACK = ("full synthesis: T_f <= 0, used T_f* = (n_syn/n) ubar with a normal reference "
+                 "(a t on the capped df when the synthetic design's df is given)")
 
 
 def _as_2d(x: ArrayLike, name: str) -> np.ndarray:

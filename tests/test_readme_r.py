@@ -147,7 +147,7 @@ def python_side():
 
     d = ss.SurveyDesign(load_api("apistrat"), strata="stype", weights="pw", fpc="fpc")
     syn = ss.synth.QuantileSynthesizer(variables="api00", bounds={"api00": (200, 1000)},
-                                       epsilon=5, m=3, random_state=1, progress=False)
+                                       epsilon=5, m=20, random_state=1, progress=False)
     rel = syn.fit(d).release()
     return d, rel
 
