@@ -221,7 +221,7 @@ ss_laplace_tables <- function(design, rows, cols = NULL, value, epsilon, replica
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -262,7 +262,7 @@ ss_synthesizer <- function(synthesizer, ...) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -295,7 +295,7 @@ print.ss_synthesizer <- function(x, ...) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -335,7 +335,7 @@ print.ss_release <- function(x, ...) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -367,7 +367,7 @@ ss_release_designs <- function(release) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -397,7 +397,7 @@ ss_release_estimate <- function(release, statistic, x, by = NULL, ...) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -424,7 +424,7 @@ ss_privacy <- function(release) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
@@ -446,7 +446,7 @@ ss_save_release <- function(release, path, overwrite = FALSE) {
 #' @examplesIf reticulate::py_module_available("surveysynth")
 #' library(survey)
 #' data(api)
-#' d <- svydesign(id = ~dnum + snum, fpc = ~fpc1 + fpc2, data = apiclus2)
+#' d <- svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~fpc, data = apistrat)
 #' syn <- ss_synthesizer("quantile", variables = "api00", bounds = list(api00 = c(200, 1000)),
 #'                       epsilon = 5, m = 3, random_state = 1, progress = FALSE)
 #' rel <- ss_release(ss_fit(syn, d))
