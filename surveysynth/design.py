@@ -621,6 +621,12 @@ class SurveyDesign(Estimators):
     #: the PPS-without-replacement variance engine (None: the Taylor recursion)
     _pps = None
 
+    @property
+    def is_calibrated(self) -> bool:
+        """True after calibrate / rake / post_stratify (R ``is.calibrated``): R's subset of such
+        a design keeps every row with weight 0 outside, where it drops the rows otherwise."""
+        return bool(self._calibration)
+
     def with_calibration(self, weights: np.ndarray, adjustment: Any) -> SurveyDesign:
         """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
 

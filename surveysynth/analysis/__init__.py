@@ -11,9 +11,20 @@ from __future__ import annotations
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
+from .multivariate import (
+                           FactanalResult,
+                           PrcompResult,
+                           StepCDF,
+                           svycdf,
+                           svycralpha,
+                           svyfactanal,
+                           svyprcomp,
+)
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
+__all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
+            "svyprcomp"]
