@@ -1,6 +1,9 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
+``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs; the
+multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``) and the
+graphics (``svyhist``, ``svyboxplot``, ``svyplot``, ``svyqqplot``, ``svyqqmath``; matplotlib,
+imported only when drawing).
 
 Sits above the estimation core and the combining rules, below privacy and releases
 (``SyntheticRelease.glm`` combines :func:`svyglm` over synthetic sets).
@@ -11,14 +14,15 @@ from __future__ import annotations
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
+from .graphics import svyboxplot, svyhist, svyplot, svyqqmath, svyqqplot
 from .multivariate import (
-                           FactanalResult,
-                           PrcompResult,
-                           StepCDF,
-                           svycdf,
-                           svycralpha,
-                           svyfactanal,
-                           svyprcomp,
+    FactanalResult,
+    PrcompResult,
+    StepCDF,
+    svycdf,
+    svycralpha,
+    svyfactanal,
+    svyprcomp,
 )
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .variance_matrix import svyvar
@@ -26,5 +30,6 @@ from .variance_matrix import svyvar
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
+__all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]

@@ -181,7 +181,7 @@ class StepCDF:
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """Draw the step function (matplotlib), as R ``plot.svycdf``; returns the axes."""
-        from ..graphics import plot_cdf
+        from .graphics import plot_cdf
         return plot_cdf(self, ax=ax, **kwargs)
 
 
