@@ -34,6 +34,7 @@ _EXPORTS = {
     "svyprcomp": ".analysis", "svyfactanal": ".analysis", "svycralpha": ".analysis",
     "svycdf": ".analysis", "svyhist": ".analysis", "svyboxplot": ".analysis",
     "svyplot": ".analysis", "svyqqplot": ".analysis", "svyqqmath": ".analysis",
+    "svysmooth": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

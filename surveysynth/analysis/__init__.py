@@ -1,7 +1,7 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
 ``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs; the
-multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``) and the
+multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``), ``svysmooth`` and the
 graphics (``svyhist``, ``svyboxplot``, ``svyplot``, ``svyqqplot``, ``svyqqmath``; matplotlib,
 imported only when drawing).
 
@@ -25,11 +25,13 @@ from .multivariate import (
     svyprcomp,
 )
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
+from .smoothing import Smooth, svysmooth
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
+__all__ += ["Smooth", "svysmooth"]
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
