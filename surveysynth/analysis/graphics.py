@@ -442,19 +442,23 @@ def _draw_scatter(res: ScatterValues, ax: Any, inches: float, xbins: int, baseco
         rgba[:, 3] = res.alpha
         ax.scatter(res.x, res.y, c=rgba, **kwargs)
     else:
-        from matplotlib.patches import RegularPolygon
+        from matplotlib.collections import PolyCollection
 
-        dx = (np.nanmax(res.x) - np.nanmin(res.x)) / xbins
-        scale = 0.8 * np.sqrt(res.count / res.count.max())
-        sy = (np.nanmax(res.y) - np.nanmin(res.y)) / (np.nanmax(res.x) - np.nanmin(res.x))
-        for cx, cy, s, cnt in zip(res.xcm, res.ycm, scale, res.count, strict=True):
-            hexagon = RegularPolygon((cx, cy / sy), 6, radius=dx / math.sqrt(3) * s,
-                                     facecolor=_grey(cnt / res.count.max()), edgecolor="none")
-            ax.add_patch(hexagon)
-        ax.set_xlim(np.nanmin(res.x) - dx, np.nanmax(res.x) + dx)
-        ax.set_ylim((np.nanmin(res.y) - dx * sy) / sy, (np.nanmax(res.y) + dx * sy) / sy)
-        ticks = ax.get_yticks()
-        ax.set_yticks(ticks, [f"{t * sy:g}" for t in ticks])
+        # hexbin's pointy-top hexagons: half-width c3 / 2, row spacing c4 = 3 dy
+        xr = np.nanmax(res.x) - np.nanmin(res.x)
+        yr = np.nanmax(res.y) - np.nanmin(res.y)
+        dx = xr / xbins / 2
+        dy = yr * math.sqrt(3) / (2 * xbins) / 3
+        hx = np.array([dx, dx, 0, -dx, -dx, 0])
+        hy = np.array([dy, -dy, -2 * dy, -dy, dy, 2 * dy])
+        share = res.count / res.count.max()
+        scale = np.sqrt(share)  # area proportional to the weight (R's "centroids" style)
+        verts = [np.column_stack([cx + s * hx, cy + s * hy])
+                 for cx, cy, s in zip(res.xcm, res.ycm, scale, strict=True)]
+        ax.add_collection(PolyCollection(verts, facecolors=[_grey(v) for v in share],
+                                         edgecolors="none"))
+        ax.set_xlim(np.nanmin(res.x) - 2 * dx, np.nanmax(res.x) + 2 * dx)
+        ax.set_ylim(np.nanmin(res.y) - 3 * dy, np.nanmax(res.y) + 3 * dy)
     return ax
 
 
