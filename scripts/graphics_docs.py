@@ -73,6 +73,10 @@ def main() -> None:
     ax.set_title("svycdf(~enroll, dstrat)")
     figs["svycdf"] = fig
 
+    cp = ss.svycoplot("api00", "api99", "stype", dstrat)
+    cp.fig.suptitle("svycoplot(api00 ~ api99 | stype, dstrat, style='transparent')")
+    figs["svycoplot"] = cp.fig
+
     for name, f in figs.items():
         f.tight_layout()
         f.savefig(OUT / f"{name}.png", dpi=80)

@@ -22,11 +22,13 @@ import pytest
 
 import surveysynth as ss
 from r_bridge import r_session
-from surveysynth.analysis import svycdf
+from surveysynth.analysis import make_panel_svysmooth, svycdf
 from surveysynth.analysis.graphics import (
+    dotchart,
     hexbin_cells,
     r_pretty,
     svyboxplot,
+    svycoplot,
     svyhist,
     svyplot,
     svyqqmath,
@@ -288,3 +290,54 @@ def test_svycdf_plot_draws_the_steps(designs):
     xs, ys = ax.lines[0].get_data()
     assert_rel(ys[1:-1], cdf.y, 0, "drawn step heights")
     assert_rel(xs[1:-1], cdf.x, 0, "drawn step positions")
+
+
+# ------------------------------------------------------------------------------ dotchart, coplot
+def test_dotchart_values_equal_R_coef(designs):
+    """dotchart.svystat / dotchart.svyby draw coef(): svymean(~api00+api99) and svyby(~api00,
+    ~stype, svymean)."""
+    d = designs["gr_dstrat"]
+    v = dotchart(d.mean(["api00", "api99"]))
+    assert_rel(v.to_numpy(), _r("coef(svymean(~api00+api99, gr_dstrat))"), TOL, "svymean")
+    assert list(v.index) == ["api00", "api99"]
+    v = dotchart(d.mean("api00", by="stype"), plot=False)
+    assert_rel(v.to_numpy(), _r("coef(svyby(~api00, ~stype, gr_dstrat, svymean))"), TOL,
+               "svyby")
+    with pytest.raises(ValueError, match="estimate"):
+        dotchart(d.data)
+
+
+@pytest.mark.parametrize("design", ["gr_dstrat", "gr_cal"])
+def test_svycoplot_transparent_equals_R(designs, design, api):
+    """svycoplot(api00~api99|stype, style='transparent'): R's colours (alpha from the whole
+    design's weights), split into lattice's panels by level."""
+    res = svycoplot("api00", "api99", "stype", designs[design], style="transparent")
+    cols = _r_str(f"gr_cp <- survey:::svycoplot.default; environment(gr_cp) <- list2env(list("
+                  "xyplot=function(formula, data, panel, ...) environment(panel)$cols), "
+                  f"parent=asNamespace('survey')); gr_cp(api00~api99|stype, {design}, "
+                  "style='transparent')")
+    alpha = np.array([int(c[7:9], 16) for c in cols])
+    stype = api["apistrat"]["stype"].astype(str).to_numpy()
+    for lev, p in res.panels.items():
+        assert np.array_equal(np.round(p["alpha"] * 255), alpha[stype == lev]), lev
+    assert len(res.fig.axes) == 3
+    hx = svycoplot("api00", "api99", "stype", designs[design], style="hexbin", plot=False)
+    total = sum(p["count"].sum() for p in hx.panels.values())
+    assert_rel(total, designs[design].weights.sum(), 1e-12, "hexbin weights")
+
+
+def test_make_panel_svysmooth_equals_R(designs, api):
+    """make.panel.svysmooth(dstrat)(x, y): the smooth R's termplot draws (lines() captured),
+    with the default dpill bandwidth and with span=."""
+    panel = make_panel_svysmooth(designs["gr_dstrat"])
+    x = api["apistrat"]["api99"].to_numpy(dtype=float)
+    y = api["apistrat"]["api00"].to_numpy(dtype=float) - 0.5 * x
+    _r("gr_p <- make.panel.svysmooth(gr_dstrat); environment(gr_p) <- list2env(list("
+       "design=gr_dstrat, bandwidth=NULL, points=function(...) NULL, "
+       "lines=function(s, ...) s), parent=asNamespace('survey')); "
+       "gr_y <- apistrat$api00 - 0.5 * apistrat$api99; 0")
+    for span, arg in ((None, ""), (0.3, ", span=0.3")):
+        s = panel(x, y, span=span)
+        assert_rel(s.y["x"], _r(f"gr_p(apistrat$api99, gr_y{arg})$y"), TOL, f"span {span}")
+    with pytest.raises(ValueError, match="one value per row"):
+        panel(x[:10], y[:10])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
-from .graphics import svyboxplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
 from .multivariate import (
     FactanalResult,
     PrcompResult,
@@ -25,13 +25,13 @@ from .multivariate import (
     svyprcomp,
 )
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
-from .smoothing import Smooth, svysmooth
+from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
-__all__ += ["Smooth", "svysmooth"]
+__all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplot"]
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]

@@ -557,3 +557,98 @@ def plot_cdf(cdf: Any, ax: Any = None, **kwargs: Any) -> Any:
     ax.set_xlabel(cdf.name)
     ax.set_ylabel("Fn(x)")
     return ax
+
+
+# ------------------------------------------------------------------------------ dotchart
+def dotchart(result: pd.DataFrame, ax: Any = None, plot: bool = True, **kwargs: Any):
+    """Dot chart of an estimate table (R ``dotchart`` of a ``svystat`` or ``svyby``: the
+    coefficients, one dot per row). Returns the values drawn as a Series labelled by the
+    domain, variable and level columns; ``.attrs["ax"]`` the axes when drawn."""
+    if "estimate" not in getattr(result, "columns", []):
+        raise ValueError("dotchart: give an estimate table (a DataFrame with an 'estimate' "
+                         "column, as d.mean() returns).")
+    label_cols = [c for c in result.columns if c not in (
+        "estimate", "se", "ci_low", "ci_high", "df", "cv", "n", "deff")]
+    labels = [":".join(str(v) for v in row) for row in result[label_cols].itertuples(
+        index=False)]
+    values = pd.Series(result["estimate"].to_numpy(dtype=float), index=labels, name="estimate")
+    if plot:
+        ax = _axes(ax)
+        pos = np.arange(values.shape[0])
+        ax.plot(values.to_numpy(), pos, "o", color=kwargs.pop("color", "black"), **kwargs)
+        ax.set_yticks(pos, labels)
+        ax.grid(axis="y", linestyle=":")
+        values.attrs["ax"] = ax
+    return values
+
+
+# ------------------------------------------------------------------------------ svycoplot
+@dataclass
+class CoplotValues:
+    """What :func:`svycoplot` draws per panel (one per level of ``by``, R's lattice order):
+    ``panels[level]`` holds ``x``, ``y`` and, for ``style="transparent"``, ``alpha`` (opacity
+    from the weights of the whole design, as R); for ``"hexbin"``, the panel's hexagons
+    (``cell``, ``count``, ``xcm``, ``ycm``)."""
+
+    style: str
+    panels: dict[Any, dict[str, np.ndarray]]
+    fig: Any = field(default=None, repr=False)
+
+
+def svycoplot(y: str, x: str, by: str, design: Any, style: str = "transparent",
+              alpha: tuple[float, float] = (0.0, 0.8), basecol: str = "black",
+              xbins: int = 15, plot: bool = True, **kwargs: Any) -> CoplotValues:
+    """Conditioning plot: ``y`` against ``x`` in one panel per level of ``by`` (R
+    ``svycoplot(y ~ x | by, design)``).
+
+    ``style="transparent"``: R's opacities ``(alpha[0] (max w - w) + alpha[1] w) / max w``,
+    ``max w`` over the whole design (tested equal to R's). ``style="hexbin"``: weighted hexagons
+    per panel on the panel's data range (``xbins``); R bins on lattice's padded panel scale with
+    the panel's aspect ratio (device-dependent), so the hexagons differ from R's in position,
+    not in what they show.
+    """
+    if style not in ("transparent", "hexbin"):
+        raise ValueError(f"svycoplot: style={style!r}: 'transparent' or 'hexbin'.")
+    _check_columns(design, [y, x, by], "svycoplot")
+    rows, W = _rows_and_weights(design)
+    X = design.numeric_values(x)[rows]
+    Y = design.numeric_values(y)[rows]
+    g = design.full_data[by][rows]
+    levels = category_levels(g)
+    alphas = (alpha[0] * (W.max() - W) + alpha[1] * W) / W.max()
+    panels: dict[Any, dict[str, np.ndarray]] = {}
+    for lev in levels:
+        sel = (g == lev).to_numpy()
+        p = {"x": X[sel], "y": Y[sel]}
+        if style == "transparent":
+            p["alpha"] = alphas[sel]
+        else:
+            ok = ~(np.isnan(p["x"]) | np.isnan(p["y"]))
+            cid, _ = hexbin_cells(p["x"][ok], p["y"][ok], xbins)
+            cells, inv = np.unique(cid, return_inverse=True)
+            w = W[sel][ok]
+            p["cell"], p["count"] = cells, np.bincount(inv, weights=w)
+            p["xcm"] = np.bincount(inv, weights=w * p["x"][ok]) / p["count"]
+            p["ycm"] = np.bincount(inv, weights=w * p["y"][ok]) / p["count"]
+        panels[lev] = p
+    res = CoplotValues(style, panels)
+    if plot:
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import to_rgba
+
+        fig, axes = plt.subplots(1, len(levels), sharex=True, sharey=True,
+                                 figsize=(3 * len(levels), 3), squeeze=False)
+        for ax, lev in zip(axes[0], levels, strict=True):
+            p = panels[lev]
+            if style == "transparent":
+                rgba = np.tile(to_rgba(basecol), (p["x"].shape[0], 1))
+                rgba[:, 3] = p["alpha"]
+                ax.scatter(p["x"], p["y"], c=rgba, **kwargs)
+            else:
+                s = 200 * p["count"] / max(q["count"].max() for q in panels.values())
+                ax.scatter(p["xcm"], p["ycm"], s=s, marker="h", color=basecol, **kwargs)
+            ax.set_title(f"{by} = {lev}")
+            ax.set_xlabel(x)
+        axes[0][0].set_ylabel(y)
+        res.fig = fig
+    return res

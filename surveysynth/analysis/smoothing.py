@@ -336,10 +336,16 @@ def svysmooth(x: str | Sequence[str], design: Any, y: str | None = None,
                              "them (R's na.omit).")
         X, w = X[~bad], w[~bad]
         Y = Y[~bad] if Y is not None else None
+    return _smooth(X, cols, Y, w, bandwidth, ngrid, xlim, "Density" if Y is None else str(y))
+
+
+def _smooth(X: np.ndarray, cols: list[str], Y: np.ndarray | None, w: np.ndarray,
+            bandwidth: Any, ngrid: int, xlim: Sequence[float] | None, ylab: str) -> Smooth:
+    """R's ``svylocpoly`` on complete arrays: X (n, p), Y (n,) or None, weights w (n,)."""
     density = Y is None
     bws = (None if bandwidth is None else
            np.resize(np.atleast_1d(np.asarray(bandwidth, dtype=float)), len(cols)))
-    out = Smooth({}, {}, {}, density, "Density" if density else str(y))
+    out = Smooth({}, {}, {}, density, ylab)
     for i, c in enumerate(cols):
         xi = X[:, i]
         lim = (float(xi.min()), float(xi.max())) if xlim is None else (float(min(xlim)),
@@ -360,3 +366,33 @@ def svysmooth(x: str | Sequence[str], design: Any, y: str | None = None,
             est = locpoly_binned(nx, ny, lim[0], lim[1], h)
         out.x[c], out.y[c], out.bandwidth[c] = gx, est, h
     return out
+
+
+def make_panel_svysmooth(design: Any, bandwidth: float | None = None):
+    """A panel function drawing points and a survey-weighted smooth (R
+    ``make.panel.svysmooth``, used by R's ``termplot(..., smooth=)``).
+
+    Returns ``panel(x, y, ax=None, span=None, color="red")``: ``x`` and ``y`` are arrays with
+    one value per row of the design (partial residuals, say); it draws the points and the
+    local-linear smooth of ``y`` on ``x`` with the design's sampling weights (bandwidth: the
+    one given, ``span`` as R (``range(x) * span / 3``), else ``dpill``) and returns the
+    :class:`Smooth`.
+    """
+    rows, w = _rows_and_weights(design)
+
+    def panel(x: Any, y: Any, ax: Any = None, span: float | None = None,
+              color: str = "red", plot: bool = True) -> Smooth:
+        xv = np.asarray(x, dtype=float)
+        yv = np.asarray(y, dtype=float)
+        if xv.shape != (w.shape[0],) or yv.shape != (w.shape[0],):
+            raise ValueError(f"panel: x and y need one value per row of the design "
+                             f"({w.shape[0]}); got {xv.shape} and {yv.shape}.")
+        bw = bandwidth if span is None else (xv.max() - xv.min()) * span / 3
+        s = _smooth(xv[:, None], ["x"], yv, w, bw, 401, None, "y")
+        if plot:
+            s.ax = _axes(ax)
+            s.ax.scatter(xv, yv, facecolors="none", edgecolors="black")
+            s.ax.plot(s.x["x"], s.y["x"], color=color)
+        return s
+
+    return panel
