@@ -107,3 +107,34 @@ def test_svysmooth_plot(designs):
     s = svysmooth("api99", designs["sm_dstrat"], bandwidth=30)
     ax = s.plot()
     assert_rel(ax.lines[0].get_ydata(), s.y["api99"], 0, "drawn line")
+
+
+@pytest.mark.parametrize("design,call,r_args", [
+    ("sm_dstrat", dict(x="ell", quantile=0.75, df=3), "api00~ell, quantile=0.75, df=3"),
+    ("sm_rstrat", dict(x=["api99", "meals"], quantile=[0.5, 0.25], df=[4, 5]),
+     "api00~api99+meals, quantile=c(0.5, 0.25), df=c(4, 5)"),
+    ("sm_cal", dict(x="meals", quantile=0.9, df=6), "api00~meals, quantile=0.9, df=6"),
+])
+def test_svysmooth_quantreg_equals_R(designs, design, call, r_args):
+    """?svysmooth: svysmooth(api00~ell, dstrat, quantile=0.75, df=3, method="quantreg") (R's
+    svyrqss: quantreg's rq on splines::bs with the sampling weights), replicate and calibrated
+    designs, several terms with their own quantile and df."""
+    s = svysmooth(design=designs[design], y="api00", method="quantreg", **call)
+    cols = [call["x"]] if isinstance(call["x"], str) else call["x"]
+    _compare(s, f"svysmooth({r_args}, {design}, method='quantreg')", cols)
+
+
+def test_bs_basis_equals_R(api):
+    from surveysynth.analysis.smoothing import bs_basis
+
+    for v, df in (("ell", 3), ("api99", 5), ("enroll", 8)):
+        x = api["apistrat"][v].to_numpy(dtype=float)
+        ref = _r(f"as.vector(unclass(splines::bs(apistrat${v}, df={df})))")
+        assert_rel(bs_basis(x, df).ravel(order="F"), ref, 1e-12, f"bs {v}")
+
+
+def test_svysmooth_bad_method(designs):
+    with pytest.raises(ValueError, match="densities"):
+        svysmooth("ell", designs["sm_dstrat"], method="quantreg")
+    with pytest.raises(ValueError, match="locpoly"):
+        svysmooth("ell", designs["sm_dstrat"], y="api00", method="loess")
