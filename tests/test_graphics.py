@@ -244,12 +244,48 @@ def test_hexbin_cells_on_points_near_cell_edges(R):
     assert np.array_equal(hexbin_cells(x, y, 10)[0], ref)
 
 
+def test_svyplot_grayhex_equals_R(designs):
+    """style='grayhex': summed weights per cell, hexbin's own (unweighted) centroids."""
+    s = svyplot("api00", "api99", designs["gr_dstrat"], style="grayhex", plot=False)
+    _r("gr_s <- gr_hex(api00~api99, design=gr_dstrat, style='grayhex'); 0")
+    assert np.array_equal(s.cell, _r("gr_s@cell"))
+    assert_rel(s.count, _r("gr_s@count"), TOL, "count")
+    assert_rel(s.xcm, _r("gr_s@xcm"), TOL, "xcm")
+    assert_rel(s.ycm, _r("gr_s@ycm"), TOL, "ycm")
+
+
+def test_svyplot_subsample_jitter_and_draws(designs, api):
+    """style='subsample': the jitter half-width equals R's jitter(factor=3) on the same draws
+    (R's runif replaced by its upper bound), amount= as R's; the rows are drawn with
+    probability proportional to the weight (200,000 draws: each stratum's share within 4
+    binomial SDs of its weight share; a uniform draw would be off by >100 SDs)."""
+    d = designs["gr_dstrat"]
+    s = svyplot("api00", "api99", d, style="subsample", seed=3, plot=False)
+    xs = api["apistrat"]["api99"].to_numpy(dtype=float)[s.index]
+    vec = "c(" + ",".join(map(repr, xs.tolist())) + ")"
+    amt = _r(f"gr_j <- jitter; environment(gr_j) <- list2env(list(`::`=function(p, n) "
+             f"function(k, a, b) rep(b, k)), parent=baseenv()); (gr_j({vec}, factor=3) - "
+             f"{vec})[1]")[0]
+    assert_rel(s.jitter_amount[0], amt, 1e-12, "jitter amount")
+    assert np.all(np.abs(s.x - xs) <= s.jitter_amount[0])
+    s2 = svyplot("api00", "api99", d, style="subsample", amount=(25, 0), seed=3, plot=False)
+    assert s2.jitter_amount[0] == 25
+    big = svyplot("api00", "api99", d, style="subsample", sample_size=200_000, seed=1,
+                  plot=False)
+    w = d.weights
+    stype = d.data["stype"].to_numpy()
+    for lev in ("E", "H", "M"):
+        p = w[stype == lev].sum() / w.sum()
+        share = np.mean(stype[big.index] == lev)
+        assert abs(share - p) < 4 * np.sqrt(p * (1 - p) / 200_000), lev
+
+
 def test_svyplot_draws(designs):
-    for style in ("bubble", "transparent", "hex"):
-        s = svyplot("api00", "api99", designs["gr_dstrat"], style=style)
+    for style in ("bubble", "transparent", "hex", "grayhex", "subsample"):
+        s = svyplot("api00", "api99", designs["gr_dstrat"], style=style, seed=1)
         assert s.ax.collections or s.ax.patches
     with pytest.raises(ValueError, match="grayhex"):
-        svyplot("api00", "api99", designs["gr_dstrat"], style="grayhex")
+        svyplot("api00", "api99", designs["gr_dstrat"], style="greyhex")
 
 
 # ------------------------------------------------------------------------------ qq plots

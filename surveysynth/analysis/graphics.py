@@ -362,7 +362,8 @@ class ScatterValues:
     """What R's ``svyplot`` draws: ``x``, ``y``; ``style``; ``radius`` (bubble: ``sqrt(w)``,
     R's ``circles``), ``alpha`` (transparent: each point's opacity), hexagons (``cell``,
     ``count`` = summed weights, ``xcm``/``ycm`` = weighted centroids, ``xcenter``/``ycenter``
-    = the cells' centres, ``cid`` = each point's cell), and the axes drawn on."""
+    = the cells' centres, ``cid`` = each point's cell), ``"subsample"``'s drawn rows
+    (``index``) and jitter half-widths (``jitter_amount``), and the axes drawn on."""
 
     x: np.ndarray
     y: np.ndarray
@@ -376,12 +377,16 @@ class ScatterValues:
     xcenter: np.ndarray | None = None
     ycenter: np.ndarray | None = None
     cid: np.ndarray | None = None
+    index: np.ndarray | None = None
+    jitter_amount: tuple[float, float] | None = None
     ax: Any = field(default=None, repr=False)
 
 
 def svyplot(y: str, x: str, design: Any, style: str = "bubble", inches: float = 0.05,
             alpha: tuple[float, float] = (0.0, 0.8), xbins: int = 30, basecol: str = "black",
-            plot: bool = True, ax: Any = None, **kwargs: Any) -> ScatterValues:
+            sample_size: int = 500, amount: tuple[float | None, float | None] = (None, None),
+            seed: Any = None, plot: bool = True, ax: Any = None,
+            **kwargs: Any) -> ScatterValues:
     """Scatterplot of ``y`` against ``x`` showing the sampling weights (R ``svyplot``).
 
     ``style="bubble"``: circles of radius proportional to ``sqrt(w)``, the largest ``inches``
@@ -390,12 +395,17 @@ def svyplot(y: str, x: str, design: Any, style: str = "bubble", inches: float = 
     with ``xbins``) holding the summed weights, drawn at their weighted centroids with area
     proportional to the weight (R's ``style="centroids"``). Rows with a missing value are not
     drawn (R: ``NA`` points are skipped); in ``"hex"`` they are an error, as in hexbin.
+    ``"grayhex"``: the same cells drawn in grey levels at their centres (R's ``gplot.hexbin``
+    colour scale; ``xcm``/``ycm`` unweighted, as hexbin's). ``"subsample"``: ``sample_size``
+    rows drawn with replacement with probability proportional to the weight, jittered as R's
+    ``jitter(factor=3, amount=)`` (random: numpy's generator with ``seed``, so equal to R's
+    in distribution only; ``amount`` per axis, R's ``amount=list(x=, y=)``).
     The weights are the sampling weights on every design kind (R's ``"transparent"`` reads
     ``weights(design)``, the replicate-weight matrix on a replicate design).
     """
-    if style not in ("bubble", "transparent", "hex"):
-        raise ValueError(f"svyplot: style={style!r}: choose 'bubble', 'transparent' or 'hex' "
-                         "('grayhex' and 'subsample' are not implemented).")
+    if style not in ("bubble", "transparent", "hex", "grayhex", "subsample"):
+        raise ValueError(f"svyplot: style={style!r}: choose 'bubble', 'transparent', 'hex', "
+                         "'grayhex' or 'subsample'.")
     _check_columns(design, [y, x], "svyplot")
     rows, W = _rows_and_weights(design)
     X = design.numeric_values(x)[rows]
@@ -406,6 +416,14 @@ def svyplot(y: str, x: str, design: Any, style: str = "bubble", inches: float = 
     elif style == "transparent":
         maxw = W.max()
         res.alpha = (alpha[0] * (maxw - W) + alpha[1] * W) / maxw
+    elif style == "subsample":
+        rng = np.random.default_rng(seed)
+        index = rng.choice(X.shape[0], size=sample_size, replace=True, p=W / W.sum())
+        res.index = index
+        res.jitter_amount = (jitter_amount(X[index], 3, amount[0]),
+                             jitter_amount(Y[index], 3, amount[1]))
+        res.x = X[index] + rng.uniform(-1, 1, sample_size) * res.jitter_amount[0]
+        res.y = Y[index] + rng.uniform(-1, 1, sample_size) * res.jitter_amount[1]
     else:
         bad = np.isnan(X) | np.isnan(Y)
         if bad.any():
@@ -416,8 +434,12 @@ def svyplot(y: str, x: str, design: Any, style: str = "bubble", inches: float = 
         cells, inv = np.unique(cid, return_inverse=True)
         res.cid, res.cell = cid, cells
         res.count = np.bincount(inv, weights=W)
-        res.xcm = np.bincount(inv, weights=W * X) / res.count
-        res.ycm = np.bincount(inv, weights=W * Y) / res.count
+        if style == "hex":
+            res.xcm = np.bincount(inv, weights=W * X) / res.count
+            res.ycm = np.bincount(inv, weights=W * Y) / res.count
+        else:  # grayhex keeps hexbin's unweighted centroids
+            k = np.bincount(inv)
+            res.xcm, res.ycm = np.bincount(inv, weights=X) / k, np.bincount(inv, weights=Y) / k
         c = cells - 1
         i, j = c // jmax, c % jmax
         res.xcenter = (X.max() - X.min()) / xbins * np.where(i % 2 == 0, j, j + 0.5) + X.min()
@@ -435,6 +457,22 @@ def _draw_scatter(res: ScatterValues, ax: Any, inches: float, xbins: int, baseco
         r = res.radius / np.nanmax(res.radius) * inches * 72  # radius in points
         ax.scatter(res.x, res.y, s=(2 * r) ** 2, facecolors="none", edgecolors=basecol,
                    **kwargs)
+    elif res.style == "subsample":
+        ax.scatter(res.x, res.y, facecolors="none", edgecolors=basecol, **kwargs)
+    elif res.style == "grayhex":
+        from matplotlib.collections import PolyCollection
+
+        dx = (np.nanmax(res.x) - np.nanmin(res.x)) / xbins / 2
+        dy = (np.nanmax(res.y) - np.nanmin(res.y)) * math.sqrt(3) / (2 * xbins) / 3
+        hx = np.array([dx, dx, 0, -dx, -dx, 0])
+        hy = np.array([dy, -dy, -2 * dy, -dy, dy, 2 * dy])
+        verts = [np.column_stack([cx + hx, cy + hy])
+                 for cx, cy in zip(res.xcenter, res.ycenter, strict=True)]
+        ax.add_collection(PolyCollection(
+            verts, facecolors=[_grey(v) for v in res.count / res.count.max()],
+            edgecolors="none"))
+        ax.set_xlim(np.nanmin(res.x) - 2 * dx, np.nanmax(res.x) + 2 * dx)
+        ax.set_ylim(np.nanmin(res.y) - 3 * dy, np.nanmax(res.y) + 3 * dy)
     elif res.style == "transparent":
         from matplotlib.colors import to_rgba
 
@@ -460,6 +498,27 @@ def _draw_scatter(res: ScatterValues, ax: Any, inches: float, xbins: int, baseco
         ax.set_xlim(np.nanmin(res.x) - 2 * dx, np.nanmax(res.x) + 2 * dx)
         ax.set_ylim(np.nanmin(res.y) - 3 * dy, np.nanmax(res.y) + 3 * dy)
     return ax
+
+
+def jitter_amount(x: np.ndarray, factor: float = 1.0, amount: float | None = None) -> float:
+    """Half-width of R's ``jitter(x, factor, amount)``'s uniform noise."""
+    fin = x[np.isfinite(x)]
+    z = float(fin.max() - fin.min())
+    if z == 0:
+        z = abs(float(fin.min()))
+    if z == 0:
+        z = 1.0
+    if amount is None:
+        xx = np.unique(np.round(x, int(3 - math.floor(math.log10(z)))))
+        d = np.diff(xx)
+        if d.shape[0]:
+            dd = float(d.min())
+        else:
+            dd = float(xx[0]) / 10 if xx[0] != 0 else z / 10
+        return factor / 5 * abs(dd)
+    if amount == 0:
+        return factor * (z / 50)
+    return float(amount)
 
 
 def _grey(level: float) -> tuple[float, float, float]:
