@@ -269,8 +269,9 @@ def svyboxplot(y: str, design: Any, by: str | None = None, all_outliers: bool = 
     """Survey-weighted boxplots of ``y`` (by the levels of ``by``): R ``svyboxplot(y ~ by)``.
 
     The box is the estimated population quartiles and median (``svyquantile``, R 4.5's
-    default rule; ``survey_version="4.1"`` for 4.1.1's, which takes the second smallest value
-    at p = 0); whiskers reach the most extreme quantile (0 or 1) within 1.5 IQR of the box.
+    default rule; ``survey_version="4.1"`` for 4.1.1's rule, which takes the second smallest
+    value at p = 0; 4.1.1's grouped boxplots, which give every group the last group's
+    quantiles, are a bug not reproduced); whiskers reach the most extreme quantile (0 or 1) within 1.5 IQR of the box.
     Outliers: the minimum and maximum when beyond the whiskers (R's default), or with
     ``all_outliers=True`` every sample value beyond the whiskers (by group) or beyond
     ``q1 - 1.5 IQR`` and ``q3 + 1.5 IQR`` (one box), as R. Missing values of ``y`` are left
