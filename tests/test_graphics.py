@@ -67,6 +67,14 @@ gr_qqmath <- gr_cap(survey:::svyqqmath, plot=function(x, y, ...) {
 """
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def _r(code: str) -> np.ndarray:
     with r_session("survey") as (ro, _):
         return np.array(ro.r(code), dtype=float)

@@ -107,6 +107,9 @@ def test_svysmooth_plot(designs):
     s = svysmooth("api99", designs["sm_dstrat"], bandwidth=30)
     ax = s.plot()
     assert_rel(ax.lines[0].get_ydata(), s.y["api99"], 0, "drawn line")
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 @pytest.mark.parametrize("design,call,r_args", [
