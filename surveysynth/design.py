@@ -571,6 +571,16 @@ class SurveyDesign(Estimators):
         return tuple(self._stages)
 
     @property
+    def popsize(self) -> np.ndarray | None:
+        """Population size of each row's stratum at each stage, (rows of :attr:`full_data`,
+        stages), R's ``design$fpc$popsize``; None without an fpc (read-only view)."""
+        if self._popsize is None:
+            return None
+        out = np.asarray(self._popsize).view()
+        out.setflags(write=False)
+        return out
+
+    @property
     def degf(self) -> float:
         """Design degrees of freedom: PSUs minus strata among the rows (R ``degf``)."""
         dom = np.where(self._in, 0, -1)
@@ -600,6 +610,26 @@ class SurveyDesign(Estimators):
         from .replicate_design import bootstrap
 
         return bootstrap(self, replicates=replicates, method=method, seed=seed, mse=mse, **options)
+
+    def sdr(self, replicates: int, sort_variable: str, mse: bool = True, **options: Any):
+        """Successive-difference replication (svrep ``as_sdr_design``, the ACS's SDR).
+
+        See :func:`surveysynth.replicate_generators.sdr`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("sdr")
+        from .replicate_generators import sdr
+
+        return sdr(self, replicates=replicates, sort_variable=sort_variable, mse=mse, **options)
+
+    def canty_davison(self, replicates: int = 50, seed: Any = None, mse: bool = False):
+        """Canty-Davison bootstrap, R ``as.svrepdesign(type="bootstrap")``.
+
+        See :func:`surveysynth.replicate_generators.canty_davison`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("canty_davison")
+        from .replicate_generators import canty_davison
+
+        return canty_davison(self, replicates=replicates, seed=seed, mse=mse)
 
     def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
         """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
