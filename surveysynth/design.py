@@ -631,6 +631,26 @@ class SurveyDesign(Estimators):
 
         return canty_davison(self, replicates=replicates, seed=seed, mse=mse)
 
+    def gen_boot(self, variance_estimator: str, replicates: int = 500, **options: Any):
+        """Generalized bootstrap (svrep ``as_gen_boot_design``).
+
+        See :func:`surveysynth.replicate_generators.gen_boot`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("gen_boot")
+        from .replicate_generators import gen_boot
+
+        return gen_boot(self, variance_estimator, replicates=replicates, **options)
+
+    def fays_gen_rep(self, variance_estimator: str, **options: Any):
+        """Fay's generalized replication (svrep ``as_fays_gen_rep_design``).
+
+        See :func:`surveysynth.replicate_generators.fays_gen_rep`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("fays_gen_rep")
+        from .replicate_generators import fays_gen_rep
+
+        return fays_gen_rep(self, variance_estimator, **options)
+
     def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
         """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
         self._no_pps_replicates("jackknife")

@@ -3,6 +3,9 @@
 * :func:`sdr` - successive-difference replication, svrep ``as_sdr_design`` (the ACS's SDR);
 * :func:`canty_davison` - Canty and Davison's bootstrap, R ``as.svrepdesign(type="bootstrap")``;
 * :func:`gen_boot` - the generalized bootstrap, svrep ``as_gen_boot_design``;
+* :func:`fays_gen_rep` - Fay's generalized replication, svrep ``as_fays_gen_rep_design``;
+* :func:`quad_form` - the quadratic form of a design's variance estimator (svrep
+  ``get_design_quad_form``) both of the last two start from;
 
 each returning a :class:`~surveysynth.ReplicateDesign` whose estimators are R's on the same
 replicate weights. Formulas and decisions: docs/weighting.md.
@@ -16,7 +19,14 @@ import numpy as np
 import pandas as pd
 
 from .replicate_design import ReplicateDesign, _check_design
-from .variance.generators import canty_davison_factors, sdr_factors_sorted
+from .variance.generators import (
+    canty_davison_factors,
+    fays_gen_rep_factors,
+    gen_boot_factors,
+    nearest_psd,
+    sdr_factors_sorted,
+)
+from .variance.generators import quad_form as _quad_form
 from .variance.replicate_weights import as_generator
 
 
@@ -124,3 +134,69 @@ def canty_davison(design: Any, replicates: int = 50, seed: Any = None,
         design.full_data, design.full_weights, fac, np.asarray(st.cluster, dtype=np.int64),
         "bootstrap", scale, np.ones(replicates), None, mse, design.in_subset,
         f"Canty-Davison bootstrap, {replicates} replicates")
+
+
+def quad_form(design: Any, variance_estimator: str) -> tuple[np.ndarray, np.ndarray]:
+    """The quadratic form of ``design``'s variance estimator over its units (svrep
+    ``get_design_quad_form`` on the compressed design): returns (Sigma (K, K), unit of each row
+    of ``full_data``); the variance of a total is ``z' Sigma z``, z the units' weighted totals.
+    ``variance_estimator``: ``"Ultimate Cluster"``, ``"Stratified Multistage SRS"``, ``"SD1"``
+    or ``"SD2"`` (see :func:`surveysynth.variance.generators.quad_form`)."""
+    _check_design(design)
+    unit, first = _units(design)
+    return _quad_form(list(design.stages), first, variance_estimator, design.has_fpc), unit
+
+
+def gen_boot(design: Any, variance_estimator: str, replicates: int = 500, tau: float | str = 1.0,
+             exact_vcov: bool = False, seed: Any = None, mse: bool = False,
+             psd_option: str = "warn") -> ReplicateDesign:
+    """The generalized survey bootstrap (Beaumont and Patak 2012), svrep
+    ``as_gen_boot_design``: replicate factors drawn from N(1, Sigma), Sigma the quadratic form
+    of ``variance_estimator`` (:func:`quad_form`), so the bootstrap variance of a total
+    estimates that estimator; scale ``tau^2/B``, rscales 1, type ``"other"`` (as svrep).
+    ``exact_vcov=True`` whitens the draws: every total's replicate variance then equals the
+    estimator exactly (e.g. R's multistage linearization variance for
+    ``"Stratified Multistage SRS"``). ``tau``: 1, a number, or ``"auto"`` (smallest tau making
+    every factor >= 0.01).
+    """
+    _check_design(design)
+    if not isinstance(replicates, (int, np.integer)) or replicates < 2:
+        raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
+    Q, unit = quad_form(design, variance_estimator)
+    Q = nearest_psd(Q, psd_option)
+    fac, scale, tau_used = gen_boot_factors(Q, int(replicates), as_generator(seed), tau,
+                                            exact_vcov)
+    out = ReplicateDesign.from_factors(
+        design.full_data, design.full_weights, fac, unit, "other", scale, np.ones(replicates),
+        None, mse, design.in_subset,
+        f"generalized bootstrap ({variance_estimator}), {replicates} replicates, tau "
+        f"{tau_used:g}")
+    out.tau = tau_used
+    return out
+
+
+def fays_gen_rep(design: Any, variance_estimator: str, max_replicates: float = np.inf,
+                 balanced: bool = True, seed: Any = None, mse: bool = True,
+                 psd_option: str = "warn", hadamard: np.ndarray | None = None
+                 ) -> ReplicateDesign:
+    """Fay's generalized replication, svrep ``as_fays_gen_rep_design``: replicate factors from
+    the eigen-decomposition of the quadratic form of ``variance_estimator`` balanced by a
+    Hadamard matrix, so that the replicate variance of every total equals that estimator
+    exactly (scale 1, rscales 1, ``mse=True`` as svrep). The Hadamard order is the smallest
+    power of 2 above the rank (svrep uses ``survey::hadamard``, which also has multiples of 4:
+    pass its matrix as ``hadamard=`` to get the same number of replicates).
+    """
+    import warnings
+
+    _check_design(design)
+    if not mse:  # svrep warns whenever mse = FALSE
+        warnings.warn("When `balanced = FALSE`, setting `mse = FALSE` may produce large "
+                      "underestimates of variance.", UserWarning, stacklevel=2)
+    Q, unit = quad_form(design, variance_estimator)
+    Q = nearest_psd(Q, psd_option)
+    fac, scale = fays_gen_rep_factors(Q, as_generator(seed), max_replicates, balanced, hadamard)
+    R = fac.shape[1]
+    return ReplicateDesign.from_factors(
+        design.full_data, design.full_weights, fac, unit, "other", scale, np.ones(R), None,
+        mse, design.in_subset,
+        f"Fay's generalized replication ({variance_estimator}), {R} replicates")

@@ -13,6 +13,7 @@ import pytest
 
 import surveysynth as ss
 from r_bridge import r_session
+from surveysynth import replicate_generators as rg
 from surveysynth.replicate_design import ReplicateDesign
 from surveysynth.variance.generators import (
     assign_hadamard_rows,
@@ -276,3 +277,137 @@ def test_cd_seed_and_warnings(api):
         b = d.canty_davison(30, seed=9)
     assert np.array_equal(a.replicate_weights(), b.replicate_weights())
     assert a.type == "bootstrap" and not a.mse
+
+
+# ------------------------------------------------------------------ generalized replication
+@pytest.fixture(scope="module")
+def gen_ref():
+    return json.loads((REF / "genrep_reference.json").read_text())
+
+
+def _gen_designs(api, ref):
+    strat = api["apistrat"][api["apistrat"]["snum"].isin(ref["small_strat_snum"])]
+    clus2 = api["apiclus2"][api["apiclus2"]["dnum"].isin(ref["small_clus2_dnum"])]
+    return {
+        "strat": ss.SurveyDesign(strat.reset_index(drop=True), strata="stype", weights="pw",
+                                 fpc="fpc"),
+        "clus2": ss.SurveyDesign(clus2.reset_index(drop=True), ids="~dnum+snum",
+                                 fpc="~fpc1+fpc2"),
+        "clus1": ss.SurveyDesign(api["apiclus1"], ids="dnum", weights="pw"),
+    }
+
+
+ESTIMATORS = [(d, v) for d in ("strat", "clus2", "clus1")
+              for v in ("Ultimate Cluster", "Stratified Multistage SRS", "SD1", "SD2")
+              if not (d == "clus1" and v == "Stratified Multistage SRS")]
+
+
+def _three_ses(rd):
+    return np.r_[rd.total("enroll")["se"], rd.mean("api00")["se"],
+                 rd.ratio("api00", "api99")["se"]]
+
+
+@pytest.mark.parametrize("d,v", [x for x in ESTIMATORS if x[0] != "clus1"])
+def test_quad_form_equals_svrep(api, gen_ref, d, v):
+    """svrep's get_design_quad_form (deterministic) over the rows, to 1e-12 (clus1's
+    183 x 183 form is not stored; its totals' SEs are tested below)."""
+    e = gen_ref[f"{d} {v}"]
+    Q, unit = rg.quad_form(_gen_designs(api, gen_ref)[d], v)
+    assert_rel(Q[np.ix_(unit, unit)], e["Q"], 1e-12, f"{d} {v}", atol=1e-15)
+
+
+@pytest.mark.parametrize("d,v", ESTIMATORS)
+def test_gen_boot_exact_and_fay_equal_svrep(api, gen_ref, d, v):
+    """Defining property: with exact_vcov (generalized bootstrap) and for Fay's generalized
+    replication, the replicate variance of any total is the quadratic form exactly, so the SE
+    of a total equals svrep's (computed on svrep's own random factors) to 1e-10; the factors
+    average 1 (exact_vcov); means and ratios are replicate estimates of nonlinear statistics
+    and only agree to within their replicate noise (a sanity bound of 25%: 8 Fay replicates
+    on clus2)."""
+    e = gen_ref[f"{d} {v}"]
+    design = _gen_designs(api, gen_ref)[d]
+    gb = rg.gen_boot(design, v, replicates=200, exact_vcov=True, seed=1)
+    assert np.isclose(gb.scale, e["gen_boot_scale"])
+    F = gb.replicate_weights("replication")
+    assert np.allclose(F.mean(axis=1), 1.0, atol=1e-12)
+    got = _three_ses(gb)
+    assert_rel(got[0], e["gen_boot_se"][0], 1e-10, "gen boot total")
+    assert_rel(got[1:], e["gen_boot_se"][1:], 0.25, "gen boot mean, ratio")
+    fg = rg.fays_gen_rep(design, v, seed=2)
+    assert fg.mse and fg.scale == e["fay_scale"] == 1
+    got = _three_ses(fg)
+    assert_rel(got[0], e["fay_se"][0], 1e-10, "Fay total")
+    assert_rel(got[1:], e["fay_se"][1:], 0.25, "Fay mean, ratio")
+
+
+def test_exact_designs_reproduce_linearization(api, gen_ref):
+    """'Stratified Multistage SRS' is R survey's multistage formula and 'Ultimate Cluster'
+    its with-replacement stage 1: totals' SEs equal R's svytotal (the stored linearization
+    SEs, also live in test_design_r_parity) to 1e-10."""
+    ds = _gen_designs(api, gen_ref)
+    for d, v in (("strat", "Stratified Multistage SRS"), ("clus2", "Stratified Multistage SRS"),
+                 ("clus1", "Ultimate Cluster")):
+        fg = rg.fays_gen_rep(ds[d], v, seed=3)
+        assert_rel(fg.total("enroll")["se"], gen_ref["linearization_se"][d][0], 1e-10, d)
+        assert_rel(ds[d].total("enroll")["se"], gen_ref["linearization_se"][d][0], 1e-10, d)
+
+
+def test_gen_boot_man_example_sd2(lib, gen_ref):
+    """svrep's ?as_sdr_design example: generalized bootstrap on SD2 (exact) beside SDR. 180
+    replicates for 219 units: svrep's whitening leaves 40 columns of rounding noise on the
+    null space of SD2, which moves its SE by ~1e-10 relative: tested to 1e-8."""
+    d = ss.SurveyDesign(lib, strata="SAMPLING_STRATUM", fpc="STRATUM_POP_SIZE")
+    gb = d.gen_boot("SD2", replicates=180, exact_vcov=True, seed=4)
+    assert_rel(gb.total("TOTSTAFF", na_rm=True)["se"], gen_ref["lib_sd2_total_se"], 1e-8)
+
+
+def test_gen_boot_random_moments(api, gen_ref):
+    """Without exact_vcov: factors ~ N(1, Q); the Monte Carlo covariance of 20000 draws is
+    Q within sampling error and the bootstrap variance of a total is unbiased (4 MC SEs)."""
+    d = _gen_designs(api, gen_ref)["clus2"]
+    Q, unit = rg.quad_form(d, "Stratified Multistage SRS")
+    gb = d.gen_boot("Stratified Multistage SRS", replicates=20000, seed=5)
+    first = np.unique(unit, return_index=True)[1]
+    F = gb.replicate_weights("replication")[first]
+    C = np.cov(F)
+    assert np.abs(C - Q).max() < 0.05 * np.abs(Q).max()
+    t = gb.replicate_weights("analysis").T @ d.data["enroll"].to_numpy(float)
+    dev2 = (t - t.mean()) ** 2
+    lin = d.total("enroll")["se"].iloc[0] ** 2
+    assert abs(dev2.mean() - lin) < 4 * dev2.std() / np.sqrt(dev2.shape[0])
+
+
+def test_gen_boot_tau(api, gen_ref):
+    """tau='auto': every factor >= 0.01, tau^2 has two decimals and is the smallest such
+    (svrep's rule: the factor nearest 0 lands within rounding of 0.01), scale tau^2/B; a
+    given tau rescales 1 + (f-1)/tau and multiplies the scale by tau^2 (variances unchanged)."""
+    d = _gen_designs(api, gen_ref)["clus1"]
+    base = d.gen_boot("Ultimate Cluster", replicates=50, seed=6)
+    auto = d.gen_boot("Ultimate Cluster", replicates=50, seed=6, tau="auto")
+    Fb, Fa = base.replicate_weights("replication"), auto.replicate_weights("replication")
+    assert Fb.min() < 0.01 <= Fa.min() < 0.0105
+    tau2 = auto.tau ** 2
+    assert np.isclose(tau2 * 100, round(tau2 * 100)) and np.isclose(auto.scale, tau2 / 50)
+    assert_rel(Fa - 1, (Fb - 1) / auto.tau, 1e-12)
+    assert_rel(auto.total("enroll")["se"], base.total("enroll")["se"], 1e-10)
+    r = gen_ref["tau_auto"]  # svrep's own (random) draw obeys the same rule
+    assert 0.01 <= r["min_factor"] < 0.0105 and np.isclose(r["scale"], r["tau"] ** 2 / 50)
+
+
+def test_fay_subsample_and_unbalanced(api, gen_ref):
+    d = _gen_designs(api, gen_ref)["strat"]
+    Q, unit = rg.quad_form(d, "SD2")
+    full = d.fays_gen_rep("SD2", seed=7)
+    k = full.replicates
+    assert k == 64 and k > np.linalg.matrix_rank(Q)
+    sub = d.fays_gen_rep("SD2", seed=7, max_replicates=20)
+    assert sub.replicates == 20 and np.isclose(sub.scale, k / 20)
+    unb = d.fays_gen_rep("SD2", balanced=False, seed=8)
+    assert unb.replicates == np.linalg.matrix_rank(Q)
+    assert_rel(unb.total("enroll")["se"], full.total("enroll")["se"], 1e-10)
+    with pytest.warns(UserWarning, match="mse = FALSE"):
+        d.fays_gen_rep("SD2", seed=7, mse=False)
+    with pytest.raises(ValueError, match="variance_estimator"):
+        d.fays_gen_rep("Horvitz-Thompson")
+    with pytest.raises(ValueError, match="needs the design's fpc"):
+        _gen_designs(api, gen_ref)["clus1"].gen_boot("Stratified Multistage SRS")

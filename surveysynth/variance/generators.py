@@ -144,3 +144,195 @@ def canty_davison_factors(soc: np.ndarray, replicates: int, seed: Seed = None,
         raise ValueError("Canty-Davison bootstrap: every stratum has a single PSU, so the "
                          "variance scale nbar/(nbar-1) is undefined. Fix: collapse strata.")
     return fac, nbar / ((nbar - 1.0) * (replicates - 1.0))
+
+
+# ------------------------------------------------------------------ quadratic forms
+QUAD_FORMS = ("Ultimate Cluster", "Stratified Multistage SRS", "SD1", "SD2")
+
+
+def _srswor_block(same: np.ndarray, n: int, one_minus_f: float) -> np.ndarray:
+    """svrep ``make_srswor_matrix`` spread over units: (1-f) for units of the same cluster,
+    -(1-f)/(n-1) for units of different clusters (0 when n = 1)."""
+    if n < 2:
+        return np.zeros(same.shape)
+    return one_minus_f * np.where(same, 1.0, -1.0 / (n - 1.0))
+
+
+def _sd_matrix(n: int, one_minus_f: float, kind: str) -> np.ndarray:
+    """svrep ``make_sd_matrix``: successive-difference quadratic form of n clusters in order
+    (SD1: non-circular, times n/(n-1); SD2: circular)."""
+    if n < 2:
+        return np.zeros((n, n))
+    C = 2.0 * np.eye(n)
+    idx = np.arange(n - 1)
+    C[idx, idx + 1] = C[idx + 1, idx] = -1.0
+    if kind == "SD1":
+        C[0, 0] = C[n - 1, n - 1] = 1.0
+        C *= n / (n - 1.0)
+    elif n > 2:
+        C[0, n - 1] = C[n - 1, 0] = -1.0
+    else:
+        C[0, 1] = C[1, 0] = -2.0
+    return one_minus_f / 2.0 * C
+
+
+def quad_form(stages: list, unit_rows: np.ndarray, variance_estimator: str,
+              has_fpc: bool) -> np.ndarray:
+    """The (K, K) quadratic form Sigma of a design's variance estimator over its K units
+    (svrep ``get_design_quad_form``): V(total) = z' Sigma z for the units' weighted totals z.
+
+    ``unit_rows``: one data row of each unit (its first), in unit order. Estimators:
+    ``"Ultimate Cluster"`` (stage-1 PSUs, stage-1 fpc), ``"Stratified Multistage SRS"`` (every
+    stage, SRSWOR within each stage's strata, later stages times the earlier sampling
+    fractions; R survey's multistage formula), ``"SD1"``/``"SD2"`` (successive differences of
+    stage-1 PSUs in data order within stage-1 strata, Wolter's and Ash's).
+    """
+    if variance_estimator not in QUAD_FORMS:
+        raise ValueError(f"variance_estimator={variance_estimator!r}: choose one of "
+                         f"{QUAD_FORMS} (svrep names).")
+    if variance_estimator == "Stratified Multistage SRS" and not has_fpc:
+        raise ValueError("variance_estimator='Stratified Multistage SRS' needs the design's "
+                         "fpc (population sizes at every stage; svrep: 'must supply "
+                         "strata_pop_sizes'). Fix: give fpc= or use 'Ultimate Cluster'.")
+    K = unit_rows.shape[0]
+    Q = np.zeros((K, K))
+    use = stages if variance_estimator == "Stratified Multistage SRS" else stages[:1]
+    for st in use:
+        clu = np.asarray(st.cluster)[unit_rows]
+        soc = np.asarray(st.stratum_of_cluster)
+        stratum = soc[clu]
+        omf = np.asarray(st.fpc_factor, dtype=float) if has_fpc else np.ones(st.n_strata)
+        mult = (np.asarray(st.multiplier, dtype=float) if has_fpc
+                else np.ones(st.n_strata))
+        # strata in order of first appearance among the units (svrep's unique())
+        _, first_pos = np.unique(stratum, return_index=True)
+        for h in stratum[np.sort(first_pos)]:
+            members = np.flatnonzero(stratum == h)
+            c = clu[members]
+            _, cidx = np.unique(c, return_inverse=True)
+            n = int(cidx.max()) + 1
+            if variance_estimator in ("SD1", "SD2"):
+                # clusters in order of first appearance among the (data-ordered) units
+                order_codes = pd_factorize(c)
+                block = _sd_matrix(n, float(omf[h]), variance_estimator)[
+                    np.ix_(order_codes, order_codes)]
+            else:
+                block = _srswor_block(c[:, None] == c[None, :], n, float(omf[h]))
+                if mult[h] != 1.0:
+                    block = block * mult[h]
+            Q[np.ix_(members, members)] += block
+    return Q
+
+
+def pd_factorize(x: np.ndarray) -> np.ndarray:
+    """Codes 0..k-1 in order of first appearance (R ``factor(x, levels = unique(x))``)."""
+    _, first, inv = np.unique(x, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.shape[0])
+    return rank[inv.reshape(-1)]
+
+
+def nearest_psd(Q: np.ndarray, psd_option: str = "warn") -> np.ndarray:
+    """svrep's ``is_psd_matrix`` check (eigenvalues >= -sqrt(eps) |largest|) and, with
+    ``psd_option="warn"``, its ``get_nearest_psd_matrix`` (negative eigenvalues set to 0)."""
+    lam, V = np.linalg.eigh(Q)
+    if (lam >= -np.sqrt(np.finfo(float).eps) * np.abs(lam).max()).all():
+        return Q
+    msg = ("The sample quadratic form matrix for this design and variance estimator is not "
+           "positive semidefinite.")
+    if psd_option != "warn":
+        raise ValueError(msg + " This can be handled with psd_option='warn'.")
+    warnings.warn(msg + " It will be approximated by the nearest positive semidefinite "
+                  "matrix.", UserWarning, stacklevel=3)
+    return (V * np.maximum(lam, 0.0)) @ V.T
+
+
+def gen_boot_factors(Q: np.ndarray, replicates: int, seed: Seed = None, tau: float | str = 1.0,
+                     exact_vcov: bool = False) -> tuple[np.ndarray, float, float]:
+    """The generalized bootstrap (Beaumont and Patak 2012; svrep ``make_gen_boot_factors``):
+    factors ~ N(1, Q), scale 1/B; ``exact_vcov`` whitens the draws so that
+    (1/B) sum_b (f_b - 1)(f_b - 1)' = Q exactly and the factors average 1. ``tau`` rescales
+    to ``1 + (f - 1)/tau`` with scale tau^2/B; ``"auto"``: the smallest tau (tau^2 rounded up
+    to 2 decimals) making every factor >= 0.01. Returns (factors (K, B), scale, tau)."""
+    rng = as_generator(seed)
+    K = Q.shape[0]
+    lam, V = np.linalg.eigh(Q)
+    # Q = root root', columns by decreasing eigenvalue: with exact_vcov the whitened draws'
+    # degenerate columns (beyond B - 1) must meet the null space, as svrep's svd order does
+    root = (V * np.sqrt(np.maximum(lam, 0.0)))[:, ::-1]
+    if not exact_vcov:
+        F = 1.0 + root @ rng.standard_normal((K, replicates))
+    else:
+        rank = np.linalg.matrix_rank(Q)
+        if replicates <= rank:
+            raise ValueError(f"exact_vcov=True needs more replicates than the rank of the "
+                             f"quadratic form ({rank}); got replicates={replicates}.")
+        Z = rng.standard_normal((replicates, K))
+        Z = Z - Z.mean(axis=0)
+        _, _, vt = np.linalg.svd(Z, full_matrices=True)
+        Z = Z @ vt.T
+        sd = Z.std(axis=0, ddof=1)
+        Z = Z / np.where(sd > 0, sd, 1.0)
+        Z[:, sd <= 1e-12 * max(sd.max(), 1.0)] = 0.0
+        F = 1.0 + np.sqrt(replicates / (replicates - 1.0)) * (root @ Z.T)
+    scale = 1.0 / replicates
+    if tau == "auto":
+        low = F < 0.01
+        if low.any():
+            c = abs(float(np.min((1.0 - F) / (0.01 - 1.0))))
+            tau2 = math.ceil(c * c * 100.0) / 100.0
+        else:
+            tau2 = 1.0
+    else:
+        tau = float(tau)
+        if not tau > 0:
+            raise ValueError(f"tau={tau}: must be positive (or 'auto').")
+        tau2 = tau * tau
+    if tau2 != 1.0:
+        F = 1.0 + (F - 1.0) / math.sqrt(tau2)
+    return F, scale * tau2, math.sqrt(tau2)
+
+
+def fays_gen_rep_factors(Q: np.ndarray, seed: Seed = None, max_replicates: float = math.inf,
+                         balanced: bool = True, hadamard: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, float]:
+    """Fay's generalized replication (svrep ``make_fays_gen_rep_factors``): with the
+    eigen-decomposition Q = sum_k lambda_k v_k v_k' over its rank k', factors
+    ``1 + [sqrt(lambda_k) v_k]_k H[1:k', ] / sqrt(order)`` for a Hadamard matrix H with rows and
+    columns shuffled (``balanced``; its order the smallest power of 2 above k' unless
+    ``hadamard`` is given: R's ``survey::hadamard`` also has other orders), or the columns
+    ``1 + sqrt(lambda_k) v_k`` in shuffled order (``balanced=False``). Since H's rows are
+    orthogonal, sum_r (f_r - 1)(f_r - 1)' = Q exactly (scale 1, mse). ``max_replicates`` below
+    the order keeps a random subset with scale order / kept. Returns (factors, scale)."""
+    rng = as_generator(seed)
+    lam, V = np.linalg.eigh(Q)
+    lam, V = lam[::-1], V[:, ::-1]  # descending, as R's eigen
+    rank = int(np.linalg.matrix_rank(Q))
+    if rank == 0:
+        raise ValueError("The quadratic form is zero (no variance): nothing to replicate.")
+    v = V[:, :rank] * np.sqrt(np.maximum(lam[:rank], 0.0))
+    if not balanced:
+        F = 1.0 + v[:, rng.permutation(rank)]
+        k = rank
+    else:
+        if hadamard is None:
+            order = 1 << int(rank).bit_length()  # a power of 2 > rank
+            from scipy.linalg import hadamard as sylvester
+
+            H = sylvester(order).astype(float)
+        else:
+            H = np.asarray(hadamard, dtype=float)
+            if H.shape[0] != H.shape[1] or H.shape[0] < rank or not np.allclose(
+                    H @ H.T, H.shape[0] * np.eye(H.shape[0])):
+                raise ValueError(f"hadamard: need a +-1 Hadamard matrix of order >= the rank "
+                                 f"of the quadratic form ({rank}).")
+        k = H.shape[0]
+        perm = rng.permutation(k)
+        H = H[np.ix_(perm, perm)]
+        F = 1.0 + v @ H[:rank] / math.sqrt(k)
+    scale = 1.0
+    if max_replicates < k:
+        m = int(max_replicates)
+        scale = k / m
+        F = F[:, rng.permutation(m)]
+    return F, scale
