@@ -239,6 +239,22 @@ def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
         return est / Tx, Tx
 
 
+def _variance_order(adjustments: tuple) -> list:
+    """The order in which weight adjustments residualize influence values. R's calibrations
+    (``postStrata``) apply in the order they were made, as R's ``svyrecvar``; an adjustment
+    with ``chain_rule = True`` (the nonresponse adjustment, which R lacks) applies after every
+    adjustment made later, as the chain rule of linearization requires (the last step first):
+    runs of R calibrations keep R's order and the runs and chain-rule steps go last first."""
+    segments: list[list] = []
+    for adj in adjustments:
+        if getattr(adj, "chain_rule", False) or not segments or getattr(
+                segments[-1][-1], "chain_rule", False):
+            segments.append([adj])
+        else:
+            segments[-1].append(adj)
+    return [adj for seg in reversed(segments) for adj in seg]
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -692,7 +708,7 @@ class SurveyDesign(Estimators):
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((z.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        for adj in self._calibration:
+        for adj in _variance_order(self._calibration):
             Z = adj.residualize(Z)
         return Z
 
