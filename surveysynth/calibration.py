@@ -64,7 +64,10 @@ class GregAdjustment:
         self.w = w  # g * sqrt(w_old)
 
     def residualize(self, Z: np.ndarray) -> np.ndarray:
-        U = Z / self.w[:, None]
+        # rows of weight zero (e.g. nonrespondents after redistribute_weights) have z = 0 and
+        # no row in the regression: their residual stays 0
+        w = self.w[:, None]
+        U = np.divide(Z, w, out=np.zeros(Z.shape), where=w != 0)
         U = U - self.basis @ (self.basis.T @ U)
         return U * self.w[:, None]
 
@@ -449,8 +452,10 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
             raise _failure("calibrate", info, calfun, bounds, maxit, epsilon)
         warnings.warn(str(_failure("calibrate", info, calfun, bounds, maxit, epsilon)),
                       UserWarning, stacklevel=2)
-    w_new = 1.0 / ((1.0 / ww_orig) / g)
-    _check_weights(g, w_new, frame.index, allow_nonpositive, "calibrate")
+    with np.errstate(divide="ignore"):
+        w_new = 1.0 / ((1.0 / ww_orig) / g)  # rows of weight 0 stay 0 (R: prob = Inf)
+    _check_weights(g, np.where(ww_orig > 0, w_new, 1.0), frame.index, allow_nonpositive,
+                   "calibrate")
     if kind == "taylor":
         whalf = np.sqrt(ww)
         adj = GregAdjustment(_orthobasis(mm * whalf[:, None]), g * whalf)
@@ -549,6 +554,11 @@ def _trim_g(g: np.ndarray, w: np.ndarray, trim: tuple[float, float]) -> tuple[np
     if not outside.any():
         return g, False
     inside = ~outside
+    if not float(w[inside].sum()) > 0:
+        raise CalibrationError(
+            f"calibrate: every g-weight of a unit with positive weight is outside trim={trim} "
+            f"(range {g[w > 0].min():.4g} to {g[w > 0].max():.4g}): nothing can take the "
+            "trimmed weight (R would give NaN weights). Fix: widen trim.")
     gnew[inside] = gnew[inside] + float(((g - gnew) * w).sum()) / float(w[inside].sum())
     return gnew, True
 

@@ -132,3 +132,18 @@ def test_aggregate_errors_and_warning(api, d):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         d.jackknife().calibrate("~stype", POP, aggregate_index="dnum")
+
+
+def test_calibrate_after_nonresponse_zero_weights(api, d):
+    """Nonrespondents carry weight 0 after redistribute_weights: calibration keeps them at 0
+    (R: prob = Inf), does not call them non-positive, and the linearization SE is finite (the
+    GREG residual of a zero-weight row is 0, not 0/0)."""
+    resp = (np.arange(183) % 4 != 0)
+    nr = d.redistribute_weights(~resp, resp, by="stype")
+    cal = nr.calibrate("~stype+api99", POP3, calfun="raking", trim=(0.8, 1.25))
+    assert (cal.full_weights[~resp] == 0).all()
+    assert np.isclose(cal.full_weights.sum(), 6194, rtol=1e-3)
+    se = cal.subset(resp).mean("api00")["se"].iloc[0]
+    assert np.isfinite(se) and se > 0
+    with pytest.raises(ss.calibration.CalibrationError, match="widen trim"):
+        d.calibrate("~stype+api99", POP3, bounds=(0.5, 2), trim=(1.0, 1.0))
