@@ -277,6 +277,9 @@ def test_cd_seed_and_warnings(api):
         b = d.canty_davison(30, seed=9)
     assert np.array_equal(a.replicate_weights(), b.replicate_weights())
     assert a.type == "bootstrap" and not a.mse
+    with pytest.warns(UserWarning, match="after first stage"):
+        c = d.bootstrap(30, method="canty-davison", seed=9)  # the same generator
+    assert np.array_equal(a.replicate_weights(), c.replicate_weights())
 
 
 # ------------------------------------------------------------------ generalized replication
