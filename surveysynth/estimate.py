@@ -470,6 +470,14 @@ class Estimators:
 
     postStratify = post_stratify  # R's spelling
 
+    def redistribute_weights(self, reduce_if: Any, increase_if: Any,
+                             by: str | Sequence[str] | None = None):
+        """Nonresponse weighting-class adjustment (svrep ``redistribute_weights``); see
+        :func:`surveysynth.nonresponse.redistribute_weights`."""
+        from .nonresponse import redistribute_weights
+
+        return redistribute_weights(self, reduce_if, increase_if, by)
+
     def trim_weights(self, upper: float | None = None, lower: float | None = None,
                      strict: bool = False, **options: Any):
         """Design with trimmed weights (R ``trimWeights``); see
