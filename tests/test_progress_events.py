@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -144,3 +145,17 @@ def test_quantile_regressions_are_steps_and_the_console_shows_the_last(api_desig
     with progress.listening(con):
         ss.synth.QuantileSynthesizer(**kw).fit(api_design)
     assert out.getvalue().splitlines() == [f"[3/6] fit: quantile regressions {total}/{total}"]
+
+
+def test_a_synthesizer_labels_its_stan_runs():
+    """The risk-weighted NB synthesizer's one fit reaches the listener under its own label."""
+    from surveysynth.datasets.risk import nb_mixture
+
+    rec = Recorder()
+    syn = ss.synth.NBSynthesizer("y", alpha=None, m=1, random_state=1,
+                                 chains=1, draws=60, warmup=60, progress=False)
+    with progress.listening(rec), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: convergence warnings are expected
+        syn.fit(nb_mixture(120, seed=3))
+    labels = [e[1] for e in rec.events if e[0] in ("start", "end")]
+    assert labels == ["NBSynthesizer fit", "NBSynthesizer fit"], rec.events[:3]
