@@ -347,7 +347,7 @@ def _dispersion_41(fit: GLMResults) -> float:
 
 def _aic_one(fit: GLMResults, k: float, null_has_intercept: bool,
              survey_version: str) -> np.ndarray:
-    if not isinstance(fit, GLMResults):
+    if not _is_glm_result(fit):
         raise TypeError(f"AIC: expected svyglm results, got {type(fit).__name__}.")
     if survey_version not in ("4.5", "4.1"):
         raise ValueError(f"survey_version={survey_version!r}: choose '4.5' or '4.1'.")
