@@ -643,9 +643,9 @@ def _fpc_rscales(type_, rscales, R, fpc, fpctype):
 
 # ---------------------------------------------------------------------- from SurveyDesign
 def _check_design(design: Any) -> None:
-    from .design import SurveyDesign
-
-    if not isinstance(design, SurveyDesign):
+    # a SurveyDesign, told by its kind: design.py imports this module (d.bootstrap() and
+    # friends), so this module does not import design.py
+    if not isinstance(design, Estimators) or design.design_kind != "taylor":
         raise ValueError(f"design must be a SurveyDesign, got {type_name(design)}.")
 
 
