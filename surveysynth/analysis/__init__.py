@@ -1,6 +1,6 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
+``svyvar``, ``svyolr``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
 
 Sits above the estimation core and the combining rules, below privacy and releases
 (``SyntheticRelease.glm`` combines :func:`svyglm` over synthetic sets).
@@ -11,9 +11,10 @@ from __future__ import annotations
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
+from .olr import OLRResults, svyolr
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
-           "svyttest", "svyvar"]
+           "svyttest", "svyvar", "OLRResults", "svyolr"]
