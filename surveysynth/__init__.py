@@ -31,7 +31,7 @@ _EXPORTS = {
     "svyranktest": ".analysis",
     "svyvar": ".analysis", "regTermTest": ".analysis", "anova": ".analysis",
     "AIC": ".analysis", "BIC": ".analysis",
-    "svyolr": ".analysis",
+    "svyolr": ".analysis", "svyloglin": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

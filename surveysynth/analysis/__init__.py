@@ -1,6 +1,6 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, ``svyolr``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
+``svyvar``, ``svyolr``, ``svyloglin``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
 
 Sits above the estimation core and the combining rules, below privacy and releases
 (``SyntheticRelease.glm`` combines :func:`svyglm` over synthetic sets).
@@ -11,10 +11,13 @@ from __future__ import annotations
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
+from .loglin import LoglinResults, svyloglin
+from .loglin import anova as loglin_anova
 from .olr import OLRResults, svyolr
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
-           "svyttest", "svyvar", "OLRResults", "svyolr"]
+           "svyttest", "svyvar", "OLRResults", "svyolr", "LoglinResults", "loglin_anova",
+           "svyloglin"]
