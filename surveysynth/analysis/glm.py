@@ -25,6 +25,13 @@ does not use the dispersion). Formulas are R-style through formulaic (``y ~ x + 
 ``np.log(x)``, ``I(a - b)``, interactions ``a:b``, ``a*b``); an offset is a formula term
 ``offset(expr)`` or the ``offset=`` argument (a column, an expression, or an array).
 
+Binomial responses may be R's two columns ``cbind(successes, failures)`` (proportions with
+the trials in the prior weights and R's starting values, so R's numbers on linearization
+designs); on replicate designs each replicate fit keeps the trials in its weights, where R's
+``svyglm.svyrep.design`` leaves them out (it refits ``glm.fit`` on the proportions with the
+replicate weights alone), so our replicate SEs are those of R's svyglm on the equivalent
+0/1 data and differ from R's own.
+
 Differences from R, on purpose: a missing value in a model variable is an error naming the rows
 unless ``na_rm=True`` (R drops the rows silently); a rank-deficient model matrix is an error
 naming the aliased terms (R reports NA coefficients); coefficient names are formulaic's
@@ -143,6 +150,7 @@ class _Model:
     spec: Any
     offset_exprs: list[str] = field(default_factory=list)
     offset_array: bool = False
+    trials: np.ndarray | None = None  # cbind(successes, failures): successes + failures
 
 
 def _offset_values(offset, exprs, data, full_index, fit_rows, design) -> np.ndarray:
@@ -164,11 +172,44 @@ def _offset_values(offset, exprs, data, full_index, fit_rows, design) -> np.ndar
     return total + full[fit_rows]
 
 
+_CBIND = re.compile(r"^\s*cbind\s*\((?P<args>.*)\)\s*~(?P<rhs>.*)$", re.S)
+
+
+def _split_cbind(text: str, family: Family) -> tuple[str, str | None]:
+    """``cbind(s, f) ~ rhs`` -> (``s ~ rhs``, ``f``): R's two-column binomial response
+    (successes, failures); other formulas unchanged."""
+    m = _CBIND.match(text)
+    if m is None:
+        return text, None
+    depth, cut = 0, None
+    args = m.group("args")
+    for k, ch in enumerate(args):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            if cut is not None:
+                cut = -1
+                break
+            cut = k
+    if cut is None or cut < 0:
+        raise ValueError(f"formula {text!r}: cbind() needs two arguments, successes and "
+                         "failures (R's two-column binomial response).")
+    if family.kind != "binomial":
+        raise ValueError(f"formula {text!r}: a cbind(successes, failures) response needs "
+                         f"family='binomial' or 'quasibinomial' (got {family.name!r}).")
+    succ, fail = args[:cut].strip(), args[cut + 1:].strip()
+    # arithmetic as R evaluates it (cbind(s, n - s)): formulaic reads '-' as term removal
+    def wrap(e: str) -> str:
+        return e if re.fullmatch(r"[\w.]+", e) else f"I({e})"
+
+    return f"{wrap(succ)} ~{m.group('rhs')}", wrap(fail)
+
+
 def _build_model(formula: str, design: Any, family: Family, offset: Any, na_rm: bool) -> _Model:
     text, exprs = _split_offset(_check_formula(formula))
+    text, failures = _split_cbind(text, family)
     full = design.full_data
     extra = [o for o in [offset] if isinstance(o, str)]
-    cols = formula_columns(" ".join([text, *exprs, *extra]), full.columns)
+    cols = formula_columns(" ".join([text, *exprs, *extra, failures or ""]), full.columns)
     na = design.missing_rows(sorted(set(cols)), na_rm, "svyglm")
     text = quote_dotted(text, full.columns)
     exprs = [quote_dotted(e, full.columns) for e in exprs]
@@ -180,14 +221,25 @@ def _build_model(formula: str, design: Any, family: Family, offset: Any, na_rm: 
     data = full.loc[fit_rows]
     mm = formula_matrix(text, data, "svyglm", na_action="raise")
     X = np.asarray(mm.rhs, dtype=float)
-    y = _response(mm.lhs, family)
+    trials = None
+    if failures is not None:
+        succ = np.asarray(mm.lhs, dtype=float)[:, 0]
+        fail = _evaluate(quote_dotted(failures, full.columns), data)
+        _check_finite(fail, data.index, "the failures of cbind()")
+        if np.any(succ < 0) or np.any(fail < 0):
+            raise ValueError("svyglm: cbind(successes, failures) needs non-negative counts.")
+        trials = succ + fail
+        with np.errstate(invalid="ignore", divide="ignore"):
+            y = np.where(trials > 0, succ / np.where(trials > 0, trials, 1.0), 0.0)
+    else:
+        y = _response(mm.lhs, family)
     off = _offset_values(offset, exprs, data, full.index, fit_rows, design)
     _check_finite(X, data.index, "the model matrix")
     _check_finite(y, data.index, "the response")
     _check_finite(off, data.index, "the offset")
     return _Model(X, y, off, list(map(str, mm.rhs.columns)), fit_rows, na_rows,
                   mm.rhs.model_spec, exprs + extra,
-                  offset is not None and not isinstance(offset, str))
+                  offset is not None and not isinstance(offset, str), trials)
 
 
 def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: str | None = None,
@@ -219,8 +271,14 @@ def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: s
     inside = np.asarray(design.in_subset, dtype=bool)
     w_full = np.asarray(design.full_weights, dtype=float)
     prior = w_full[model.fit_rows] / w_full[inside].mean()
+    mustart = None
+    if model.trials is not None:  # R binomial()$initialize on a two-column response
+        n = model.trials
+        mustart = (n * model.y + 0.5) / (n + 1)
+        prior = prior * n
     check_rank(model.X, prior, model.names)
-    fit = irls(model.X, model.y, prior, model.offset, fam, maxit=maxit, epsilon=epsilon)
+    fit = irls(model.X, model.y, prior, model.offset, fam, maxit=maxit, epsilon=epsilon,
+               mustart=mustart)
     replicates = None
     if getattr(design, "design_kind", "taylor") == "replicate":
         vcov, replicates = _replicate_vcov(design, model, fam, fit, maxit, epsilon)
@@ -249,6 +307,8 @@ def _replicate_vcov(design, model, fam, fit, maxit, epsilon):
     betas = np.empty((rep.shape[1], model.X.shape[1]))
     for r in range(rep.shape[1]):
         wi = rep[:, r]
+        if model.trials is not None:  # the trials weight every replicate's fit too
+            wi = wi * model.trials
         betas[r] = irls(model.X, model.y, wi / wi.sum(), model.offset, fam, start=fit.coef,
                         maxit=maxit, epsilon=epsilon).coef
     return replicate_covariance(design, betas, fit.coef), betas
