@@ -244,7 +244,8 @@ def _build_model(formula: str, design: Any, family: Family, offset: Any, na_rm: 
 
 def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: str | None = None,
            offset: str | Sequence[float] | np.ndarray | None = None, na_rm: bool = False,
-           maxit: int = 25, epsilon: float = 1e-8) -> GLMResults:
+           maxit: int = 25, epsilon: float = 1e-8, std_errors: str = "linearized",
+           degf: bool = False) -> GLMResults:
     """Fit a survey-weighted GLM with design-based standard errors (R ``svyglm``).
 
     Parameters
@@ -260,6 +261,18 @@ def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: s
     na_rm : drop rows with a missing model variable (kept in the design for the variance);
         without it a missing value is an error naming the rows.
     maxit, epsilon : R's ``glm.control``.
+    std_errors : ``"linearized"`` (default) or R survey 4.5's ``"Bell-McCaffrey"`` /
+        ``"Bell-McCaffrey-2"`` (linearization designs): each first-stage cluster's working
+        residuals are multiplied by ``(I - P_c)^{-1/2}``, ``P_c = X_c (X'X)^{-1} X_c'`` with
+        the unweighted model matrix (R's ``scale_bell_mcaffrey``), before the usual sandwich
+        (bias-reduced linearization, Bell and McCaffrey 2002). The two give the same SEs.
+    degf : with Bell-McCaffrey SEs, the Bell-McCaffrey degrees of freedom per coefficient
+        (``df_coef``; ``df_resid`` their minimum, as R): ``tr(M)^2 / tr(M^2)`` with M built
+        from the n x n residual projection, under a unit (``"Bell-McCaffrey"``) or
+        exchangeable (``"-2"``) working covariance. R loops over ``unique(design$cluster)``'s
+        first ``K`` rows (K the number of PSUs), so in a multistage design it treats some
+        PSUs more than once and others not at all; we treat each PSU once (the same numbers
+        for one-stage designs; tests/test_bell_mccaffrey.py shows R's loop gives R's).
 
     Returns
     -------
@@ -267,6 +280,12 @@ def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: s
     ``conf_int()``, ``summary()`` and ``predict()``.
     """
     fam = get_family(family, link)
+    if std_errors not in ("linearized", "Bell-McCaffrey", "Bell-McCaffrey-2"):
+        raise ValueError(f"svyglm: std_errors={std_errors!r}: choose 'linearized', "
+                         "'Bell-McCaffrey' or 'Bell-McCaffrey-2'.")
+    if std_errors != "linearized" and getattr(design, "design_kind", "taylor") == "replicate":
+        raise ValueError("svyglm: Bell-McCaffrey standard errors are for linearization "
+                         "designs (R: 'not applicable to replicate designs').")
     model = _build_model(formula, design, fam, offset, na_rm)
     inside = np.asarray(design.in_subset, dtype=bool)
     w_full = np.asarray(design.full_weights, dtype=float)
@@ -280,23 +299,87 @@ def svyglm(formula: str, design: Any, family: str | Family = "gaussian", link: s
     fit = irls(model.X, model.y, prior, model.offset, fam, maxit=maxit, epsilon=epsilon,
                mustart=mustart)
     replicates = None
+    df_coef = None
     if getattr(design, "design_kind", "taylor") == "replicate":
         vcov, replicates = _replicate_vcov(design, model, fam, fit, maxit, epsilon)
         # R: degf of the design before rows with missing values are dropped
         codes = np.where(inside, 0, -1)
     else:
-        estfun = model.X * (fit.resid_working * fit.weights)[:, None]
+        resid = fit.resid_working
+        if std_errors != "linearized":
+            groups = _psu_groups(design, model.fit_rows)
+            resid, df_coef = bell_mccaffrey(resid, model.X, groups, std_errors, degf)
+        estfun = model.X * (resid * fit.weights)[:, None]
         infl = np.zeros((inside.shape[0], model.X.shape[1]))
         infl[model.fit_rows] = estfun @ fit.cov_unscaled
         codes = np.where(model.fit_rows, 0, -1)
         vcov = influence_covariance(design, infl, codes)
-    degf = float(design.domain_df(codes, 1)[0])
+    design_degf = float(design.domain_df(codes, 1)[0])
     # what regTermTest(method="LRT"), anova and AIC refit a sub-model with (R: update())
     refit = {"design": design, "family": fam, "offset": offset, "na_rm": na_rm,
              "maxit": maxit, "epsilon": epsilon}
-    return GLMResults(formula=formula, family=fam, fit=fit, model=model, vcov_matrix=vcov,
-                      design_df=degf, design_kind=getattr(design, "design_kind", "taylor"),
-                      replicates=replicates, prior_weights=prior, refit=refit)
+    out = GLMResults(formula=formula, family=fam, fit=fit, model=model, vcov_matrix=vcov,
+                     design_df=design_degf, design_kind=getattr(design, "design_kind", "taylor"),
+                     replicates=replicates, prior_weights=prior, refit=refit)
+    if df_coef is not None:
+        out.set_df_coef(df_coef)
+    return out
+
+
+def _psu_groups(design: Any, fit_rows: np.ndarray) -> list[np.ndarray]:
+    """The fit's rows of each first-stage cluster, in order of first appearance (each once)."""
+    psu = np.asarray(design.stages[0].cluster)[fit_rows]
+    return [np.flatnonzero(psu == c) for c in pd.unique(psu)]
+
+
+def _mihalf(M: np.ndarray) -> np.ndarray:
+    """R's ``mihalf``: symmetric inverse square root by ``eigen`` (zero eigenvalues left 0)."""
+    val, vec = np.linalg.eigh(M)
+    inv = np.zeros_like(val)
+    nz = val != 0
+    inv[nz] = 1 / val[nz]
+    return (vec * np.sqrt(inv)) @ vec.T
+
+
+def bell_mccaffrey(resid: np.ndarray, X: np.ndarray, groups: list[np.ndarray],
+                   std_errors: str = "Bell-McCaffrey", degf: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """R survey 4.5's ``scale_bell_mcaffrey``: the working residuals with each group's (PSU's)
+    block multiplied by ``(I - X_g (X'X)^{-1} X_g')^{-1/2}``, the groups taken in the order
+    given (a group given twice is scaled twice, as R's loop does in multistage designs), and
+    with ``degf`` the Bell-McCaffrey df of each coefficient (else None)."""
+    r = np.array(resid, dtype=float)
+    invXtX = np.linalg.inv(X.T @ X)
+    n, p = X.shape
+    G = []
+    H = np.eye(n) - X @ invXtX @ X.T if degf else None
+    for idx in groups:
+        Xg = X[idx]
+        A = _mihalf(np.eye(idx.shape[0]) - Xg @ invXtX @ Xg.T)
+        r[idx] = A.T @ r[idx]
+        if degf:
+            G.append(H[idx].T @ A @ Xg @ invXtX)  # n x p (Theorem 4)
+    if not degf:
+        return r, None
+    df = np.empty(p)
+    if std_errors == "Bell-McCaffrey-2":
+        sigma2 = float(np.mean(r * r))
+        cross = sum(float(np.sum(np.outer(r[g], r[g]))) for g in groups)
+        n_cross = sum(g.shape[0] ** 2 for g in groups)
+        rho = (cross - float(np.sum(r * r))) / (n_cross - n)
+    for j in range(p):
+        Gj = np.column_stack([g[:, j] for g in G])  # n x K
+        if std_errors == "Bell-McCaffrey":
+            M = Gj.T @ Gj
+        else:
+            VG = sigma2 * Gj
+            for g in groups:
+                blk = Gj[g]
+                VG[g] += rho * (blk.sum(axis=0)[None, :] - blk)
+            M = Gj.T @ VG
+        lam = np.linalg.eigvalsh((M + M.T) / 2)
+        df[j] = lam.sum() ** 2 / np.sum(lam * lam)
+    return r, df
 
 
 def _replicate_vcov(design, model, fam, fit, maxit, epsilon):
@@ -367,6 +450,17 @@ class GLMResults:
         self.fitted_values = fit.mu
         self.prior_weights = prior_weights  # R glm$prior.weights (rescaled to mean 1)
         self.refit_arguments = refit  # design, family, offset, na_rm, maxit, epsilon
+
+    def set_df_coef(self, df_coef: np.ndarray) -> None:
+        """Bell-McCaffrey degrees of freedom per coefficient (R ``svyglm(degf=TRUE)``'s
+        ``df.coef``): ``df_resid`` becomes their minimum and the p-values use it (R's
+        ``summary.svyglm``)."""
+        self.df_coef = pd.Series(np.asarray(df_coef, float), index=self.params.index,
+                                 name="df")
+        self.df_resid = float(self.df_coef.min())
+        with np.errstate(invalid="ignore"):
+            self.pvalues = pd.Series(2 * stats.t.sf(np.abs(self.tvalues), self.df_resid),
+                                     index=self.params.index, name="p")
 
     @property
     def family_object(self) -> Family:
