@@ -36,6 +36,7 @@ _EXPORTS = {
     "svyplot": ".analysis", "svyqqplot": ".analysis", "svyqqmath": ".analysis",
     "svysmooth": ".analysis", "svycoplot": ".analysis", "dotchart": ".analysis",
     "make_panel_svysmooth": ".analysis",
+    "svyolr": ".analysis", "svyloglin": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

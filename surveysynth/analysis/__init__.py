@@ -1,6 +1,6 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs; the
+``svyvar``, ``svyolr``, ``svyloglin``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs; the
 multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``), ``svysmooth`` and the
 graphics (``svyhist``, ``svyboxplot``, ``svyplot``, ``svyqqplot``, ``svyqqmath``; matplotlib,
 imported only when drawing).
@@ -24,13 +24,17 @@ from .multivariate import (
     svyfactanal,
     svyprcomp,
 )
+from .loglin import LoglinResults, svyloglin
+from .loglin import anova as loglin_anova
+from .olr import OLRResults, svyolr
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
-           "svyttest", "svyvar"]
+           "svyttest", "svyvar", "OLRResults", "svyolr", "LoglinResults", "loglin_anova",
+           "svyloglin"]
 __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplot"]
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
