@@ -15,6 +15,8 @@ from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
 from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .loglin import LoglinResults, svyloglin
+from .loglin import anova as loglin_anova
 from .multivariate import (
     FactanalResult,
     PrcompResult,
@@ -24,8 +26,6 @@ from .multivariate import (
     svyfactanal,
     svyprcomp,
 )
-from .loglin import LoglinResults, svyloglin
-from .loglin import anova as loglin_anova
 from .olr import OLRResults, svyolr
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth

@@ -42,6 +42,7 @@ it out).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
