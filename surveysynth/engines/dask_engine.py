@@ -40,6 +40,7 @@ from .._validate import as_list
 from ..design import SurveyDesign
 from ..estimate import category_levels, estimate_frame, is_categorical
 from ..replicate_design import ReplicateDesign
+from ..results import Estimate
 from ..variance.replicate_weights import rank_like_r, replicate_variance
 from .base import Engine
 
@@ -359,38 +360,50 @@ class _DaskBase:
             (cat if force_categorical or is_categorical(probe) else num).append(c)
         return num, cat
 
-    # ---- the public estimators (R's svytotal/svymean/svyratio, by domain)
+    # ---- the public estimators (R's svytotal/svymean/svyratio, by domain), with the options
+    # of surveysynth.results.EstimatorProtocol; ``engine`` is "dask" (the pass over the data)
+    #: statistics of the estimator protocol this design does not compute (they raise)
+    unsupported_estimators: tuple[str, ...] = ("quantile",)
+
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-              df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+              df: float | str | None = None, engine: str = "dask",
+              **unsupported: Any) -> Estimate:
         """Estimated totals by domain (categorical: the count of each level), as
         :meth:`surveysynth.SurveyDesign.total`."""
         return self._run("total", as_list(variables), None, by, na_rm, level, ci, df,
-                         unsupported)
+                         {**unsupported, "engine": engine})
 
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-             df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+             df: float | str | None = None, engine: str = "dask",
+             **unsupported: Any) -> Estimate:
         """Estimated means by domain (categorical: level shares), as ``SurveyDesign.mean``."""
-        return self._run("mean", as_list(variables), None, by, na_rm, level, ci, df, unsupported)
+        return self._run("mean", as_list(variables), None, by, na_rm, level, ci, df,
+                         {**unsupported, "engine": engine})
 
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
                    na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-                   df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+                   df: float | str | None = None, engine: str = "dask",
+                   **unsupported: Any) -> Estimate:
         """Share of every level (numeric columns: each value a level), Wald intervals."""
         return self._run("proportion", as_list(variables), None, by, na_rm, level, ci, df,
-                         unsupported)
+                         {**unsupported, "engine": engine})
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
               by: str | Sequence[str] | None = None, na_rm: bool = False, level: float = 0.95,
-              ci: str = "normal", df: float | str | None = None,
-              **unsupported: Any) -> pd.DataFrame:
+              ci: str = "normal", df: float | str | None = None, engine: str = "dask",
+              **unsupported: Any) -> Estimate:
         """Ratios of totals (every numerator over every denominator), as ``svyratio``."""
         return self._run("ratio", as_list(numerator), as_list(denominator), by, na_rm, level,
-                         ci, df, unsupported)
+                         ci, df, {**unsupported, "engine": engine})
 
-    def quantile(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        """Not available: quantiles need sorted values per domain, not additive sums."""
+    def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
+                 by: str | Sequence[str] | None = None, na_rm: bool = False,
+                 level: float = 0.95, df: float | str | None = None, engine: str = "dask",
+                 **options: Any) -> Estimate:
+        """Not available: quantiles need sorted values per domain, not additive sums (the
+        signature is the protocol's, so that the refusal is the only difference)."""
         raise UnsupportedByDask(
             "quantile() is not computed by the Dask engine (a quantile is not a ratio of sums). "
             "Use SurveyDesign on an in-memory sample, or engine='native'.")
@@ -532,7 +545,7 @@ class _DaskBase:
         g = grid.reorder_levels(by + num) if list(grid.names) != by + num else grid
         return _align(have, g, res, fill)
 
-    def _run(self, stat, cols, dens, by, na_rm, level, ci, df, unsupported) -> pd.DataFrame:
+    def _run(self, stat, cols, dens, by, na_rm, level, ci, df, unsupported) -> Estimate:
         bad = {k: v for k, v in unsupported.items() if v not in (None, False, "native", "wald",
                                                                    "dask")}
         if bad:
@@ -599,7 +612,7 @@ class _DaskBase:
         return agg.reset_index(), grams
 
     @staticmethod
-    def _output(by_df, labels, est, se, dfs, n, level, ci) -> pd.DataFrame:
+    def _output(by_df, labels, est, se, dfs, n, level, ci) -> Estimate:
         """The native estimators' output frame (the same columns, with n)."""
         return estimate_frame(by_df, est.shape[0], labels, est, se, dfs, level, ci, n=n)
 
