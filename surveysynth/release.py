@@ -5,9 +5,12 @@ an analyst should use on it (weights, strata, clusters), the synthesis kind that
 combining rule (partial or full synthesis, METHODS section 4) and a privacy record (mechanism,
 epsilon, Lipschitz bound, guarantee label and its exact text).
 
-Its estimators (``total``, ``mean``, ``ratio``, ``proportion`` with ``by=``) run the same
-estimator on every synthetic design and combine the m results with :func:`surveysynth.combine`
-under the release's rule, so analysts never do combining-rule arithmetic by hand.
+Its estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``, with the options
+of every design kind: ``by``, ``na_rm``, ``level``, ``ci``, ``df``, ``engine``;
+:class:`surveysynth.results.EstimatorProtocol`) run the same estimator on every synthetic
+design and combine the m results with :func:`surveysynth.combine` under the release's rule, so
+analysts never do combining-rule arithmetic by hand. They return a :class:`ReleaseEstimate`,
+an :class:`~surveysynth.results.Estimate` whose intervals are the rule's.
 
 ``save(path)`` writes only what may be published: one Parquet file per synthetic data set, and a
 JSON manifest with the design specification (column names of ids/strata/weights/fpc), the kind,
