@@ -126,8 +126,8 @@ class Estimate(pd.DataFrame):
       full matrix when the estimator was called with ``covmat=True``; otherwise only the
       variances are known and, as R's ``vcov.svyby``, the diagonal is returned, with a warning
       when there is more than one row;
-    * ``.conf_int(level=)`` -- the intervals (R ``confint``): at the estimate's own level its
-      ``ci_low`` / ``ci_high``; at another level, for Wald intervals (``ci="normal"`` or ``"t"``,
+    * ``.conf_int(level=0.95)`` -- the intervals (R ``confint``): at the estimate's own level
+      its ``ci_low`` / ``ci_high``; at another level, for Wald intervals (``ci="normal"`` or ``"t"``,
       a release's rule intervals), ``estimate -+ crit * se`` with the t on the ``df`` column;
       Woodruff quantile and ``svyciprop`` intervals are not functions of the SE and must be
       recomputed by the estimator (an error says so);
@@ -229,11 +229,12 @@ class Estimate(pd.DataFrame):
                 "covmat=True (R: svyby(..., covmat=TRUE)).", UserWarning, stacklevel=2)
         return pd.DataFrame(np.diag(var), index=names, columns=names)
 
-    def conf_int(self, level: float | None = None) -> pd.DataFrame:
-        """Confidence intervals (R ``confint``): columns ``ci_low``, ``ci_high``, indexed as
-        the estimate's rows. ``level`` None or the estimate's own level: the stored limits;
-        another level: ``estimate -+ crit * se`` (normal, or t on ``df``) for Wald intervals."""
-        if level is None or level == self._level:
+    def conf_int(self, level: float = 0.95) -> pd.DataFrame:
+        """Confidence intervals (R ``confint``, whose ``level`` is 0.95 unless given): columns
+        ``ci_low``, ``ci_high``, indexed as the estimate's rows. At the estimate's own level
+        (:attr:`conf_level`) the stored limits; at another level ``estimate -+ crit * se``
+        (normal, or t on ``df``) for Wald intervals, an error for the others."""
+        if level == self._level:
             return pd.DataFrame({"ci_low": self["ci_low"], "ci_high": self["ci_high"]})
         if not 0 < level < 1:
             raise ValueError(f"level={level}: must be in (0, 1).")

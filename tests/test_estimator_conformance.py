@@ -159,7 +159,7 @@ def check_result(design, method: str) -> None:
     np.testing.assert_array_equal(V.to_numpy(), V.to_numpy().T, err_msg=what)
     np.testing.assert_allclose(np.diag(V.to_numpy()), res["se"].to_numpy(float) ** 2,
                                rtol=1e-12, err_msg=what)
-    ci = res.conf_int()
+    ci = res.conf_int(res.conf_level)
     np.testing.assert_array_equal(ci["ci_low"], res["ci_low"], err_msg=what)
     np.testing.assert_array_equal(ci["ci_high"], res["ci_high"], err_msg=what)
     if res.ci_kind in WALD_KINDS:
@@ -221,6 +221,20 @@ def test_diagonal_vcov_warns_and_derived_frames_are_plain(designs):
     full.loc[0, "estimate"] += 1.0  # edited in place: the covariance no longer applies
     with pytest.raises(ValueError, match="reordered/edited"):
         full.vcov()
+
+
+@pytest.mark.parametrize("kind", ("taylor", "release"))
+def test_conf_int_default_level_is_95_as_r_confint(designs, kind):
+    """conf_int() is at 0.95 whatever level the estimate was made at (R ``confint``); a
+    Woodruff quantile made at 0.9 cannot give it (its limits are not estimate -+ crit se)."""
+    d = designs[kind]
+    at90 = d.mean("y", by="g", level=0.9)
+    assert at90.conf_level == 0.9
+    np.testing.assert_allclose(at90.conf_int().to_numpy(),
+                               d.mean("y", by="g")[["ci_low", "ci_high"]].to_numpy(), rtol=1e-12)
+    if kind == "taylor":
+        with pytest.raises(ValueError, match="woodruff"):
+            d.quantile("y", 0.5, level=0.9).conf_int()
 
 
 def test_release_ci_df_level_follow_the_rule(designs):
