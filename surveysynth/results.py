@@ -134,6 +134,26 @@ class Estimate(pd.DataFrame):
     * ``.conf_level``, ``.ci_kind`` -- the interval's level and kind; ``.names`` -- the rows' names.
 
     Any pandas operation returns a plain DataFrame (see the module notes).
+
+    Example (R: ``svyby(~api00, ~stype, d, svymean, covmat = TRUE)``, then ``vcov``, ``confint``):
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"stype": ["E", "E", "E", "H", "H", "H"],
+    ...                    "pw": [10.0, 10.0, 10.0, 5.0, 5.0, 5.0],
+    ...                    "api00": [600.0, 650.0, 700.0, 550.0, 600.0, 640.0]})
+    >>> est = ss.SurveyDesign(df, strata="stype", weights="pw").mean("api00", by="stype",
+    ...                                                                covmat=True)
+    >>> type(est).__name__, est.names
+    ('Estimate', ['E:api00', 'H:api00'])
+    >>> est.vcov().round(1)
+             E:api00  H:api00
+    E:api00    833.3      0.0
+    H:api00      0.0    677.8
+    >>> est.conf_int(level=0.9).round(1)
+       ci_low  ci_high
+    0   602.5    697.5
+    1   553.8    639.5
     """
 
     _metadata = ["_covariance", "_level", "_ci"]
