@@ -614,6 +614,16 @@ class Estimators:
         est, var, z = self._ratio_core(Y, X, dom, D)
         return est, var, z, None, None
 
+    def domain_covariance(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
+                          count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        :meth:`domain_ratios` with the (count*V, count*V) covariance of all the estimates
+        (domain-major: estimate (d, v) is row d*V + v), as ``covmat=True`` computes it.
+        Returns ``(estimate (count, V), covariance)``."""
+        est, cov, _ = self._ratio_cov(Y, X, codes, count)
+        return est, cov
+
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
         """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
 

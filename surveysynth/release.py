@@ -43,7 +43,7 @@ from scipy import stats
 from .combine import combine_sets, low_df_note, rule_note
 from .privacy.confidential import write_confidential
 from .privacy.record import PrivacyRecord
-from .results import Estimate, confidence_interval
+from .results import Covariance, Estimate, confidence_interval, stored_covariance
 
 RELEASE_KINDS = ("partial", "full")
 MANIFEST = "manifest.json"
@@ -97,6 +97,13 @@ class ReleaseEstimate(Estimate):
         html = f"{html}<p>{escape(self.rule_note())}</p>"
         note = self.df_note()
         return html if note is None else f"{html}<p>{escape(note)}</p>"
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a plain DataFrame without ``attrs`` (the same columns, no copy)."""
+    out = pd.DataFrame(frame)
+    out.attrs = {}
+    return out
 
 
 def _check_ci(ci: str, level: float) -> None:
@@ -321,8 +328,8 @@ class SyntheticRelease:
         ``ci="t"``: the rule's interval (t on its df); ``"normal"``: qbar -+ z sqrt(T)."""
         _check_ci(ci, level)
         keys = [c for c in frames[0].columns if c not in _VALUE_COLS]
-        stacked = pd.concat(
-            [f.assign(_set=i) for i, f in enumerate(frames)], ignore_index=True
+        stacked = pd.concat(  # without attrs: pandas compares them, a covariance is an array
+            [_plain(f).assign(_set=i) for i, f in enumerate(frames)], ignore_index=True
         )
         labels = stacked[keys].drop_duplicates(ignore_index=True)
         # order cells as the first set orders them, new cells (absent from set 0) after
@@ -364,15 +371,55 @@ class SyntheticRelease:
         return est
 
     def _run(self, method: str, args: tuple, by, na_rm: bool, level: float, additive: bool,
-             ci: str = "t", df: Any = None, engine: str = "native") -> ReleaseEstimate:
+             ci: str = "t", df: Any = None, engine: str = "native",
+             covmat: bool = False) -> ReleaseEstimate:
         _check_ci(ci, level)
-        frames = [getattr(d, method)(*args, by=by, na_rm=na_rm, df=df, engine=engine)
+        extra = {"covmat": True} if covmat else {}
+        frames = [getattr(d, method)(*args, by=by, na_rm=na_rm, df=df, engine=engine, **extra)
                   for d in self._designs]
-        return self._combine_frames(frames, additive, level, ci)
+        out = self._combine_frames(frames, additive, level, ci)
+        if covmat:
+            out.set_covariance(self._combined_covariance(frames, out))
+        return out
+
+    def _combined_covariance(self, frames: list[pd.DataFrame], out: ReleaseEstimate) -> Covariance:
+        """The release's rule applied to the m covariance matrices (``covmat=True``): with
+        ``Ubar`` the mean of the sets' matrices and ``B`` the between-set covariance of their
+        estimates, ``Ubar + B/m`` (partial synthesis, Reiter 2003) or ``(1 + 1/m) B - Ubar``
+        (full synthesis, Raghunathan, Reiter & Rubin 2003; Reiter 2005 for several estimands),
+        ``Ubar`` for m = 1. Its diagonal is set to the ``variance`` column (the same formulas
+        per row; the matrix products differ from it only by rounding). A full-synthesis row
+        that fell back to ``T_f*`` has no matrix version: an error, as are sets whose rows
+        differ (a domain empty in some set)."""
+        covs = [stored_covariance(f) for f in frames]
+        names = covs[0].names
+        differ = [i for i, c in enumerate(covs) if c.names != names]
+        if differ or len(names) != len(out):
+            raise ValueError(
+                f"covmat=True: synthetic sets {differ[:5] or 'some'} give other rows than set 0 "
+                "(a domain empty in some set), so no common covariance matrix exists. Fix: "
+                "merge rare domains, or take covmat=False (the variances are still combined).")
+        fell_back = out["note"].astype(str).str.contains("T_f*", regex=False).to_numpy()
+        if fell_back.any():
+            raise ValueError(
+                "covmat=True: the full-synthesis variance fell back to T_f* = (n_syn/n) ubar "
+                f"for rows {np.flatnonzero(fell_back)[:5].tolist()} (T_f <= 0), which has no "
+                "matrix version. Fix: more synthetic sets (a larger m), or covmat=False.")
+        m = len(covs)
+        Q = np.vstack([c.estimate for c in covs])
+        Ubar = np.mean([c.matrix for c in covs], axis=0)
+        if m == 1:
+            T = Ubar.copy()
+        else:
+            B = np.atleast_2d(np.cov(Q, rowvar=False, ddof=1))
+            T = Ubar + B / m if self._kind == "partial" else (1 + 1 / m) * B - Ubar
+        np.fill_diagonal(T, out["variance"].to_numpy(float))
+        return Covariance(tuple(names), out["estimate"].to_numpy(float).copy(), T)
 
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, level: float = 0.95, ci: str = "t",
-              df: float | str | None = None, engine: str = "native") -> ReleaseEstimate:
+              df: float | str | None = None, engine: str = "native",
+              covmat: bool = False) -> ReleaseEstimate:
         """Combined totals (counts for categorical variables) over the m synthetic sets.
 
         Columns: the ``by`` columns, ``variable`` (and ``level``), ``estimate``, ``variance``,
@@ -387,30 +434,38 @@ class SyntheticRelease:
         complete-data df, as on a design (None: each domain's own design df; ``"design"``:
         the whole synthetic design's; a number; ``np.inf``: none), which caps the rule's df
         (issue 36, D8). ``engine`` is passed to every synthetic design's estimator.
+        ``covmat=True``: the covariance of all the combined estimates, read with ``.vcov()``
+        or :func:`surveysynth.vcov` (the rule applied to the sets' matrices: ``Ubar + B/m``
+        for partial synthesis, ``(1 + 1/m) B - Ubar`` for full synthesis, where it may fail to
+        be positive definite; an error where a row used the T_f* fallback or a domain is
+        empty in some set).
         """
-        return self._run("total", (variables,), by, na_rm, level, True, ci, df, engine)
+        return self._run("total", (variables,), by, na_rm, level, True, ci, df, engine, covmat)
 
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, level: float = 0.95, ci: str = "t",
-             df: float | str | None = None, engine: str = "native") -> ReleaseEstimate:
+             df: float | str | None = None, engine: str = "native",
+             covmat: bool = False) -> ReleaseEstimate:
         """Combined (Hajek) means over the m synthetic sets (see :meth:`total` for columns
         and options)."""
-        return self._run("mean", (variables,), by, na_rm, level, False, ci, df, engine)
+        return self._run("mean", (variables,), by, na_rm, level, False, ci, df, engine, covmat)
 
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
                    na_rm: bool = False, level: float = 0.95, ci: str = "t",
-                   df: float | str | None = None, engine: str = "native") -> ReleaseEstimate:
+                   df: float | str | None = None, engine: str = "native",
+                   covmat: bool = False) -> ReleaseEstimate:
         """Combined level shares of categorical variables over the m synthetic sets (options
         as :meth:`total`)."""
-        return self._run("proportion", (variables,), by, na_rm, level, False, ci, df, engine)
+        return self._run("proportion", (variables,), by, na_rm, level, False, ci, df, engine,
+                         covmat)
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
               by: str | Sequence[str] | None = None, na_rm: bool = False,
               level: float = 0.95, ci: str = "t", df: float | str | None = None,
-              engine: str = "native") -> ReleaseEstimate:
+              engine: str = "native", covmat: bool = False) -> ReleaseEstimate:
         """Combined ratios of totals over the m synthetic sets (options as :meth:`total`)."""
         return self._run("ratio", (numerator, denominator), by, na_rm, level, False, ci, df,
-                         engine)
+                         engine, covmat)
 
     def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
                  by: str | Sequence[str] | None = None, na_rm: bool = False,

@@ -301,14 +301,16 @@ def stored_covariance(result: pd.DataFrame, required: bool = True) -> Covariance
 #: add options of its own (``deff``, ``covmat``, ``ci_method``, ``qrule``, ...): they are
 #: documented on it, and the others refuse them by name.
 ESTIMATOR_OPTIONS: dict[str, tuple[str, ...]] = {
-    "total": ("variables", "by", "na_rm", "level", "ci", "df", "engine"),
-    "mean": ("variables", "by", "na_rm", "level", "ci", "df", "engine"),
-    "proportion": ("variables", "by", "na_rm", "level", "ci", "df", "engine"),
-    "ratio": ("numerator", "denominator", "by", "na_rm", "level", "ci", "df", "engine"),
+    "total": ("variables", "by", "na_rm", "level", "ci", "df", "engine", "covmat"),
+    "mean": ("variables", "by", "na_rm", "level", "ci", "df", "engine", "covmat"),
+    "proportion": ("variables", "by", "na_rm", "level", "ci", "df", "engine", "covmat"),
+    "ratio": ("numerator", "denominator", "by", "na_rm", "level", "ci", "df", "engine",
+              "covmat"),
     "quantile": ("variables", "quantiles", "by", "na_rm", "level", "df", "engine"),
 }
-#: defaults every design kind shares
-COMMON_DEFAULTS: dict[str, Any] = {"by": None, "na_rm": False, "level": 0.95, "df": None}
+#: defaults every design kind shares (for the options a method takes)
+COMMON_DEFAULTS: dict[str, Any] = {"by": None, "na_rm": False, "level": 0.95, "df": None,
+                                   "covmat": False}
 
 
 @runtime_checkable
@@ -321,7 +323,9 @@ class EstimatorProtocol(Protocol):
     ``level`` of the intervals; ``ci`` ``"normal"`` or ``"t"`` (on ``df``); ``df`` the
     complete-data degrees of freedom: None each domain's own design df, ``"design"`` the whole
     design's, or a number (on a release: the synthetic designs' df that cap the rule's df);
-    ``engine`` the estimation engine (a release passes it to every synthetic design).
+    ``engine`` the estimation engine (a release passes it to every synthetic design);
+    ``covmat`` also compute the covariance of all the estimates (``Estimate.vcov()``; on a
+    release, the combining rule applied to the sets' matrices).
 
     A class that cannot compute a statistic lists it in ``unsupported_estimators`` and raises
     a ``NotImplementedError`` naming the alternative (the Dask designs: ``quantile``).
@@ -331,19 +335,20 @@ class EstimatorProtocol(Protocol):
 
     def total(self, variables: Any, by: Any = None, na_rm: bool = False, level: float = 0.95,
               ci: str = "normal", df: Any = None, engine: str = "native",
-              **options: Any) -> Estimate: ...
+              covmat: bool = False, **options: Any) -> Estimate: ...
 
     def mean(self, variables: Any, by: Any = None, na_rm: bool = False, level: float = 0.95,
              ci: str = "normal", df: Any = None, engine: str = "native",
-             **options: Any) -> Estimate: ...
+             covmat: bool = False, **options: Any) -> Estimate: ...
 
     def proportion(self, variables: Any, by: Any = None, na_rm: bool = False,
                    level: float = 0.95, ci: str = "normal", df: Any = None,
-                   engine: str = "native", **options: Any) -> Estimate: ...
+                   engine: str = "native", covmat: bool = False,
+                   **options: Any) -> Estimate: ...
 
     def ratio(self, numerator: Any, denominator: Any, by: Any = None, na_rm: bool = False,
               level: float = 0.95, ci: str = "normal", df: Any = None, engine: str = "native",
-              **options: Any) -> Estimate: ...
+              covmat: bool = False, **options: Any) -> Estimate: ...
 
     def quantile(self, variables: Any, quantiles: Any, by: Any = None, na_rm: bool = False,
                  level: float = 0.95, df: Any = None, engine: str = "native",

@@ -13,6 +13,8 @@ For each estimator of :data:`surveysynth.results.ESTIMATOR_OPTIONS`:
 * ``conf_int(level)``: the stored limits at the estimate's level; for Wald intervals
   ``estimate -+ crit * se`` with crit the normal or the t on the ``df`` column (on a release:
   the combining rule's df), and the same limits the estimator gives when called with that level;
+* ``covmat=True`` (totals, means, proportions, ratios): the full covariance stored, symmetric,
+  its diagonal se^2, the columns unchanged;
 * ``ci="t"`` / ``ci="normal"`` and a numeric ``df`` honoured (a release never reports more df
   than the complete-data df it is given: the rule's df are capped by it);
 * a statistic a kind cannot compute is declared (``unsupported_estimators``) and refused with
@@ -111,8 +113,8 @@ def check_signature(design, method: str) -> None:
     params = inspect.signature(fn).parameters
     missing = [o for o in ESTIMATOR_OPTIONS[method] if o not in params]
     assert not missing, f"{type(design).__name__}.{method}() lacks options {missing}"
-    for opt, default in COMMON_DEFAULTS.items():
-        got = params[opt].default
+    for opt in (o for o in ESTIMATOR_OPTIONS[method] if o in COMMON_DEFAULTS):
+        got, default = params[opt].default, COMMON_DEFAULTS[opt]
         assert got == default, (f"{type(design).__name__}.{method}({opt}=) defaults to "
                                 f"{got!r}, the protocol's is {default!r}")
     if "ci" in params:
@@ -180,6 +182,19 @@ def check_result(design, method: str) -> None:
             r = _call(design, method, ci=ci_kind)
             assert r.ci_kind == ci_kind, what
             check_wald(r, f"{what} ci={ci_kind}")
+    if "covmat" in ESTIMATOR_OPTIONS[method]:
+        rc = _call(design, method, covmat=True)
+        assert rc.has_covariance, f"{what}: covmat=True stored no covariance"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            C = rc.vcov().to_numpy()
+        assert C.shape == (k, k), what
+        np.testing.assert_allclose(C, C.T, rtol=1e-12, atol=1e-12 * np.abs(C).max(),
+                                   err_msg=what)
+        np.testing.assert_allclose(np.diag(C), rc["se"].to_numpy(float) ** 2, rtol=1e-12,
+                                   err_msg=what)
+        for c in ("estimate", "se"):  # covmat adds the matrix, it changes no column
+            np.testing.assert_allclose(rc[c], res[c], rtol=1e-12, err_msg=f"{what} {c}")
     r5 = _call(design, method, df=5)
     d5 = r5["df"].to_numpy(float)
     assert (d5 <= 5 + 1e-12).all() and (d5 > 0).all(), f"{what}: df={d5} with df=5"
@@ -207,6 +222,50 @@ def test_covmat_gives_the_full_covariance(designs, kind):
     off = V.to_numpy()[~np.eye(len(res), dtype=bool)]
     assert (off != 0).any()
     np.testing.assert_allclose(np.diag(V), res["se"] ** 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("dask", "native"), [("dask", "taylor"),
+                                              ("dask_replicate", "replicate")])
+def test_dask_covmat_is_the_native_one(designs, dask, native):
+    """The Dask designs' covariance (group sums' design; svrVar of the replicate matrix)
+    equals the in-memory design's to rounding, off-diagonal entries included."""
+    got = designs[dask].ratio(["y", "x"], "x", by="g", covmat=True).vcov()
+    ref = designs[native].ratio(["y", "x"], "x", by="g", covmat=True).vcov()
+    assert list(got.index) == list(ref.index)
+    scale = np.abs(ref.to_numpy()).max()
+    np.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=1e-10, atol=1e-13 * scale)
+
+
+def test_release_covmat_is_the_rule_on_the_sets_matrices(designs):
+    """Partial synthesis: T = Ubar + B/m from the sets' own covmat results (by hand), its
+    diagonal the combined variance; full synthesis (1 + 1/m) B - Ubar; a T_f* fallback row
+    (copies of one design: b = 0) has no matrix version and is refused."""
+    rel = designs["release"]
+    got = rel.mean(["y", "x"], by="g", covmat=True)
+    per = [d.mean(["y", "x"], by="g", covmat=True) for d in rel.designs]
+    Q = np.vstack([p["estimate"].to_numpy() for p in per])
+    Ubar = sum(p.vcov().to_numpy() for p in per) / rel.m
+    B = np.cov(Q, rowvar=False, ddof=1)
+    np.testing.assert_allclose(got.vcov().to_numpy(), Ubar + B / rel.m, rtol=1e-10)
+    np.testing.assert_allclose(np.diag(got.vcov()), got["variance"], rtol=0)
+    # full synthesis needs sets that differ more than their own SEs (else T_f <= 0)
+    frame, rng = make_frame(), np.random.default_rng(8)
+    sets = [ss.SurveyDesign(frame.assign(y=frame["y"] + shift + rng.normal(0, 2, len(frame))),
+                            ids="psu", strata="st", weights="w") for shift in (0.0, 4.0, 9.0)]
+    full = SyntheticRelease(sets, "full", rel.privacy, n_original=240)
+    fgot = full.mean("y", by="g", covmat=True)
+    assert not fgot["note"].astype(bool).any()  # no fallback row
+    per = [d.mean("y", by="g", covmat=True) for d in sets]
+    Q = np.vstack([p["estimate"].to_numpy() for p in per])
+    Ubar = sum(p.vcov().to_numpy() for p in per) / 3
+    np.testing.assert_allclose(fgot.vcov().to_numpy(),
+                               (1 + 1 / 3) * np.cov(Q, rowvar=False, ddof=1) - Ubar, rtol=1e-10)
+    d0 = rel.designs[0]
+    copies = SyntheticRelease([d0, d0], "full", build_record(
+        "none", "test copy", m=2, epsilon=None, seeded=True, notes=["test"]), n_original=240)
+    with pytest.raises(ValueError, match=r"T_f\*"):
+        copies.mean("y", covmat=True)
+    assert np.isfinite(copies.mean("y")["se"]).all()  # without covmat the fallback applies
 
 
 def test_diagonal_vcov_warns_and_derived_frames_are_plain(designs):
@@ -268,7 +327,7 @@ def test_glm_conf_int_takes_level_and_alpha_is_deprecated(designs):
 
 # ---------------------------------------------------------------------- mutants
 class _NoCiRelease(SyntheticRelease):
-    """Mutant: the release estimator of before issue 38 (no ci, df, engine)."""
+    """Mutant: the release estimator of before issue 38 (no ci, df, engine, covmat)."""
 
     def mean(self, variables, by=None, na_rm=False, level=0.95):
         return super().mean(variables, by=by, na_rm=na_rm, level=level)
@@ -307,7 +366,7 @@ def test_mutants_fail_the_checks(designs):
     rel = designs["release"]
     frame = make_frame()
     no_ci = _NoCiRelease(rel.designs, "partial", rel.privacy)
-    with pytest.raises(AssertionError, match=r"lacks options \['ci', 'df', 'engine'\]"):
+    with pytest.raises(AssertionError, match=r"lacks options \['ci', 'df', 'engine', 'covmat'\]"):
         check_signature(no_ci, "mean")
     plain = _PlainFrameDesign(frame, ids="psu", strata="st", weights="w")
     check_signature(plain, "total")  # the signature is right ...
