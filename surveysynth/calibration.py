@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import first_rows, parse_vars, require_columns
-from .estimate import category_levels, is_categorical
+from .levels import category_levels, is_categorical
 
 CALFUNS = ("linear", "raking", "logit")
 _EPS = np.finfo(float).eps
@@ -393,9 +393,9 @@ def _replicate_analysis(design: Any) -> np.ndarray:
 
 
 def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
-    from .replicate_design import ReplicateDesign
-
-    return ReplicateDesign.from_factors(
+    # the replicate design's own class builds the new one: calibration imports no design
+    # module (the designs' calibrate/rake/... methods import calibration)
+    return type(design).from_factors(
         design.full_data, pw, rep, None, design.type, design.scale, design.rscales,
         design.rho, design.mse, design.in_subset, source=f"{what}; {design!r}".split("\n")[0],
         combined=True)

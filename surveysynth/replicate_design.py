@@ -40,6 +40,7 @@ from scipy import sparse
 
 from ._validate import first_rows, numeric_column, parse_vars, require_columns
 from .estimate import Estimators, weighted_quantile
+from .variance.generators import canty_davison_factors
 from .variance.replicate_weights import (
     as_generator,
     brr_factors,
@@ -643,9 +644,9 @@ def _fpc_rscales(type_, rscales, R, fpc, fpctype):
 
 # ---------------------------------------------------------------------- from SurveyDesign
 def _check_design(design: Any) -> None:
-    from .design import SurveyDesign
-
-    if not isinstance(design, SurveyDesign):
+    # a SurveyDesign, told by its kind: design.py imports this module (d.bootstrap() and
+    # friends), so this module does not import design.py
+    if not isinstance(design, Estimators) or design.design_kind != "taylor":
         raise ValueError(f"design must be a SurveyDesign, got {type_name(design)}.")
 
 
@@ -662,13 +663,11 @@ def bootstrap(design: Any, replicates: int = 500, method: str = "preston", seed:
     over replicates, strata and clusters, in blocks of replicates, and stored compactly
     (one row per last-stage cluster; ``dtype="float32"`` halves memory).
     ``method="canty-davison"``: R's ``type="bootstrap"``
-    (:func:`surveysynth.replicate_generators.canty_davison`).
+    (:func:`canty_davison`, also exported by :mod:`surveysynth.replicate_generators`).
     The same ``seed`` gives the same replicate weights.
     """
     _check_design(design)
-    if method == "canty-davison":  # R type="bootstrap"; see surveysynth.replicate_generators
-        from .replicate_generators import canty_davison
-
+    if method == "canty-davison":  # R type="bootstrap"
         return canty_davison(design, replicates, seed=seed, mse=mse)
     if method not in ("preston", "rao-wu"):
         raise ValueError(f"method={method!r}: choose 'preston', 'rao-wu' or 'canty-davison'.")
@@ -744,3 +743,33 @@ def brr(design: Any, fay_rho: float = 0.0, mse: bool = False,
     return ReplicateDesign.from_factors(design.full_data, design.full_weights, fac, index, type_, scale,
                                          np.ones(fac.shape[1]), fay_rho, mse, design.in_subset,
                                          f"{type_}, {fac.shape[1]} half-samples")
+
+
+def canty_davison(design: Any, replicates: int = 50, seed: Any = None,
+                  mse: bool = False) -> ReplicateDesign:
+    """Canty-Davison bootstrap of stage-1 PSUs, R ``as.svrepdesign(type="bootstrap")``.
+
+    Per stratum, n_h PSUs drawn with replacement, or with a stage-1 fpc without replacement
+    from a pseudo-population of N_h units (R ``bootweights``); the factor is the number of
+    draws. ``scale = nbar / ((nbar - 1)(R - 1))``, nbar the harmonic mean of the PSUs per
+    stratum, rscales 1. Later-stage fpcs are dropped with R's warning. Random: checked by its
+    defining properties and against R's own replicate weights (docs/weighting.md).
+    """
+    _check_design(design)
+    if not isinstance(replicates, (int, np.integer)) or replicates < 2:
+        raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
+    st = design.stages[0]
+    popsize = None
+    if design.has_fpc:
+        if design.n_stages > 1:
+            warnings.warn("Finite population corrections after first stage have been dropped",
+                          UserWarning, stacklevel=3)
+        row_str = np.asarray(st.stratum_of_cluster)[st.cluster]
+        popsize = np.empty(st.n_strata)
+        popsize[row_str[::-1]] = np.asarray(design.popsize, dtype=float)[::-1, 0]
+    fac, scale = canty_davison_factors(st.stratum_of_cluster, int(replicates),
+                                       as_generator(seed), popsize, st.labels)
+    return ReplicateDesign.from_factors(
+        design.full_data, design.full_weights, fac, np.asarray(st.cluster, dtype=np.int64),
+        "bootstrap", scale, np.ones(replicates), None, mse, design.in_subset,
+        f"Canty-Davison bootstrap, {replicates} replicates")

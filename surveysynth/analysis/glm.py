@@ -35,7 +35,6 @@ it out).
 from __future__ import annotations
 
 import html
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,36 +47,8 @@ from scipy import stats
 from .covariance import influence_covariance, replicate_covariance
 from .families import Family, get_family
 from .formulas import formula_columns, formula_matrix, quote_dotted
+from .formulas import split_offset as _split_offset
 from .irls import IRLSFit, check_rank, irls
-
-_OFFSET = re.compile(r"\boffset\s*\(")
-
-
-def _split_offset(formula: str) -> tuple[str, list[str]]:
-    """Remove ``offset(expr)`` terms from the right-hand side; return the formula and exprs."""
-    exprs: list[str] = []
-    text = formula
-    while True:
-        m = _OFFSET.search(text)
-        if m is None:
-            break
-        depth, k = 1, m.end()
-        while k < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[k], 0)
-            k += 1
-        if depth:
-            raise ValueError(f"formula {formula!r}: unbalanced parentheses in offset(...).")
-        exprs.append(text[m.end(): k - 1].strip())
-        before = text[: m.start()].rstrip()
-        if before.endswith("+"):
-            before = before[:-1].rstrip()
-        after = text[k:].lstrip()
-        if before.endswith("~") and after.startswith("+"):
-            after = after[1:].lstrip()
-        text = f"{before} {after}".strip()
-        if text.endswith("~"):
-            text += " 1"
-    return text, exprs
 
 
 def _check_formula(formula: Any) -> str:
@@ -377,6 +348,15 @@ class GLMResults:
     def vcov(self) -> pd.DataFrame:
         """Design-based covariance matrix of the coefficients (R ``vcov(svyglm)``)."""
         return self._vcov.copy()
+
+    def update(self, formula: str) -> GLMResults:
+        """The model refitted on its design with another formula (R ``update``): the same
+        family, offset, ``na_rm`` and iteration settings. For models made by :func:`svyglm`."""
+        r = self.refit_arguments
+        if r is None:
+            raise ValueError("update: this model was not made by svyglm(); cannot refit it.")
+        return svyglm(formula, r["design"], family=r["family"], offset=r["offset"],
+                      na_rm=r["na_rm"], maxit=r["maxit"], epsilon=r["epsilon"])
 
     def regTermTest(self, test_terms: Any, null: Any = None, df: float | None = None,  # noqa: N802
                     method: str = "Wald", lrt_approximation: str = "saddlepoint"):
