@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from .results import Estimate
 from .variance.replicate_weights import replicate_variance
 
 CI_METHODS = ("logit", "likelihood", "asin", "beta", "mean", "xlogit", "wilson")
@@ -234,7 +235,7 @@ def _likelihood_limits(beta, var, naive, disp, sy, S, df, level):
 
 def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str], by: Any,
                   na_rm: bool, level: float, df: Any, method: str,
-                  survey_version: str = "4.5") -> pd.DataFrame:
+                  survey_version: str = "4.5") -> Estimate:
     """Replace the Wald limits of ``design.proportion``'s output ``out`` by ``method``'s."""
     if not 0 < level < 1:
         raise ValueError(f"level={level}: must be in (0, 1).")
@@ -290,4 +291,4 @@ def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str]
     res["ci_high"] = np.asarray(hi, float).ravel()
     res["df"] = np.repeat(dfs, V)
     res.attrs = dict(out.attrs)
-    return res
+    return Estimate.wrap(res, level, method)

@@ -30,6 +30,10 @@ from scipy import special, stats
 from ._validate import as_list, first_rows, require_columns
 from .engines import get_engine
 from .levels import category_levels, is_categorical  # public here too (levels.py)
+from .results import Covariance, Estimate, confidence_interval, t_critical
+
+__all__ = ["Estimate", "Estimators", "category_levels", "confidence_interval", "is_categorical",
+           "t_critical"]  # and the helpers
 
 
 class Domains(NamedTuple):
@@ -276,33 +280,6 @@ def woodruff_share_limits(m: np.ndarray, var: np.ndarray, crit: np.ndarray, meth
                 stats.beta.ppf(1 - alpha / 2, n_eff * m + 1, n_eff * (1 - m)))
 
 
-def t_critical(df: Any, level: float) -> np.ndarray:
-    """Two-sided critical value of a ``level`` interval: t with ``df``, normal where df is
-    infinite, NaN where df <= 0 or NaN (R's ``qt(p, 0)`` is NaN: a domain with no design
-    degrees of freedom has no t interval, rather than a zero-width one)."""
-    q = (1 + level) / 2
-    d = np.asarray(df, dtype=float)
-    ok = np.isfinite(d) & (d > 0)
-    with np.errstate(invalid="ignore"):
-        tq = stats.t.ppf(q, np.where(ok, d, 1.0))
-    return np.where(np.isposinf(d), stats.norm.ppf(q), np.where(ok, tq, np.nan))
-
-
-def confidence_interval(est: Any, se: Any, df: Any, level: float,
-                        ci: str) -> tuple[np.ndarray, np.ndarray]:
-    """Wald interval ``est -+ crit * se``: normal (R ``confint``) or t with ``df`` (``ci="t"``,
-    normal where df is infinite, NaN where df <= 0 as R's ``qt``)."""
-    if ci not in ("normal", "t"):
-        raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
-    if not 0 < level < 1:
-        raise ValueError(f"level={level}: must be in (0, 1).")
-    if ci == "normal":
-        crit = stats.norm.ppf((1 + level) / 2)
-    else:
-        crit = t_critical(df, level)
-    return est - crit * se, est + crit * se
-
-
 def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> list[str]:
     """Names of the rows of an estimator's output, for :func:`surveysynth.contrasts.vcov` and
     ``contrast``: ``variable`` plus the level (R's ``svymean`` names, ``"sch.wideYes"``), led
@@ -316,20 +293,23 @@ def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> l
 
 
 def attach_vcov(out: pd.DataFrame, names: list[str], cov: np.ndarray) -> None:
-    """Store the covariance of the rows of ``out`` (in ``out.attrs["covmat"]``) with their
-    names and estimates, so :func:`surveysynth.contrasts.vcov` can check the rows it is given
-    are still those it was computed for."""
-    out.attrs["covmat"] = {
-        "names": list(names),
-        "estimate": out["estimate"].to_numpy(float).copy(),
-        "vcov": np.asarray(cov, dtype=float),
-    }
+    """Store the covariance of the rows of ``out`` with their names and estimates (on an
+    :class:`~surveysynth.results.Estimate`, and in ``out.attrs["covmat"]``), so
+    :meth:`Estimate.vcov` and :func:`surveysynth.contrasts.vcov` can check the rows they are
+    given are still those it was computed for."""
+    covariance = Covariance(tuple(names), out["estimate"].to_numpy(float).copy(),
+                            np.asarray(cov, dtype=float))
+    if isinstance(out, Estimate):
+        out.set_covariance(covariance)
+    else:
+        out.attrs["covmat"] = covariance.as_attrs()
 
 
 def estimate_frame(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
-                   extra: dict[str, Any] | None = None, n=None) -> pd.DataFrame:
-    """The estimator output frame: by-variable columns, ``variable`` (and ``level``), estimate,
-    se, CI, df, cv, and optionally n, deff and extra columns (one row per domain x variable)."""
+                   extra: dict[str, Any] | None = None, n=None) -> Estimate:
+    """The estimator output frame, an :class:`~surveysynth.results.Estimate`: by-variable
+    columns, ``variable`` (and ``level``), estimate, se, CI, df, cv, and optionally n, deff and
+    extra columns (one row per domain x variable)."""
     V = len(labels)
     rows = {}
     if by_df is not None:
@@ -354,7 +334,7 @@ def estimate_frame(by_df, D, labels, est, se, df, level, ci, deff=None, level_na
     if extra:
         for k, v in extra.items():
             rows[k] = v
-    return pd.DataFrame(rows)
+    return Estimate.wrap(pd.DataFrame(rows), level, ci)
 
 
 class Estimators:
@@ -371,6 +351,8 @@ class Estimators:
 
     #: the design kind engines are chosen for (``"taylor"`` or ``"replicate"``)
     design_kind: str = "taylor"
+    #: statistics of :class:`~surveysynth.results.EstimatorProtocol` not computed (none)
+    unsupported_estimators: tuple[str, ...] = ()
 
     @property
     def data(self) -> pd.DataFrame:
@@ -646,6 +628,16 @@ class Estimators:
         est, var, z = self._ratio_core(Y, X, dom, D)
         return est, var, z, None, None
 
+    def domain_covariance(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
+                          count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        :meth:`domain_ratios` with the (count*V, count*V) covariance of all the estimates
+        (domain-major: estimate (d, v) is row d*V + v), as ``covmat=True`` computes it.
+        Returns ``(estimate (count, V), covariance)``."""
+        est, cov, _ = self._ratio_cov(Y, X, codes, count)
+        return est, cov
+
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
         """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
 
@@ -764,7 +756,7 @@ class Estimators:
         return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
-                      R_call, df=None, covmat=False, levels=None) -> pd.DataFrame:
+                      R_call, df=None, covmat=False, levels=None) -> Estimate:
         """The estimators' common body. ``levels``: ``(codes, L)`` of one categorical
         variable (proportions); Y and X are then None and the (n, L) indicator matrix is
         built only where a path needs it."""
@@ -825,7 +817,7 @@ class Estimators:
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, deff: bool | str = False, engine: str = "native",
               level: float = 0.95, ci: str = "normal", df: float | str | None = None,
-              covmat: bool = False) -> pd.DataFrame:
+              covmat: bool = False) -> Estimate:
         """Estimated population totals (R ``svytotal`` / ``svyby(..., svytotal)``).
 
         A categorical variable gives the estimated count of each level, as in R.
@@ -846,7 +838,7 @@ class Estimators:
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, deff: bool | str = False, engine: str = "native",
              level: float = 0.95, ci: str = "normal", df: float | str | None = None,
-             covmat: bool = False) -> pd.DataFrame:
+             covmat: bool = False) -> Estimate:
         """Estimated population means (Hajek), R ``svymean``; categorical gives level shares.
 
         ``df`` and ``covmat`` as in :meth:`total`.
@@ -861,7 +853,7 @@ class Estimators:
                    na_rm: bool = False, deff: bool | str = False, engine: str = "native",
                    level: float = 0.95, ci: str = "normal", df: float | str | None = None,
                    covmat: bool = False, ci_method: str = "wald",
-                   survey_version: str = "4.5") -> pd.DataFrame:
+                   survey_version: str = "4.5") -> Estimate:
         """Share of every level of categorical variables (R ``svymean`` on a factor).
 
         Numeric variables are treated as categorical here (each distinct value a level).
@@ -910,7 +902,7 @@ class Estimators:
               by: str | Sequence[str] | None = None, na_rm: bool = False,
               deff: bool | str = False, engine: str = "native", level: float = 0.95,
               ci: str = "normal", df: float | str | None = None,
-              covmat: bool = False) -> pd.DataFrame:
+              covmat: bool = False) -> Estimate:
         """Ratio of two totals, R ``svyratio`` (every numerator over every denominator).
 
         ``df`` and ``covmat`` as in :meth:`total`.
@@ -929,7 +921,7 @@ class Estimators:
                  by: str | Sequence[str] | None = None, na_rm: bool = False,
                  engine: str = "native", level: float = 0.95,
                  df: float | str | None = None, qrule: str = "math",
-                 interval_type: str = "mean", survey_version: str = "4.5") -> pd.DataFrame:
+                 interval_type: str = "mean", survey_version: str = "4.5") -> Estimate:
         """Quantiles with R's default rule (``qrule="math"``) and Woodruff interval.
 
         The interval inverts a confidence interval for the share of the population at or below
@@ -1004,8 +996,10 @@ class Estimators:
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
         out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile",
                               n=self._domain_n(dom, D))
-        out["ci_low"] = np.asarray(lo, float).reshape(D * V)
-        out["ci_high"] = np.asarray(hi, float).reshape(D * V)
+        # Woodruff limits are not estimate -+ t se; the replicate "quantile" interval is
+        out.set_intervals(np.asarray(lo, float).reshape(D * V),
+                          np.asarray(hi, float).reshape(D * V),
+                          "t" if interval_type == "quantile" and eng is None else "woodruff")
         return out
 
     def _woodruff(self, x, ps, dom, D, crit, alpha, qrule="math", interval_type="mean",

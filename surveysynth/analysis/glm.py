@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import html
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,6 +370,25 @@ def _replicate_vcov(design, model, fam, fit, maxit, epsilon):
     return replicate_covariance(design, betas, fit.coef), betas
 
 
+def _level_from(level: float | None, alpha: float | None, what: str) -> float:
+    """The confidence level of a GLM interval from ``level=`` or the deprecated ``alpha=``
+    (1 - level; every other function of the package takes ``level=``)."""
+    if alpha is not None:
+        if level is not None:
+            raise ValueError(f"{what}: give level= only (alpha= is its deprecated alias, "
+                             "alpha = 1 - level).")
+        warnings.warn(f"{what}(alpha=...) is deprecated: use level={1 - alpha:g} (alpha = "
+                      "1 - level; every estimator takes level=).", DeprecationWarning,
+                      stacklevel=3)
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha={alpha}: must be in (0, 1).")
+        return 1.0 - alpha
+    level = 0.95 if level is None else level
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: must be in (0, 1).")
+    return float(level)
+
+
 class GLMResults:
     """A fitted survey-weighted GLM (statsmodels-like attributes, R ``svyglm`` numbers).
 
@@ -530,26 +550,35 @@ class GLMResults:
 
     cov_params = vcov
 
-    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
-        """Wald intervals with the t distribution on ``df_resid`` (R ``confint.svyglm``)."""
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha={alpha}: must be in (0, 1).")
+    def conf_int(self, alpha: float | None = None, *, level: float | None = None) -> pd.DataFrame:
+        """Wald intervals with the t distribution on ``df_resid`` (R ``confint.svyglm``) at
+        confidence ``level`` (default 0.95), as every estimator's ``level=``.
+
+        ``alpha`` (1 - level; also the old first positional argument) is a deprecated alias,
+        kept for one release: it warns (DeprecationWarning). ``level`` is keyword-only until
+        then, so that an old ``conf_int(0.05)`` still means alpha = 0.05, never level = 0.05.
+        """
+        level = _level_from(level, alpha, "conf_int")
         if self.df_resid <= 0:
             crit = np.nan
         else:
-            crit = stats.t.ppf(1 - alpha / 2, self.df_resid)
+            crit = stats.t.ppf(1 - (1 - level) / 2, self.df_resid)
         return pd.DataFrame({"lower": self.params - crit * self.bse,
                              "upper": self.params + crit * self.bse})
 
-    def coef_table(self, alpha: float = 0.05) -> pd.DataFrame:
-        """One row per term: estimate, se, t, p, lower, upper."""
-        ci = self.conf_int(alpha)
+    def coef_table(self, alpha: float | None = None, *,
+                   level: float | None = None) -> pd.DataFrame:
+        """One row per term: estimate, se, t, p, lower, upper (``level`` as :meth:`conf_int`;
+        ``alpha`` a deprecated alias)."""
+        ci = self.conf_int(level=_level_from(level, alpha, "coef_table"))
         return pd.DataFrame({"estimate": self.params, "se": self.bse, "t": self.tvalues,
                              "p": self.pvalues, "lower": ci["lower"], "upper": ci["upper"]})
 
-    def summary(self, alpha: float = 0.05) -> GLMSummary:
-        """The coefficient table with the model and design facts (``.text``, ``.html``)."""
-        return GLMSummary(self, self.coef_table(alpha), alpha)
+    def summary(self, alpha: float | None = None, *, level: float | None = None) -> GLMSummary:
+        """The coefficient table with the model and design facts (``.text``, ``.html``);
+        ``level`` as :meth:`conf_int` (``alpha`` a deprecated alias)."""
+        level = _level_from(level, alpha, "summary")
+        return GLMSummary(self, self.coef_table(level=level), 1 - level)
 
     def predict(self, newdata: pd.DataFrame | None = None, type: str = "link",  # noqa: A002
                 offset: Sequence[float] | np.ndarray | None = None) -> pd.DataFrame:
