@@ -23,7 +23,7 @@ Decisions (docs/tables.md):
   totals and counts the set's estimate is 0 with variance 0 (an empty domain has total 0), which
   keeps released counts additive; for means, ratios and proportions the combined cell is NaN
   and ``note`` says in how many sets the domain was empty.
-* The full-synthesis fallback needs the confidential sample size n: ``n_original`` when given
+* The full-synthesis floor T_s needs the confidential sample size n: ``n_original`` when given
   (a count, not a confidential value; kept in the manifest). Without it n is taken equal to the
   synthetic set size (the synthesizers here generate n records) and ``note`` says so.
 """
@@ -183,7 +183,7 @@ class SyntheticRelease:
     privacy : PrivacyRecord
         Built by :func:`surveysynth.privacy.record.build_record` (the one builder: guarantee
         label and text generated from what was done, scalars only, no seed).
-    n_original : the confidential sample size (a count), used by the full-synthesis fallback.
+    n_original : the confidential sample size (a count), used by the full-synthesis floor T_s.
         It is published in the manifest when given (listed there as published without budget).
     confidential : dict, optional
         What the disclosure review needs (tuning path, diagnostics, seed, ...): kept in memory
@@ -540,7 +540,7 @@ class SyntheticRelease:
         pwb = list(record["published_without_budget"])
         if self._n_original is not None:
             pwb.append({"item": f"confidential sample size n = {self._n_original}",
-                        "reason": "the full-synthesis combining rule needs n (T_f* fallback)"})
+                        "reason": "the full-synthesis combining rule needs n (its floor T_s)"})
         record["published_without_budget"] = pwb
         return {
             "format": FORMAT,
