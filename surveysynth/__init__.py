@@ -31,6 +31,7 @@ _EXPORTS = {
     "svyranktest": ".analysis",
     "svyvar": ".analysis", "regTermTest": ".analysis", "anova": ".analysis",
     "AIC": ".analysis", "BIC": ".analysis",
+    "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

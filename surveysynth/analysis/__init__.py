@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
+from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
+from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
+__all__ += ["marginpred", "predict_svyglm", "quasi", "svypredmeans"]

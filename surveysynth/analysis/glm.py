@@ -417,29 +417,28 @@ class GLMResults:
         return GLMSummary(self, self.coef_table(alpha), alpha)
 
     def predict(self, newdata: pd.DataFrame | None = None, type: str = "link",  # noqa: A002
-                offset: Sequence[float] | np.ndarray | None = None) -> pd.DataFrame:
+                offset: Sequence[float] | np.ndarray | None = None, total: float | None = None,
+                vcov: bool = False) -> pd.DataFrame:
         """Predictions and their design-based SEs (R ``predict.svyglm``).
 
         ``type="link"`` gives the linear predictor, ``"response"`` the mean (SE by the delta
         method). Without ``newdata``, the rows of the fit. The offset is added: from the
         formula's ``offset()`` terms or column evaluated on ``newdata``, or ``offset=`` when the
-        model was fitted with an array offset.
+        model was fitted with an array offset. ``total=N`` multiplies the intercept by N (R's
+        regression estimator of a total), ``vcov=True`` keeps the predictions' covariance in
+        ``attrs["vcov"]``; see :func:`surveysynth.analysis.predict_svyglm`.
         """
-        if type not in ("link", "response"):
-            raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
-        if newdata is None:
-            X, off, index = self._model.X, self._model.offset, None
-        else:
-            X, off, index = self._new_matrix(newdata, offset)
-        V = self._vcov.to_numpy()
-        eta = X @ self.params.to_numpy() + off
-        var = np.einsum("ij,jk,ik->i", X, V, X)
-        se = np.sqrt(var)
-        if type == "response":
-            d = self._family.link.mu_eta(eta)
-            eta = self._family.link.linkinv(eta)
-            se = np.abs(d) * se
-        return pd.DataFrame({"fit": eta, "se": se}, index=index)
+        from .prediction import predict_svyglm
+
+        return predict_svyglm(self, newdata, type=type, total=total, vcov=vcov, offset=offset)
+
+    def new_model_matrix(self, newdata: pd.DataFrame,
+                         offset: Sequence[float] | np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """The fit's model matrix and offset evaluated on ``newdata`` (R
+        ``model.matrix(delete.response(terms(m)), newdata)``), coded as the fit was."""
+        X, off, _ = self._new_matrix(newdata, offset)
+        return X, off
 
     def _new_matrix(self, newdata: pd.DataFrame, offset):
         if not isinstance(newdata, pd.DataFrame):
