@@ -32,6 +32,7 @@ _EXPORTS = {
     "svyvar": ".analysis", "regTermTest": ".analysis", "anova": ".analysis",
     "AIC": ".analysis", "BIC": ".analysis",
     "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
+    "svykm": ".analysis", "svycoxph": ".analysis", "svylogrank": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

@@ -1,0 +1,201 @@
+"""svykm, svycoxph and svylogrank against R survey, live through rpy2 (survey 4.1.1 with survival
+3.5; 4.5 computes the same numbers: its svykm/svylogrank code is 4.1.1's, svycoxph's differs only
+in what it stores as inv.info). R's man-page examples on the pbc data (?svykm, ?svycoxph,
+?svylogrank: ``dpbc``, the randomized patients weighted by a fitted response propensity), the
+replicate design ``as.svrepdesign(dpbc)`` (its weights exported) and a calibrated design, to
+1e-8 relative."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import surveysynth as ss
+from r_bridge import r_session
+from r_bridge.convert import r_to_pandas
+from surveysynth.analysis import svycoxph, svykm, svylogrank
+from surveysynth.replicate_design import ReplicateDesign
+from tests.conftest import assert_rel
+
+TOL = 1e-8
+# ?svykm and ?svylogrank fit the propensity by a linear model, ?svycoxph by a logistic one
+R_SETUP = """
+suppressMessages({library(survey); library(survival)})
+sv_pbc <- survival::pbc
+sv_pbc$randomized <- with(sv_pbc, !is.na(trt) & trt>0)
+sv_pbc$randprob <- fitted(glm(randomized~age*edema, data=sv_pbc))
+sv_pbc$randprob_logit <- fitted(glm(randomized~age*edema, data=sv_pbc, family=binomial))
+sv_data <- subset(sv_pbc, randomized)
+sv_dpbc <- svydesign(id=~1, prob=~randprob, strata=~edema, data=sv_data)
+sv_cpbc <- svydesign(id=~1, prob=~randprob_logit, strata=~edema, data=sv_data)
+sv_rpbc <- as.svrepdesign(sv_dpbc)
+sv_rcpbc <- as.svrepdesign(sv_cpbc)
+sv_cal <- calibrate(sv_dpbc, ~sex+age, c(`(Intercept)`=420, sexf=370, age=420*50.7))
+sv_ccal <- calibrate(sv_cpbc, ~sex+age, c(`(Intercept)`=420, sexf=370, age=420*50.7))
+"""
+POP = {"(Intercept)": 420, "sexf": 370, "age": 420 * 50.7}
+
+
+def _r(code: str) -> np.ndarray:
+    with r_session("survey") as (ro, _):
+        return np.array(ro.r(code), dtype=float)
+
+
+def _rep(name: str, data: pd.DataFrame) -> ReplicateDesign:
+    return ReplicateDesign(data, repweights=_r(f"as.matrix(weights({name}, 'analysis'))"),
+                           weights=_r(f"as.numeric({name}$pweights)"), type="other",
+                           scale=float(_r(f"{name}$scale")[0]), rscales=_r(f"{name}$rscales"),
+                           mse=bool(_r(f"as.numeric({name}$mse)")[0]), combined_weights=True)
+
+
+@pytest.fixture(scope="module")
+def designs(R):
+    with r_session("survey") as (ro, _):
+        ro.r(R_SETUP)
+        data = r_to_pandas(ro.r("sv_data"))
+    dpbc = ss.SurveyDesign(data, probs="randprob", strata="edema")
+    cpbc = ss.SurveyDesign(data, probs="randprob_logit", strata="edema")
+    return {"sv_dpbc": dpbc, "sv_cpbc": cpbc,
+            "sv_rpbc": _rep("sv_rpbc", data), "sv_rcpbc": _rep("sv_rcpbc", data),
+            "sv_cal": dpbc.calibrate("~sex+age", POP),
+            "sv_ccal": cpbc.calibrate("~sex+age", POP)}
+
+
+def _curve(code: str) -> dict[str, np.ndarray]:
+    with r_session("survey") as (ro, _):
+        ro.r(f"sv_s <- {code}")
+        out = {k: np.array(ro.r(f"sv_s${k}"), dtype=float) for k in ("time", "surv")}
+        if ro.r("!is.null(sv_s$varlog)")[0]:
+            out["varlog"] = np.array(ro.r("sv_s$varlog"), dtype=float)
+    return out
+
+
+def _same_curve(ours, ref, what):
+    assert_rel(ours.time, ref["time"], 0, f"{what} time")
+    # atol: the last step of a curve reaching 0 is 1 - d/N with d = N, R's rounding 2e-16
+    assert_rel(ours.surv, ref["surv"], TOL, f"{what} surv", atol=1e-14)
+    if "varlog" in ref:
+        assert_rel(ours.varlog, ref["varlog"], TOL, f"{what} varlog")
+    else:
+        assert ours.varlog is None
+
+
+def test_svykm_man_page_equals_R(designs):
+    """?svykm: s1 (one curve) and its quantiles, s2 (by I(bili>6)), s3 (with SEs), its
+    confint at 1..5 years and quantiles with intervals."""
+    d = designs["sv_dpbc"]
+    s1 = svykm("Surv(time, status > 0) ~ 1", d)
+    _same_curve(s1, _curve("svykm(Surv(time,status>0)~1, design=sv_dpbc)"), "s1")
+    probs = [0.9, 0.75, 0.5, 0.25, 0.1]
+    q = _r("quantile(svykm(Surv(time,status>0)~1, design=sv_dpbc), "
+           "probs=c(0.9,0.75,0.5,0.25,0.1))")
+    np.testing.assert_array_equal(s1.quantile(probs)["time"], q)
+    s2 = svykm("Surv(time, status > 0) ~ I(bili > 6)", d)
+    assert list(s2) == ["FALSE", "TRUE"]
+    for i, lev in enumerate(s2, start=1):
+        _same_curve(s2[lev], _curve(f"svykm(Surv(time,status>0)~I(bili>6), "
+                                    f"design=sv_dpbc)[[{i}]]"), f"s2 {lev}")
+    s3 = svykm("Surv(time, status > 0) ~ I(bili > 6)", d, se=True)
+    for i, lev in enumerate(s3, start=1):
+        _same_curve(s3[lev], _curve(f"svykm(Surv(time,status>0)~I(bili>6), design=sv_dpbc, "
+                                    f"se=TRUE)[[{i}]]"), f"s3 {lev}")
+    ci = s3["TRUE"].confint(365 * np.arange(1, 6))
+    ref = _r("as.vector(confint(svykm(Surv(time,status>0)~I(bili>6), design=sv_dpbc, "
+             "se=TRUE)[[2]], parm=365*(1:5)))")
+    assert_rel(np.concatenate([ci["ci_low"], ci["ci_high"]]), ref, TOL, "s3 confint")
+    qq = s3["FALSE"].quantile(ci=True)
+    with r_session("survey") as (ro, _):
+        ro.r("sv_q <- quantile(svykm(Surv(time,status>0)~I(bili>6), design=sv_dpbc, "
+             "se=TRUE)[[1]], ci=TRUE)")
+        ref_q = np.array(ro.r("as.vector(sv_q)"), dtype=float)
+        ref_ci = np.array(ro.r("as.vector(attr(sv_q, 'ci'))"), dtype=float)
+    np.testing.assert_array_equal(qq["time"], ref_q)  # times of the data: exact
+    np.testing.assert_array_equal(np.concatenate([qq["ci_low"], qq["ci_high"]]), ref_ci)
+    assert np.isinf(ref_ci).any() and np.isfinite(ref_ci).any()
+
+
+def test_svykm_se_is_nelson_aalen_not_product_limit(designs):
+    """With se=TRUE R's curve is exp(-cumulative hazard), not the product limit: the two
+    differ (a product-limit curve with R's SEs would fail the test above)."""
+    d = designs["sv_dpbc"]
+    pl = svykm("Surv(time, status > 0) ~ 1", d)
+    na = svykm("Surv(time, status > 0) ~ 1", d, se=True)
+    last = pl.surv[np.searchsorted(pl.time, na.time[-1])]
+    assert abs(na.surv[-1] - last) > 1e-3
+
+
+@pytest.mark.parametrize("design", ["sv_rpbc", "sv_cal"])
+def test_svykm_replicate_and_calibrated_equal_R(designs, design):
+    """A replicate design (curve only: R has no SEs there) and a calibrated one (with SEs:
+    the calibration enters the variance)."""
+    se = design == "sv_cal"
+    ours = svykm("Surv(time, status > 0) ~ 1", designs[design], se=se)
+    _same_curve(ours, _curve(f"svykm(Surv(time,status>0)~1, design={design}, "
+                             f"se={'TRUE' if se else 'FALSE'})"), design)
+    if se:  # the calibration matters for the SEs
+        plain = svykm("Surv(time, status > 0) ~ 1", designs["sv_dpbc"], se=True)
+        assert np.max(np.abs(plain.varlog / ours.varlog - 1)) > 1e-3
+
+
+def _cox_ref(design: str, formula: str, extra: str = "") -> dict[str, np.ndarray]:
+    with r_session("survey") as (ro, _):
+        ro.r(f"sv_m <- svycoxph({formula}, design={design}{extra})")
+        return {"coef": np.array(ro.r("coef(sv_m)"), dtype=float),
+                "vcov": np.array(ro.r("as.vector(vcov(sv_m))"), dtype=float)}
+
+
+COX = ("Surv(time, status > 0) ~ np.log(bili) + protime + albumin",
+       "Surv(time,status>0)~log(bili)+protime+albumin")
+
+
+@pytest.mark.parametrize("design", ["sv_cpbc", "sv_rcpbc", "sv_ccal"])
+def test_svycoxph_man_page_equals_R(designs, design):
+    """?svycoxph: model on dpbc and rpbc; and on a calibrated design."""
+    res = svycoxph(COX[0], designs[design])
+    ref = _cox_ref(design, COX[1])
+    assert_rel(res.params, ref["coef"], TOL, f"{design} coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, f"{design} vcov")
+    assert list(res.params.index) == ["np.log(bili)", "protime", "albumin"]
+
+
+def test_svycoxph_ties_and_factors_equal_R(designs):
+    """Efron (default) and Breslow ties, a factor covariate, on the stratified design; the
+    data have tied death times, so the two tie rules differ."""
+    d = designs["sv_cpbc"]
+    ef = svycoxph("Surv(time, status > 0) ~ age + C(stage) + sex", d)
+    ref = _cox_ref("sv_cpbc", "Surv(time,status>0)~age+factor(stage)+sex")
+    assert_rel(ef.params, ref["coef"], TOL, "efron coef")
+    assert_rel(ef.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, "efron vcov")
+    br = svycoxph("Surv(time, status > 0) ~ age + C(stage) + sex", d, ties="breslow")
+    ref = _cox_ref("sv_cpbc", "Surv(time,status>0)~age+factor(stage)+sex",
+                   ", method='breslow'")
+    assert_rel(br.params, ref["coef"], TOL, "breslow coef")
+    assert_rel(br.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, "breslow vcov")
+    assert np.max(np.abs(br.params.to_numpy() / ef.params.to_numpy() - 1)) > 1e-4
+
+
+@pytest.mark.parametrize("design,extra", [("sv_dpbc", ""), ("sv_dpbc", ", rho=1"),
+                                          ("sv_rpbc", ""), ("sv_cal", ", gamma=1")])
+def test_svylogrank_equals_R(designs, design, extra):
+    """?svylogrank on dpbc (logrank and rho=1) and rpbc, and a calibrated design."""
+    kw = {"rho": 1.0} if "rho" in extra else {"gamma": 1.0} if "gamma" in extra else {}
+    res = svylogrank("Surv(time, status == 2) ~ trt", designs[design], **kw)
+    ref = _r(f"unlist(svylogrank(Surv(time,status==2)~trt, design={design}{extra}))")
+    t = res.details["table"].iloc[0]
+    assert_rel([t["score"], t["se"], t["z"], t["p"], res.statistic, res.p_value], ref, TOL,
+               f"{design}{extra}")
+
+
+def test_survival_errors(designs):
+    d = designs["sv_dpbc"]
+    with pytest.raises(ValueError, match="Surv"):
+        svykm("time ~ 1", d)
+    with pytest.raises(ValueError, match="0/1 or logical"):
+        svykm("Surv(time, status) ~ 1", d)
+    with pytest.raises(ValueError, match="not available on replicate"):
+        svykm("Surv(time, status > 0) ~ 1", designs["sv_rpbc"], se=True)
+    with pytest.raises(ValueError, match="ties="):
+        svycoxph("Surv(time, status > 0) ~ age", d, ties="exact")
+    with pytest.raises(ValueError, match="only right-censored"):
+        svycoxph("Surv(age, time, status > 0) ~ sex", d)
