@@ -33,6 +33,7 @@ _EXPORTS = {
     "AIC": ".analysis", "BIC": ".analysis",
     "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
     "svykm": ".analysis", "svycoxph": ".analysis", "svylogrank": ".analysis",
+    "svysurvreg": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

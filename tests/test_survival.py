@@ -14,7 +14,7 @@ import pytest
 import surveysynth as ss
 from r_bridge import r_session
 from r_bridge.convert import r_to_pandas
-from surveysynth.analysis import svycoxph, svykm, svylogrank
+from surveysynth.analysis import svycoxph, svykm, svylogrank, svysurvreg
 from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
@@ -187,6 +187,29 @@ def test_svylogrank_equals_R(designs, design, extra):
                f"{design}{extra}")
 
 
+@pytest.mark.parametrize("design,dist", [("sv_dpbc", "weibull"), ("sv_dpbc", "exponential"),
+                                         ("sv_dpbc", "lognormal"), ("sv_dpbc", "loglogistic"),
+                                         ("sv_cal", "weibull")])
+def test_svysurvreg_equals_R(designs, design, dist):
+    """?svysurvreg (Weibull on dpbc), the other distributions, and a calibrated design:
+    coefficients with Log(scale), vcov and residual df (agreement limited by R's survreg
+    stopping rule, rel.tolerance 1e-9: within 1e-8 here)."""
+    res = svysurvreg("Surv(time, status > 0) ~ bili + protime + albumin", designs[design],
+                     dist=dist)
+    with r_session("survey") as (ro, _):
+        ro.r(f"sv_m <- svysurvreg(Surv(time, status>0)~bili+protime+albumin, design={design}, "
+             f"dist='{dist}')")
+        coef = np.array(ro.r("coef(sv_m)"), dtype=float)
+        if dist != "exponential":
+            coef = np.append(coef, np.log(np.array(ro.r("sv_m$scale"), dtype=float)))
+        V = np.array(ro.r("as.vector(vcov(sv_m))"), dtype=float)
+        df = float(ro.r("sv_m$degf.resid")[0])
+    assert_rel(res.params, coef, TOL, f"{design} {dist} coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), V, TOL, f"{design} {dist} vcov")
+    assert res.df_resid == df
+    assert res.params.index[-1] == ("albumin" if dist == "exponential" else "Log(scale)")
+
+
 def test_survival_errors(designs):
     d = designs["sv_dpbc"]
     with pytest.raises(ValueError, match="Surv"):
@@ -197,5 +220,9 @@ def test_survival_errors(designs):
         svykm("Surv(time, status > 0) ~ 1", designs["sv_rpbc"], se=True)
     with pytest.raises(ValueError, match="ties="):
         svycoxph("Surv(time, status > 0) ~ age", d, ties="exact")
+    with pytest.raises(ValueError, match="replicate designs are not supported"):
+        svysurvreg("Surv(time, status > 0) ~ bili", designs["sv_rpbc"])
+    with pytest.raises(ValueError, match="dist="):
+        svysurvreg("Surv(time, status > 0) ~ bili", d, dist="gamma")
     with pytest.raises(ValueError, match="only right-censored"):
         svycoxph("Surv(age, time, status > 0) ~ sex", d)

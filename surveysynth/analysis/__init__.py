@@ -14,11 +14,11 @@ from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
-from .survival import CoxResults, KMCurve, KMCurves, svycoxph, svykm, svylogrank
+from .survival import CoxResults, KMCurve, KMCurves, svycoxph, svykm, svylogrank, svysurvreg
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
            "svyttest", "svyvar"]
 __all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm", "quasi",
-            "svycoxph", "svykm", "svylogrank", "svypredmeans"]
+            "svycoxph", "svykm", "svylogrank", "svypredmeans", "svysurvreg"]
