@@ -1,0 +1,357 @@
+"""More design-based models and tests from R survey: ``svygofchisq`` (goodness of fit of one
+factor to given probabilities), ``svyivreg`` (two-stage least squares), ``svynls`` (nonlinear
+least squares) and ``svystandardize`` (direct standardization by post-stratification), as R
+survey 4.1.1 and 4.5 compute them (the two agree).
+
+* :func:`svygofchisq`: Pearson's X^2 of the estimated counts against ``N p`` (R's
+  ``chisq.test`` of the totals), referred to the distribution of ``sum lambda_k chi^2_1`` with
+  ``lambda`` the eigenvalues of the design covariance of ``(O_k - E_k) / sqrt(E_k)`` (delta
+  method, ``N`` estimated), by Satterthwaite's approximation (R's ``pchisqsum`` default).
+* :func:`svyivreg`: weighted 2SLS (R's ``AER::ivreg`` with the sampling weights); linearization
+  designs: the design covariance of ``res_i w_i xhat_i (Xhat' W Xhat)^{-1}`` (R's
+  ``estfun.ivreg``); replicate designs: a refit per replicate (R ``withReplicates``) and
+  ``svrVar``. Residual df ``degf + 1 - p``, t tests on them (R's ``summary.svyivreg``).
+* :func:`svynls`: R's ``nls`` Gauss-Newton iterations (step halving, the relative-offset
+  convergence test at ``1e-5``, ``numericDeriv``'s forward-difference gradient with step
+  ``|theta| sqrt(eps)``) replicated step by step, so that R's stopping point, not only the
+  optimum, is reproduced; the design variance is R's formula, ``svyrecvar`` of ``w r g V0``
+  with ``r`` nls's residuals, which carry ``sqrt(w)`` (R's influence therefore weighs each row
+  by ``w^1.5``; kept so that the numbers are R's). Replicate designs: R's loop refits only the
+  last replicate (``for (i in ncol(repwts))``, a bug); here every replicate is refitted, so
+  the variance is the replicate variance R intends.
+* :func:`svystandardize`: post-stratify (``partial=True``) to the cells ``by x over`` with
+  counts ``population`` share of ``by`` times the estimated total of each ``over`` cell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import linalg, stats
+
+from .chisqsum import pchisqsum
+from .covariance import influence_covariance, replicate_covariance
+from .design_tests import TestResult
+from .formulas import formula_columns, formula_matrix, quote_dotted
+
+
+# ----------------------------------------------------------------------------- svygofchisq
+def svygofchisq(x: str, p: Sequence[float] | Mapping[Any, float], design: Any,
+                na_rm: bool = False) -> TestResult:
+    """Design-based chi-squared test that a factor's population distribution is ``p`` (R
+    ``svygofchisq``).
+
+    Parameters
+    ----------
+    x : a categorical column (R ``~stype``).
+    p : the hypothesized probabilities (or counts; rescaled to sum 1), in the order of the
+        factor's levels, or a dict ``{level: p}``.
+    design : any design kind.
+
+    Returns
+    -------
+    A :class:`~surveysynth.analysis.TestResult`: ``statistic`` Pearson's X^2 of the estimated
+    counts, ``parameter`` R's ``scale`` and ``df`` of the Satterthwaite approximation,
+    ``p_value``; ``details["lambda"]`` the eigenvalues.
+    """
+    x = x[1:].strip() if isinstance(x, str) and x.startswith("~") else x
+    tot = design.total(x, na_rm=na_rm, covmat=True)
+    from ..contrasts import vcov
+
+    V = vcov(tot).to_numpy()
+    obs = tot["estimate"].to_numpy(float)
+    levels = list(tot["level"]) if "level" in tot.columns else [None] * obs.shape[0]
+    if isinstance(p, Mapping):
+        missing = [lv for lv in levels if lv not in p and str(lv) not in p]
+        if missing:
+            raise ValueError(f"svygofchisq: p has no probability for levels {missing}.")
+        pv = np.array([p[lv] if lv in p else p[str(lv)] for lv in levels], dtype=float)
+    else:
+        pv = np.asarray(p, dtype=float).reshape(-1)
+    if pv.shape[0] != obs.shape[0]:
+        raise ValueError(f"svygofchisq: p has {pv.shape[0]} values for {obs.shape[0]} levels "
+                         f"{levels}.")
+    pv = pv / pv.sum()
+    N = obs.sum()
+    E = pv * N
+    stat = float(np.sum((obs - E) ** 2 / E))
+    k = obs.shape[0]
+    J = (np.eye(k) - pv[:, None]) / np.sqrt(E)[:, None] \
+        - ((obs - E) * 0.5 * E**-1.5 * pv)[:, None] * np.ones((1, k))
+    lam = np.sort(np.linalg.eigvalsh(J @ V @ J.T))[::-1]
+    tr = lam.mean()
+    tr2 = (lam**2).mean() / tr**2
+    pval = pchisqsum(stat, np.ones(k), lam, lower_tail=False)
+    return TestResult(method="Design-based chi-squared test for given probabilities",
+                      statistic=stat, statistic_name="X-squared",
+                      parameter={"scale": float(tr * tr2), "df": float(k / tr2)},
+                      p_value=float(pval), details={"lambda": lam, "observed": obs,
+                                                    "expected": E})
+
+
+# ----------------------------------------------------------------------------- svyivreg
+class RegressionResults:
+    """Coefficients with design-based SEs and t tests (``svyivreg``, ``svynls``):
+    ``params``, ``bse``, ``tvalues``, ``pvalues``, ``df_resid``, ``vcov()``, ``conf_int()``,
+    ``naive_cov`` (model-based), ``replicates`` (replicate designs)."""
+
+    def __init__(self, kind: str, formula: str, names: list[str], coef: np.ndarray,
+                 vcov: np.ndarray, df_resid: float, naive_cov: np.ndarray | None = None,
+                 replicates: np.ndarray | None = None, z: bool = False) -> None:
+        self.kind, self.formula = kind, formula
+        self.params = pd.Series(coef, index=names, name="estimate")
+        self._vcov = pd.DataFrame(vcov, index=names, columns=names)
+        self.bse = pd.Series(np.sqrt(np.diag(vcov)), index=names, name="se")
+        self.df_resid = df_resid
+        self.tvalues = pd.Series(self.params / self.bse, name="t")
+        dist = stats.norm if z or not df_resid > 0 else stats.t(df_resid)
+        self.pvalues = pd.Series(2 * dist.sf(np.abs(self.tvalues)), index=names, name="p")
+        self.naive_cov = None if naive_cov is None else pd.DataFrame(naive_cov, index=names,
+                                                                     columns=names)
+        self.replicates = None if replicates is None else pd.DataFrame(replicates,
+                                                                        columns=names)
+
+    def vcov(self) -> pd.DataFrame:
+        return self._vcov.copy()
+
+    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
+        crit = stats.t.ppf(1 - alpha / 2, self.df_resid) if self.df_resid > 0 else np.nan
+        return pd.DataFrame({"lower": self.params - crit * self.bse,
+                             "upper": self.params + crit * self.bse})
+
+    def coef_table(self, alpha: float = 0.05) -> pd.DataFrame:
+        ci = self.conf_int(alpha)
+        return pd.DataFrame({"estimate": self.params, "se": self.bse, "t": self.tvalues,
+                             "p": self.pvalues, "lower": ci["lower"], "upper": ci["upper"]})
+
+    def __repr__(self) -> str:
+        return (f"{self.kind}: {self.formula}\n"
+                + self.coef_table().to_string(float_format=lambda v: f"{v:.6g}")
+                + f"\n(residual df {self.df_resid:g})")
+
+
+def _r_names(names: list[str]) -> list[str]:
+    return ["(Intercept)" if n == "Intercept" else n for n in names]
+
+
+def _design_df(design: Any, scope: np.ndarray) -> float:
+    inside = np.asarray(design.in_subset, dtype=bool)
+    return float(design.domain_df(np.where(inside, 0, -1), 1)[0])
+
+
+def _tsls(y, X, Z, w):
+    """Weighted 2SLS: coefficients, projected regressors and (Xhat' W Xhat)^{-1}."""
+    sw = np.sqrt(w)
+    Q, R = linalg.qr(Z * sw[:, None], mode="economic")
+    Xhat_w = Q @ (Q.T @ (X * sw[:, None]))  # sqrt(w) * Xhat
+    coef, *_ = linalg.lstsq(Xhat_w, y * sw)
+    cov_unscaled = linalg.inv(Xhat_w.T @ Xhat_w)
+    Xhat = Xhat_w / sw[:, None]
+    return coef, Xhat, cov_unscaled
+
+
+def svyivreg(formula: str, design: Any) -> RegressionResults:
+    """Two-stage least squares with design-based SEs (R ``svyivreg``).
+
+    ``formula``: ``"y ~ x1 + x2 | z1 + z2 + z3"``: regressors before ``|``, instruments after
+    (exogenous regressors must be listed as their own instruments, as in R; R's
+    ``. - en + in`` update form is not supported). Linearization (possibly calibrated) and
+    replicate designs. Rows with a missing value are refused (R's ``ivreg`` drops them, then
+    its variance step fails).
+    """
+    if not isinstance(formula, str) or "~" not in formula or formula.count("|") != 1:
+        raise ValueError(f"svyivreg: formula={formula!r}: give 'y ~ regressors | instruments'.")
+    lhs, rhs = formula.split("~", 1)
+    regs, inst = (part.strip() for part in rhs.split("|"))
+    if re.match(r"^\.\s*[-+]", inst) or inst == ".":
+        raise ValueError("svyivreg: the '. - en + in' instrument shorthand is not supported; "
+                         "list the instruments.")
+    data = design.full_data
+    cols = formula_columns(formula, data.columns)
+    inside = np.asarray(design.in_subset, dtype=bool)
+    na = data[cols].isna().any(axis=1).to_numpy() & inside if cols else np.zeros_like(inside)
+    if na.any():
+        raise ValueError(f"svyivreg: missing values in {cols} (rows "
+                         f"{data.index[na][:5].tolist()}). Fix: build the design on complete "
+                         "rows.")
+    sub = data.loc[inside]
+    mm = formula_matrix(quote_dotted(f"{lhs} ~ {regs}", data.columns), sub, "svyivreg",
+                        na_action="raise")
+    y = np.asarray(mm.lhs, dtype=float)[:, 0]
+    X = np.asarray(mm.rhs, dtype=float)
+    names = _r_names([str(c) for c in mm.rhs.columns])
+    Z = np.asarray(formula_matrix(quote_dotted(inst, data.columns), sub, "svyivreg",
+                                  na_action="raise"), dtype=float)
+    if Z.shape[1] < X.shape[1]:
+        raise ValueError(f"svyivreg: {Z.shape[1]} instrument columns for {X.shape[1]} "
+                         "regressors: the model is not identified.")
+    w = np.asarray(design.full_weights, dtype=float)[inside]
+    coef, Xhat, cov_unscaled = _tsls(y, X, Z, w)
+    df_resid = _design_df(design, inside) + 1 - len(names)
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        rep = np.asarray(design.replicate_weights("analysis"), dtype=float)
+        betas = np.vstack([_tsls(y, X, Z, rep[:, r])[0] for r in range(rep.shape[1])])
+        vcov = replicate_covariance(design, betas, coef)
+        return RegressionResults("Survey-weighted 2SLS", formula, names, coef, vcov,
+                                 df_resid, cov_unscaled, betas)
+    res = y - X @ coef
+    infl = np.zeros((data.shape[0], len(names)))
+    infl[inside] = (w * res)[:, None] * Xhat @ cov_unscaled
+    vcov = influence_covariance(design, infl, np.where(inside, 0, -1))
+    return RegressionResults("Survey-weighted 2SLS", formula, names, coef, vcov, df_resid,
+                             cov_unscaled)
+
+
+# ----------------------------------------------------------------------------- svynls
+_EPS_DERIV = float(np.finfo(float).eps ** 0.5)
+
+
+class _NLSModel:
+    """R's ``nlsModel`` for a weighted model: residuals ``sqrt(w) (y - f)``, the gradient by
+    ``numericDeriv`` (forward differences), its QR, the relative-offset criterion."""
+
+    def __init__(self, f, y, w, names):
+        self.f, self.y, self.sw, self.names = f, y, np.sqrt(w), names
+
+    def set_pars(self, theta: np.ndarray) -> None:
+        self.theta = np.array(theta, dtype=float)
+        self.fitted = self._eval(self.theta)
+        G = np.empty((self.y.shape[0], self.theta.shape[0]))
+        for j in range(self.theta.shape[0]):
+            t = self.theta.copy()
+            xx = abs(t[j])
+            delta = _EPS_DERIV if xx == 0 else xx * _EPS_DERIV
+            t[j] += delta
+            G[:, j] = (self._eval(t) - self.fitted) / delta
+        self.grad = G
+        self.resid = self.sw * (self.y - self.fitted)
+        self.dev = float(np.sum(self.resid**2))
+        self.Q, self.R = linalg.qr(self.sw[:, None] * G, mode="economic")
+        if np.min(np.abs(np.diag(self.R))) <= 1e-7 * np.max(np.abs(np.diag(self.R))):
+            raise ValueError("svynls: singular gradient matrix at the parameters "
+                             f"{dict(zip(self.names, self.theta.round(6), strict=True))}.")
+
+    def _eval(self, theta: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.f(dict(zip(self.names, theta, strict=True))), dtype=float)
+        out = np.broadcast_to(out, self.y.shape).astype(float)
+        if not np.all(np.isfinite(out)):
+            raise ValueError("svynls: missing value or an infinity produced when evaluating "
+                             "the model (R's nls message).")
+        return out
+
+    def conv(self) -> float:
+        p = self.theta.shape[0]
+        qty = self.Q.T @ self.resid
+        rest = float(self.resid @ self.resid - qty @ qty)  # sum of the rotated rest^2
+        return float(np.sqrt(np.sum(qty[:p] ** 2) / max(rest, 0.0))) if rest > 0 else 0.0
+
+    def incr(self) -> np.ndarray:
+        return linalg.solve_triangular(self.R, self.Q.T @ self.resid)
+
+
+def _nls(f, y, w, start, names, maxiter=50, tol=1e-5, min_factor=1 / 1024):
+    """R's ``nls_iter`` (Gauss-Newton with step halving kept between iterations)."""
+    m = _NLSModel(f, y, w, names)
+    m.set_pars(np.asarray(start, dtype=float))
+    dev, fac = m.dev, 1.0
+    for _ in range(maxiter):
+        if m.conv() <= tol:
+            return m
+        pars = m.theta.copy()
+        inc = m.incr()
+        while fac >= min_factor:
+            m.set_pars(pars + fac * inc)
+            if m.dev <= dev:
+                dev = m.dev
+                fac = min(2 * fac, 1.0)
+                break
+            fac /= 2
+        else:
+            raise ValueError(f"svynls: step factor {fac:g} reduced below minFactor of "
+                             f"{min_factor:g} (R's nls error).")
+    raise ValueError(f"svynls: number of iterations exceeded maximum of {maxiter} (R's nls "
+                     "error). Fix: better start values.")
+
+
+def _model_function(rhs: str, data: pd.DataFrame, names: list[str]):
+    cols = formula_columns(rhs, data.columns)
+    env = {c: data[c].to_numpy(dtype=float) for c in cols}
+    code = compile(quote_dotted(rhs, data.columns).replace("`", ""), "<svynls>", "eval")
+    safe = {"np": np, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "__builtins__": {}}
+
+    def f(params: dict[str, float]) -> np.ndarray:
+        return eval(code, safe, {**env, **params})  # noqa: S307 - the user's own model
+
+    return f
+
+
+def svynls(formula: str, design: Any, start: Mapping[str, float]) -> RegressionResults:
+    """Nonlinear least squares with design-based SEs (R ``svynls``).
+
+    Parameters
+    ----------
+    formula : ``"y ~ a * x / (b + x)"``: a column on the left, a numpy expression of columns
+        and parameters on the right (``exp``, ``log``, ``sqrt`` or ``np.*``).
+    design : a :class:`~surveysynth.SurveyDesign` (possibly calibrated) or a
+        :class:`~surveysynth.ReplicateDesign`.
+    start : starting values ``{"a": 15, "b": 5}``; their names are the parameters.
+
+    Returns
+    -------
+    :class:`RegressionResults` with ``naive_cov`` R's ``vcov(fit$fit)`` (model-based), and
+    design-based ``vcov()``; z tests (R's ``summary.svynls`` uses t on n - p df: ``df_resid``
+    here is that n - p).
+
+    Fit by R's own ``nls`` iterations (see the module docstring), with the sampling weights
+    rescaled to mean 1.
+    """
+    if not isinstance(formula, str) or "~" not in formula:
+        raise ValueError(f"svynls: formula={formula!r}: give 'y ~ model expression'.")
+    if not isinstance(start, Mapping) or not start:
+        raise ValueError("svynls: start must be a dict of parameter names and values.")
+    lhs, rhs = (s.strip() for s in formula.split("~", 1))
+    data = design.full_data
+    inside = np.asarray(design.in_subset, dtype=bool)
+    names = list(start)
+    clash = [n for n in names if n in data.columns]
+    if clash:
+        raise ValueError(f"svynls: parameters {clash} are also column names; rename them.")
+    cols = formula_columns(formula, data.columns)
+    na = data[cols].isna().any(axis=1).to_numpy() & inside if cols else np.zeros_like(inside)
+    if na.any():
+        raise ValueError(f"svynls: missing values in {cols} (rows "
+                         f"{data.index[na][:5].tolist()}). Fix: build the design on complete "
+                         "rows.")
+    sub = data.loc[inside]
+    if lhs not in sub.columns:
+        raise ValueError(f"svynls: the response {lhs!r} must be a column of the data.")
+    y = sub[lhs].to_numpy(dtype=float)
+    f = _model_function(rhs, sub, names)
+    w_full = np.asarray(design.full_weights, dtype=float)
+    pw = w_full[inside]
+    meanweight = pw.mean()
+    w = pw / meanweight
+    m = _nls(f, y, w, [start[n] for n in names], names)
+    theta = m.theta
+    Rinv = linalg.solve_triangular(m.R, np.eye(theta.shape[0]))
+    v0 = Rinv @ Rinv.T
+    n_pos = int(np.sum(w > 0))
+    naive = v0 * m.dev / (n_pos - theta.shape[0])
+    df_resid = float(n_pos - theta.shape[0])
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        rep = np.asarray(design.replicate_weights("analysis"), dtype=float)
+        thetas = np.vstack([_nls(f, y, rep[:, r] / meanweight, theta, names).theta
+                            for r in range(rep.shape[1])])
+        vcov = replicate_covariance(design, thetas, theta)
+        return RegressionResults("Nonlinear survey regression", formula, names, theta, vcov,
+                                 df_resid, naive, thetas)
+    # R: infl <- resids * grads %*% v0, with resids = sqrt(w) (y - f); svyrecvar(infl * w)
+    infl = np.zeros((data.shape[0], theta.shape[0]))
+    infl[inside] = (m.resid * w)[:, None] * (m.grad @ v0)
+    vcov = influence_covariance(design, infl, np.where(inside, 0, -1))
+    return RegressionResults("Nonlinear survey regression", formula, names, theta, vcov,
+                             df_resid, naive)
