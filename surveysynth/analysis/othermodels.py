@@ -150,7 +150,8 @@ def _tsls(y, X, Z, w):
     Xhat_w = Q @ (Q.T @ (X * sw[:, None]))  # sqrt(w) * Xhat
     coef, *_ = linalg.lstsq(Xhat_w, y * sw)
     cov_unscaled = linalg.inv(Xhat_w.T @ Xhat_w)
-    Xhat = Xhat_w / sw[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):  # replicate weights may be 0
+        Xhat = np.where(sw[:, None] > 0, Xhat_w / sw[:, None], 0.0)
     return coef, Xhat, cov_unscaled
 
 
