@@ -16,7 +16,7 @@ import pytest
 import surveysynth as ss
 from r_bridge import r_session
 from r_bridge.convert import r_to_pandas
-from surveysynth.analysis import svyglm, svygofchisq, svyivreg, svynls
+from surveysynth.analysis import svyglm, svygofchisq, svyivreg, svynls, svystandardize
 from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
@@ -207,3 +207,96 @@ def test_svynls_errors(designs):
         svynls("y ~ a*x/(b+x)", d, start=[15, 5])
     with pytest.raises(ValueError, match="also column names"):
         svynls("y ~ x*x", d, start={"x": 1.0})
+
+
+POPAGE = [55901, 77670, 72816, 45364]
+STD_SETUP = """
+data(nhanes)
+om_nh <- svydesign(id=~SDMVPSU, strata=~SDMVSTRA, weights=~WTMEC2YR, data=nhanes, nest=TRUE)
+om_popage <- c(55901, 77670, 72816, 45364)
+om_nhc <- svydesign(id=~SDMVPSU, strata=~SDMVSTRA, weights=~WTMEC2YR, nest=TRUE,
+                    data=subset(nhanes, !is.na(HI_CHOL)))
+om_rnh <- as.svrepdesign(om_nhc)
+"""
+
+
+@pytest.fixture(scope="module")
+def nhanes(designs):
+    with r_session("survey") as (ro, _):
+        ro.r(STD_SETUP)
+        return r_to_pandas(ro.r("nhanes"))
+
+
+def _by_ref(code: str) -> tuple[np.ndarray, np.ndarray]:
+    with r_session("survey") as (ro, _):
+        ro.r(f"om_b <- {code}")
+        return (np.array(ro.r("as.vector(coef(om_b))"), dtype=float),
+                np.array(ro.r("as.vector(SE(om_b))"), dtype=float))
+
+
+def test_svystandardize_man_page_equals_R(nhanes):
+    """?svystandardize: high cholesterol by race and sex, age-standardized to the 2000 US
+    population (NCHS data brief 92) over the adults, and the overall age-adjusted mean
+    (over=~1, and the equivalent all_adults column of the man page)."""
+    d = ss.SurveyDesign(nhanes, ids="SDMVPSU", strata="SDMVSTRA", weights="WTMEC2YR",
+                        nest=True)
+    st = svystandardize(d, by="~agecat", over="~race+RIAGENDR", population=POPAGE,
+                        excluding_missing="~HI_CHOL")
+    adults = st.subset(st.data["agecat"] != "(0,19]")
+    got = adults.mean("HI_CHOL", by=["race", "RIAGENDR"])
+    est, se = _by_ref("svyby(~HI_CHOL, ~race+RIAGENDR, svymean, design=subset(svystandardize("
+                      "om_nh, by=~agecat, over=~race+RIAGENDR, population=om_popage, "
+                      "excluding.missing=~HI_CHOL), agecat!='(0,19]'))")
+    assert_rel(got["estimate"], est, TOL, "by race, sex")
+    assert_rel(got["se"], se, TOL, "by race, sex se")
+    ref = _by_ref("svymean(~I(HI_CHOL == 1), svystandardize(om_nh, by=~agecat, over=~1, "
+                  "population=om_popage, excluding.missing=~HI_CHOL), na.rm=TRUE)")
+    for over, data in ((None, nhanes), ("~all_adults", nhanes.assign(all_adults="1"))):
+        dd = ss.SurveyDesign(data, ids="SDMVPSU", strata="SDMVSTRA", weights="WTMEC2YR",
+                             nest=True)
+        adj = svystandardize(dd, by="~agecat", over=over, population=POPAGE,
+                             excluding_missing="~HI_CHOL")
+        m = adj.mean("HI_CHOL")
+        # R: the logical I(HI_CHOL == 1) gives FALSE and TRUE; TRUE is the mean of HI_CHOL
+        assert_rel(m["estimate"], ref[0][1], TOL, f"overall {over}")
+        assert_rel(m["se"], ref[1][1], TOL, f"overall {over} se")
+    crude = d.mean("HI_CHOL", na_rm=True)["estimate"].iloc[0]
+    assert abs(crude - ref[0][1]) > 1e-3  # the standardization changes the estimate
+
+
+def test_svystandardize_replicate_equals_R(nhanes):
+    """A replicate design (R's JKn of the complete rows): post-stratification of every
+    replicate."""
+    comp = nhanes[nhanes["HI_CHOL"].notna()]
+    with r_session("survey") as (ro, _):
+        ro.r(STD_SETUP)
+    rep = ReplicateDesign(comp, repweights=_r("as.matrix(weights(om_rnh, 'analysis'))"),
+                          weights=_r("as.numeric(om_rnh$pweights)"), type="other",
+                          scale=float(_r("om_rnh$scale")[0]), rscales=_r("om_rnh$rscales"),
+                          mse=bool(_r("as.numeric(om_rnh$mse)")[0]), combined_weights=True)
+    st = svystandardize(rep, by="agecat", over=["RIAGENDR"], population=POPAGE)
+    got = st.mean("HI_CHOL", by="RIAGENDR")
+    est, se = _by_ref("svyby(~HI_CHOL, ~RIAGENDR, svymean, design=svystandardize(om_rnh, "
+                      "by=~agecat, over=~RIAGENDR, population=om_popage))")
+    assert_rel(got["estimate"], est, TOL, "replicate")
+    assert_rel(got["se"], se, TOL, "replicate se")
+    with pytest.raises(ValueError, match="4 cells"):
+        svystandardize(rep, by="agecat", population=POPAGE[:3])
+
+
+def test_svystandardize_calibrated_equals_R(nhanes):
+    """A calibrated design (complete rows calibrated to a population size and the sex
+    total), standardized by age within race."""
+    comp = nhanes[nhanes["HI_CHOL"].notna()]
+    with r_session("survey") as (ro, _):
+        ro.r(STD_SETUP)
+        ro.r("om_cnh <- calibrate(om_nhc, ~RIAGENDR, c(`(Intercept)`=2.5e8, RIAGENDR=3.8e8))")
+    d = ss.SurveyDesign(comp, ids="SDMVPSU", strata="SDMVSTRA", weights="WTMEC2YR",
+                        nest=True).calibrate("~RIAGENDR", {"(Intercept)": 2.5e8,
+                                                           "RIAGENDR": 3.8e8})
+    got = svystandardize(d, by="~agecat", over="~race", population=POPAGE).mean(
+        "HI_CHOL", by="race")
+    est, se = _by_ref("svyby(~HI_CHOL, ~race, svymean, design=svystandardize(om_cnh, "
+                      "by=~agecat, over=~race, population=om_popage))")
+    assert_rel(got["estimate"], est, TOL, "calibrated")
+    assert_rel(got["se"], se, TOL, "calibrated se")

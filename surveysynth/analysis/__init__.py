@@ -12,7 +12,7 @@ from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
-from .othermodels import RegressionResults, svygofchisq, svyivreg, svynls
+from .othermodels import RegressionResults, svygofchisq, svyivreg, svynls, svystandardize
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .survival import CoxResults, KMCurve, KMCurves, svycoxph, svykm, svylogrank, svysurvreg
@@ -23,4 +23,4 @@ __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFs
            "svyttest", "svyvar"]
 __all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm", "quasi",
             "svycoxph", "svykm", "svylogrank", "svypredmeans", "svysurvreg"]
-__all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls"]
+__all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls", "svystandardize"]

@@ -21,6 +21,11 @@ survey 4.1.1 and 4.5 compute them (the two agree).
   the variance is the replicate variance R intends.
 * :func:`svystandardize`: post-stratify (``partial=True``) to the cells ``by x over`` with
   counts ``population`` share of ``by`` times the estimated total of each ``over`` cell.
+  ``excluding_missing`` rebuilds a plain design on the complete rows (R drops them, keeping
+  the full design's PSU counts: refused when a whole PSU would go).
+
+R's ``svymle`` is not here: it maximizes by ``optim`` (Nelder-Mead by default), whose stopping
+point is far coarser than 1e-8, so its numbers cannot be matched without its optimizer.
 """
 
 from __future__ import annotations
@@ -356,3 +361,113 @@ def svynls(formula: str, design: Any, start: Mapping[str, float]) -> RegressionR
     vcov = influence_covariance(design, infl, np.where(inside, 0, -1))
     return RegressionResults("Nonlinear survey regression", formula, names, theta, vcov,
                              df_resid, naive)
+
+
+# ----------------------------------------------------------------------------- svystandardize
+def _columns(spec: Any, what: str) -> list[str]:
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        text = spec.strip().lstrip("~").strip()
+        return [] if text in ("", "1") else [t.strip() for t in text.split("+")]
+    return [str(c) for c in spec]
+
+
+def _complete_rows_design(design: Any, cols: list[str]) -> Any:
+    """R's ``design[-naa, ]`` for rows with a missing value in ``cols``: the design rebuilt
+    on the complete rows (R drops them; its PSU counts per stratum stay those of the full
+    design, so the rebuilt design must keep every PSU)."""
+    data = design.full_data
+    na = data[cols].isna().any(axis=1).to_numpy()
+    if not na.any():
+        return design
+    kind = getattr(design, "design_kind", "taylor")
+    if kind != "taylor" or design.is_subset or getattr(design, "_calibration", ()) or \
+            getattr(design, "_pps", None) is not None:
+        raise ValueError(
+            f"svystandardize: excluding_missing drops {int(na.sum())} rows with missing "
+            f"{cols}; that is supported for a plain SurveyDesign only. Fix: build the design "
+            "(and its replicates or calibration) on the complete rows first.")
+    from ..design import SurveyDesign
+
+    keep = ~na
+    new = SurveyDesign(data.loc[keep], ids=design.ids_vars or None, strata=design.strata_vars,
+                       weights=np.asarray(design.full_weights, dtype=float)[keep],
+                       fpc=design.fpc_vars, nest=design.nest, lonely_psu=design.lonely_psu,
+                       adjust_domain_lonely=design.adjust_domain_lonely)
+    for old_stage, new_stage in zip(design.stages, new.stages, strict=True):
+        if not np.array_equal(np.asarray(old_stage.n_psu), np.asarray(new_stage.n_psu)):
+            raise ValueError(
+                "svystandardize: the rows with missing values of excluding_missing make whole "
+                "PSUs disappear; R keeps the full design's PSU counts. Fix: build the design "
+                "on the complete rows yourself if that is what you mean.")
+    return new
+
+
+def svystandardize(design: Any, by: str | Sequence[str], population: Any,
+                   over: str | Sequence[str] | None = None,
+                   excluding_missing: str | Sequence[str] | None = None) -> Any:
+    """Direct standardization (R ``svystandardize``, as NCHS does it): a design whose
+    weights give the distribution ``population`` over the levels of ``by`` within every cell
+    of ``over``, by post-stratification (``partial=True``) to ``by x over`` cells with counts
+    ``population share of the by level x estimated total of the over cell``.
+
+    Parameters
+    ----------
+    design : a :class:`~surveysynth.SurveyDesign` or :class:`~surveysynth.ReplicateDesign`.
+    by : the standardizing variable(s), e.g. ``"~agecat"``.
+    population : the standard population's counts (or shares) of the ``by`` levels in R's
+        level order (factor levels; sorted values), or a DataFrame with a ``Freq`` column.
+    over : the cells within which to standardize (``"~race+RIAGENDR"``; default: the whole
+        population, R's ``~1``).
+    excluding_missing : variables whose missing rows leave the design first (R
+        ``excluding.missing=~HI_CHOL``).
+
+    Returns a post-stratified design of the same kind: estimate on it (``mean``, ``by=``,
+    ``subset``) as on any design.
+    """
+    from ..calibration import post_stratify
+    from ..estimate import category_levels
+
+    by_cols, over_cols = _columns(by, "by"), _columns(over, "over")
+    if not by_cols:
+        raise ValueError("svystandardize: by= needs at least one variable, e.g. '~agecat'.")
+    if excluding_missing is not None:
+        design = _complete_rows_design(design, _columns(excluding_missing,
+                                                        "excluding_missing"))
+    data = design.full_data
+    missing = [c for c in by_cols + over_cols if c not in data.columns]
+    if missing:
+        raise ValueError(f"svystandardize: columns {missing} are not in the design's data.")
+    if isinstance(population, pd.DataFrame):
+        population = population["Freq"].to_numpy()
+    pop = np.asarray(population, dtype=float).reshape(-1)
+    w = np.asarray(design.full_weights, dtype=float)
+    inside = np.asarray(design.in_subset, dtype=bool)
+
+    def grid(cols: list[str]) -> list[tuple]:
+        combos: list[tuple] = [()]
+        for c in cols:  # R's table order: the first variable varies fastest
+            combos = [(*t, lv) for lv in category_levels(data.loc[inside, c]) for t in combos]
+        return combos
+
+    by_cells = grid(by_cols)
+    if pop.shape[0] != len(by_cells):
+        raise ValueError(f"svystandardize: population has {pop.shape[0]} counts for the "
+                         f"{len(by_cells)} cells of {by_cols}: {by_cells[:6]}.")
+    fixed = pop / pop.sum()
+    if over_cols:
+        over_cells = grid(over_cols)
+        key = list(zip(*[data[c] for c in over_cols], strict=True))
+        totals: dict[tuple, float] = {}
+        for k, wi, ins in zip(key, w, inside, strict=True):
+            if ins:
+                totals[k] = totals.get(k, 0.0) + wi
+        free = np.array([totals.get(cell, 0.0) for cell in over_cells])
+    else:
+        over_cells, free = [()], np.array([w[inside].sum()])
+    rows = [(*b, *o) for o in over_cells for b in by_cells]
+    freq = np.outer(fixed, free).reshape(-1, order="F")
+    table = pd.DataFrame(rows, columns=by_cols + over_cols)
+    table["Freq"] = freq
+    return post_stratify(design, by_cols + over_cols, table, partial=True)
