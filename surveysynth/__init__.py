@@ -33,7 +33,7 @@ _EXPORTS = {
     "AIC": ".analysis", "BIC": ".analysis",
     "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
     "svykm": ".analysis", "svycoxph": ".analysis", "svylogrank": ".analysis",
-    "svysurvreg": ".analysis", "svygofchisq": ".analysis", "svyivreg": ".analysis",
+    "svysurvreg": ".analysis", "predict_svycoxph": ".analysis", "svygofchisq": ".analysis", "svyivreg": ".analysis",
     "svynls": ".analysis", "svystandardize": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",

@@ -14,7 +14,14 @@ import pytest
 import surveysynth as ss
 from r_bridge import r_session
 from r_bridge.convert import r_to_pandas
-from surveysynth.analysis import svycoxph, svykm, svylogrank, svysurvreg
+from surveysynth.analysis import (
+    marginpred,
+    predict_svycoxph,
+    svycoxph,
+    svykm,
+    svylogrank,
+    svysurvreg,
+)
 from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
@@ -157,6 +164,71 @@ def test_svycoxph_man_page_equals_R(designs, design):
     assert_rel(res.params, ref["coef"], TOL, f"{design} coef")
     assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, f"{design} vcov")
     assert list(res.params.index) == ["np.log(bili)", "protime", "albumin"]
+
+
+def test_predict_svycoxph_curves_man_page_equals_R(designs):
+    """?svycoxph: predict(model, se=TRUE, type="curve", newdata=...) at bili 3 and 9,
+    quantile(s[[1]], ci=TRUE) and confint(s[[2]], parm=365*(1:5)); and the curves without
+    SEs."""
+    res = svycoxph(COX[0], designs["sv_cpbc"])
+    nd = pd.DataFrame({"bili": [3.0, 9.0], "protime": [10.0, 10.0], "albumin": [3.5, 3.5]})
+    curves = predict_svycoxph(res, nd, se=True)
+    plain = res.predict_curve(nd)
+    call = (f"predict(svycoxph({COX[1]}, design=sv_cpbc), type='curve', newdata=data.frame("
+            "bili=c(3,9), protime=c(10,10), albumin=c(3.5,3.5))")
+    for i, lab in enumerate(["0", "1"], start=1):
+        _same_curve(curves[lab], _curve(f"{call}, se=TRUE)[[{i}]]"), f"curve {lab}")
+        _same_curve(plain[lab], _curve(f"{call})[[{i}]]"), f"plain curve {lab}")
+    with r_session("survey") as (ro, _):
+        ro.r(f"sv_c <- {call}, se=TRUE)")
+        q = np.array(ro.r("as.vector(quantile(sv_c[[1]], ci=TRUE))"), dtype=float)
+        qci = np.array(ro.r("as.vector(attr(quantile(sv_c[[1]], ci=TRUE), 'ci'))"), dtype=float)
+        ci = np.array(ro.r("as.vector(confint(sv_c[[2]], parm=365*(1:5)))"), dtype=float)
+    qq = curves["0"].quantile(ci=True)
+    np.testing.assert_array_equal(np.concatenate([qq["time"], qq["ci_low"], qq["ci_high"]]),
+                                  np.concatenate([q, qci]))
+    got = curves["1"].confint(365 * np.arange(1, 6))
+    assert_rel(np.concatenate([got["ci_low"], got["ci_high"]]), ci, TOL, "curve confint")
+
+
+MP_SETUP = """
+set.seed(42)
+sv_mdf <- data.frame(x=rnorm(100))
+sv_mdf$time <- rexp(100)*exp(sv_mdf$x-1)
+sv_mdf$status <- 1
+sv_mdf$group <- (sv_mdf$x+rnorm(100))>0
+sv_mdes <- suppressWarnings(svydesign(id=~1, data=sv_mdf))
+sv_newdf <- data.frame(group=c(FALSE,TRUE), x=c(0,0))
+"""
+
+
+def test_marginpred_survival_man_page_equals_R(designs):
+    """?marginpred: conditional curves of m0 (group) and m1 (group + x), the curves of m0
+    adjusted for x, and the Kaplan-Meier curves by group adjusted for x, all with SEs; the
+    adjustment moves the curves (a version without the raking would fail)."""
+    with r_session("survey") as (ro, _):
+        ro.r(MP_SETUP)
+        df, nd = r_to_pandas(ro.r("sv_mdf")), r_to_pandas(ro.r("sv_newdf"))
+    d = ss.SurveyDesign(df, weights=np.ones(df.shape[0]))
+    m0 = svycoxph("Surv(time, status) ~ group", d)
+    m1 = svycoxph("Surv(time, status) ~ group + x", d)
+    cases = {
+        "predict(svycoxph(Surv(time,status)~group, design=sv_mdes), type='curve', "
+        "newdata=sv_newdf, se=TRUE)": predict_svycoxph(m0, nd, se=True),
+        "predict(svycoxph(Surv(time,status)~group+x, design=sv_mdes), type='curve', "
+        "newdata=sv_newdf, se=TRUE)": predict_svycoxph(m1, nd, se=True),
+        "marginpred(svycoxph(Surv(time,status)~group, design=sv_mdes), adjustfor=~x, "
+        "predictat=sv_newdf, se=TRUE)": marginpred(m0, "~x", nd, se=True),
+        "marginpred(svykm(Surv(time,status>0)~group, design=sv_mdes), adjustfor=~x, "
+        "predictat=sv_newdf, se=TRUE)": marginpred(svykm("Surv(time, status > 0) ~ group", d),
+                                                   "~x", nd, se=True),
+    }
+    for call, ours in cases.items():
+        for i, curve in enumerate(ours.values(), start=1):
+            _same_curve(curve, _curve(f"{call}[[{i}]]"), call[:40])
+    adjusted = list(cases.values())[2]["1"].surv
+    conditional = list(cases.values())[0]["1"].surv
+    assert np.max(np.abs(adjusted - conditional)) > 1e-3
 
 
 def test_svycoxph_ties_and_factors_equal_R(designs):

@@ -15,7 +15,16 @@ from .glm import GLMResults, GLMSummary, svyglm
 from .othermodels import RegressionResults, svygofchisq, svyivreg, svynls, svystandardize
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
-from .survival import CoxResults, KMCurve, KMCurves, svycoxph, svykm, svylogrank, svysurvreg
+from .survival import (
+    CoxResults,
+    KMCurve,
+    KMCurves,
+    predict_svycoxph,
+    svycoxph,
+    svykm,
+    svylogrank,
+    svysurvreg,
+)
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
@@ -23,4 +32,5 @@ __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFs
            "svyttest", "svyvar"]
 __all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm", "quasi",
             "svycoxph", "svykm", "svylogrank", "svypredmeans", "svysurvreg"]
+__all__ += ["predict_svycoxph"]
 __all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls", "svystandardize"]

@@ -135,56 +135,19 @@ def _rhs(formula: str) -> str:
     return text[1:].strip() if text.startswith("~") else text
 
 
-def marginpred(model: Any, adjustfor: str, predictat: pd.DataFrame, type: str = "link",  # noqa: A002
-               total: float | None = None, vcov: bool = False) -> pd.DataFrame:
-    """Predictions from ``model`` adjusted for the variables of ``adjustfor`` (R ``marginpred``
-    for ``svyglm``).
+def _rake_uncorrelated(mod: np.ndarray, adj: np.ndarray, w: np.ndarray, what: str,
+                       adjustfor: str) -> np.ndarray:
+    """R's marginpred raking: g-weights making the products of the (centred) model columns and
+    the adjustment columns total ``total(adj) x mean(model)`` (R ``grake``, raking, bounds
+    ``[0, Inf)``, epsilon 1e-4, maxit 100). Returns g and the product matrix."""
+    from ..calibration import CalibrationError, grake
 
-    The weights are raked so that, in the reweighted sample, the model's covariates (centred)
-    are uncorrelated with the adjustment variables (centred): the adjustment variables are
-    balanced across the model's covariates as in a randomized comparison. The model is refitted
-    with those weights and predicted at ``predictat``.
-
-    Parameters
-    ----------
-    model : a ``GLMResults`` from :func:`~surveysynth.analysis.svyglm` on a linearization design
-        (possibly calibrated), with an intercept and no dropped rows.
-    adjustfor : formula of the adjustment variables, e.g. ``"~x"`` or ``"~ age + C(sex)"``.
-    predictat : covariates of the model to predict at.
-    type, total, vcov : as :func:`predict_svyglm`.
-
-    Returns
-    -------
-    :func:`predict_svyglm`'s frame of the refitted model; ``attrs["g_weights"]`` the raking
-    factors.
-    """
-    from ..calibration import CalibrationError, _with_weights, grake
-
-    if getattr(model.refit_arguments["design"], "design_kind", "taylor") == "replicate":
-        raise ValueError(
-            "marginpred: replicate designs are not supported (R's marginpred fails on them "
-            "too: it rakes weights(design), the replicate-weight matrix). Fix: use the "
-            "linearization design.")
-    design = _check_full_fit(model, "marginpred")
-    if not isinstance(predictat, pd.DataFrame) or predictat.shape[0] == 0:
-        raise ValueError("marginpred: predictat must be a non-empty DataFrame of covariates.")
-    if "1" not in model.term_columns or model.term_columns["1"] != [0]:
-        raise ValueError(
-            "marginpred: the model needs an intercept (R drops the model matrix's first "
-            "column, assuming it is the intercept).")
-    data = design.full_data
-    w = np.asarray(design.full_weights, dtype=float)
-    adj = np.asarray(formula_matrix(quote_dotted(_rhs(adjustfor), data.columns), data,
-                                    "marginpred adjustfor", na_action="raise"), dtype=float)
-    adj = adj - (adj * w[:, None]).sum(axis=0) / w.sum()
-    mod = model.model_matrix[:, 1:]
-    mod = mod - (mod * w[:, None]).sum(axis=0) / w.sum()
     if len(_independent_columns(mod)) < mod.shape[1]:
-        raise ValueError("marginpred: the model matrix is singular.")
+        raise ValueError(f"{what}: the model matrix is singular.")
     kept = _independent_columns(np.column_stack([mod, adj]))
     if len(kept) == mod.shape[1]:
         raise ValueError(
-            f"marginpred: the adjustment variables {adjustfor!r} are all in the model. Fix: "
+            f"{what}: the adjustment variables {adjustfor!r} are all in the model. Fix: "
             "adjust for variables the model does not contain.")
     adj = adj[:, [k - mod.shape[1] for k in kept[mod.shape[1]:]]]
     na, nm = adj.shape[1], mod.shape[1]
@@ -196,8 +159,134 @@ def marginpred(model: Any, adjustfor: str, predictat: pd.DataFrame, type: str = 
     g, info = grake(mm, w, pop, "raking", (0.0, np.inf), 1e-4, 100)
     if not info["converged"]:
         raise CalibrationError(
-            f"marginpred: raking did not converge in 100 iterations (relative misfit "
+            f"{what}: raking did not converge in 100 iterations (relative misfit "
             f"{info['misfit']:.3g}, R: 'Calibration failed').")
+    return g, mm
+
+
+def _adjust_matrix(adjustfor: str, data: pd.DataFrame, what: str) -> np.ndarray:
+    return np.asarray(formula_matrix(quote_dotted(_rhs(adjustfor), data.columns), data,
+                                     f"{what} adjustfor", na_action="raise"), dtype=float)
+
+
+def _calibrated(design: Any, g: np.ndarray, mm: np.ndarray) -> Any:
+    """R's marginpred for svycoxph and svykm: ``prob / g`` and a ``greg_calibration`` entry in
+    ``postStrata`` built from the new weights (``whalf = sqrt(weights(design))`` after the
+    update), so the refit's variance includes the raking."""
+    from ..calibration import GregAdjustment, _orthobasis
+
+    w_new = np.asarray(design.full_weights, dtype=float) * g
+    whalf = np.sqrt(w_new)
+    return design.with_calibration(w_new, GregAdjustment(_orthobasis(mm * whalf[:, None]),
+                                                         g * whalf))
+
+
+def _marginpred_cox(model: Any, adjustfor: str, predictat: pd.DataFrame, se: bool):
+    from .survival import predict_svycoxph, svycoxph
+
+    fit = model.fit_data
+    design = fit["design"]
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        raise ValueError("marginpred: replicate designs are not supported (R: its raking "
+                         "uses design$prob). Fix: use the linearization design.")
+    if design.is_subset or not fit["scope"].all():
+        raise ValueError("marginpred: the Cox model must use every row of a full design (no "
+                         "subset, missing value or zero weight).")
+    w = np.asarray(design.full_weights, dtype=float)
+    adj = _adjust_matrix(adjustfor, design.full_data, "marginpred")  # R: not centred
+    mod = fit["X"] - fit["means"]  # R: sweep(model.matrix(model), 2, model$means)
+    g, mm = _rake_uncorrelated(mod, adj, w, "marginpred", adjustfor)
+    refit = svycoxph(model.formula, _calibrated(design, g, mm), ties=model.ties,
+                     rescale=fit["rescale"])
+    out = predict_svycoxph(refit, predictat, se=se)
+    out.g_weights = g
+    return out
+
+
+def _marginpred_km(model: Any, adjustfor: str, se: bool):
+    from .survival import svykm
+
+    call = model.call
+    design = call["design"]
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        raise ValueError("marginpred: replicate designs are not supported (R: its raking "
+                         "uses design$prob). Fix: use the linearization design.")
+    if design.is_subset or not call["scope"].all():
+        raise ValueError("marginpred: the curves must use every row of a full design (no "
+                         "subset or missing value).")
+    data = design.full_data
+    w = np.asarray(design.full_weights, dtype=float)
+    adj = _adjust_matrix(adjustfor, data, "marginpred")
+    adj = adj - (adj * w[:, None]).sum(axis=0) / w.sum()
+    mod = np.asarray(formula_matrix(quote_dotted(call["rhs"], data.columns), data,
+                                    "marginpred", na_action="raise"), dtype=float)[:, 1:]
+    mod = mod - (mod * w[:, None]).sum(axis=0) / w.sum()
+    g, mm = _rake_uncorrelated(mod, adj, w, "marginpred", adjustfor)
+    out = svykm(call["formula"], _calibrated(design, g, mm), se=se)
+    out.g_weights = g
+    return out
+
+
+def marginpred(model: Any, adjustfor: str, predictat: pd.DataFrame, type: str = "link",  # noqa: A002
+               total: float | None = None, vcov: bool = False, se: bool = False) -> Any:
+    """Predictions from ``model`` adjusted for the variables of ``adjustfor`` (R
+    ``marginpred``, for ``svyglm``, ``svycoxph`` and ``svykm`` results).
+
+    The weights are raked so that, in the reweighted sample, the model's covariates (centred)
+    are uncorrelated with the adjustment variables: the adjustment variables are balanced
+    across the model's covariates as in a randomized comparison. The model is refitted with
+    those weights and predicted at ``predictat``.
+
+    Parameters
+    ----------
+    model : a ``GLMResults`` from :func:`~surveysynth.analysis.svyglm` (linearization design,
+        possibly calibrated, with an intercept and no dropped rows), a ``CoxResults`` from
+        :func:`~surveysynth.analysis.svycoxph` or the grouped curves (``KMCurves``) of
+        :func:`~surveysynth.analysis.svykm`.
+    adjustfor : formula of the adjustment variables, e.g. ``"~x"`` or ``"~ age + C(sex)"``.
+    predictat : covariates of the model to predict at (for ``svykm`` only its row count
+        matters, as in R).
+    type, total, vcov : as :func:`predict_svyglm` (svyglm).
+    se : curves with SEs (svycoxph, svykm; R's ``se=``).
+
+    Returns
+    -------
+    svyglm: :func:`predict_svyglm`'s frame of the refitted model (``attrs["g_weights"]`` the
+    raking factors); svycoxph: the refitted model's curves at ``predictat``
+    (:func:`~surveysynth.analysis.predict_svycoxph`); svykm: the curves of the raked design.
+    For svycoxph and svykm R adds the raking to the design's calibration, so their SEs include
+    it; for svyglm R's refit does not (see the module docstring).
+    """
+    from .survival import CoxResults, KMCurves
+
+    if not isinstance(predictat, pd.DataFrame) or predictat.shape[0] == 0:
+        raise ValueError("marginpred: predictat must be a non-empty DataFrame of covariates.")
+    if isinstance(model, CoxResults):
+        return _marginpred_cox(model, adjustfor, predictat, se)
+    if isinstance(model, KMCurves):
+        if not hasattr(model, "call"):
+            raise ValueError("marginpred: needs the grouped curves of svykm (formula with a "
+                             "right-hand side).")
+        return _marginpred_km(model, adjustfor, se)
+    from ..calibration import _with_weights
+
+    if getattr(model.refit_arguments["design"], "design_kind", "taylor") == "replicate":
+        raise ValueError(
+            "marginpred: replicate designs are not supported (R's marginpred fails on them "
+            "too: it rakes weights(design), the replicate-weight matrix). Fix: use the "
+            "linearization design.")
+    design = _check_full_fit(model, "marginpred")
+    if "1" not in model.term_columns or model.term_columns["1"] != [0]:
+        raise ValueError(
+            "marginpred: the model needs an intercept (R drops the model matrix's first "
+            "column, assuming it is the intercept).")
+    data = design.full_data
+    w = np.asarray(design.full_weights, dtype=float)
+    adj = _adjust_matrix(adjustfor, data, "marginpred")
+    adj = adj - (adj * w[:, None]).sum(axis=0) / w.sum()
+    mod = model.model_matrix[:, 1:]
+    mod = mod - (mod * w[:, None]).sum(axis=0) / w.sum()
+    g, _ = _rake_uncorrelated(mod, adj, w, "marginpred", adjustfor)
     refit = _refit(model, model.formula, _with_weights(design, w * g))
     out = predict_svyglm(refit, predictat, type=type, total=total, vcov=vcov)
     out.attrs["g_weights"] = g

@@ -332,6 +332,7 @@ def svykm(formula: str, design: Any, se: bool = False) -> KMCurve | KMCurves:
     groups, na = _group_labels(rhs, data, "svykm")
     scope = scope & ~na
     out = KMCurves()
+    out.call = {"formula": formula, "design": design, "se": se, "rhs": rhs, "scope": scope}
     for level in groups.cat.categories:
         inside = scope & (groups == level).to_numpy()
         if not inside.any():
@@ -483,6 +484,11 @@ class CoxResults:
         """Design-based covariance of the coefficients (R ``vcov(svycoxph)``)."""
         return self._vcov.copy()
 
+    def predict_curve(self, newdata: pd.DataFrame, se: bool = False) -> KMCurves:
+        """Survival curves for the covariates of each row of ``newdata`` (R
+        ``predict(svycoxph, newdata, type="curve", se=)``); see :func:`predict_svycoxph`."""
+        return predict_svycoxph(self, newdata, se=se)
+
     def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
         """Wald intervals on the normal (R ``confint``)."""
         z = stats.norm.isf(alpha / 2)
@@ -523,7 +529,7 @@ def _cox_data(formula: str, design: Any, what: str):
         names.pop(k)
     if not names:
         raise ValueError(f"{what}: the model has no covariates.")
-    return time, status, X, names, scope
+    return time, status, X, names, scope, mm.model_spec
 
 
 def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = True,
@@ -551,7 +557,7 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     """
     if ties not in ("efron", "breslow"):
         raise ValueError(f"svycoxph: ties={ties!r}: choose 'efron' (R's default) or 'breslow'.")
-    time, status, X, names, scope = _cox_data(formula, design, "svycoxph")
+    time, status, X, names, scope, spec = _cox_data(formula, design, "svycoxph")
     data = design.full_data
     w_full = np.asarray(design.full_weights, dtype=float)
     t, s = time[scope], status[scope]
@@ -581,8 +587,94 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
         infl = np.zeros((data.shape[0], len(names)))
         infl[scope] = dfbeta
         vcov = influence_covariance(design, infl, np.where(scope, 0, -1))
-    return CoxResults(formula, names, beta, vcov, inv_info, loglik, ties, int(scope.sum()),
-                      kind, replicates, it, conv)
+    out = CoxResults(formula, names, beta, vcov, inv_info, loglik, ties, int(scope.sum()),
+                     kind, replicates, it, conv)
+    # R coxph's means: weighted column means, 0 for columns of -1/0/1 values (nocenter)
+    zero_one = np.all(np.isin(X, (-1.0, 0.0, 1.0)), axis=0)
+    means = np.where(zero_one, 0.0, (w[:, None] * X).sum(axis=0) / w.sum())
+    out.fit_data = {"design": design, "time": time, "status": status, "X": X, "scope": scope,
+                "w": w, "efron": efron, "means": means, "spec": spec,
+                "rescale": rescale}
+    return out
+
+
+def predict_svycoxph(model: CoxResults, newdata: pd.DataFrame, se: bool = False) -> KMCurves:
+    """Predicted survival curves of a :func:`svycoxph` fit at the covariates of each row of
+    ``newdata`` (R ``predict.svycoxph(type="curve")``).
+
+    The Breslow baseline cumulative hazard (one step per event, the risk set of each tied
+    event excluding the events sorted before it, as R) times ``exp(beta'(z - means))``;
+    with ``se=True`` (linearization designs, as R) ``varlog`` adds to the design variance of
+    the baseline hazard (R's ``km.stderr`` totals weighted by the risk scores) the
+    coefficients' part ``h^2 z' V z`` and R's cross term. Returns :class:`KMCurves` keyed by
+    ``newdata``'s index labels.
+    """
+    fit = getattr(model, "fit_data", None)
+    if fit is None:
+        raise ValueError("predict_svycoxph: needs a CoxResults from svycoxph.")
+    design, scope = fit["design"], fit["scope"]
+    if se and getattr(design, "design_kind", "taylor") == "replicate":
+        raise ValueError("predict_svycoxph: se=True is not available on replicate designs "
+                         "(R: 'replicate-weight designs not supported yet').")
+    mm = fit["spec"].get_model_matrix(newdata, na_action="raise")
+    cols = [str(c) for c in mm.columns]
+    Z = np.asarray(mm, dtype=float)
+    if "Intercept" in cols:
+        Z = np.delete(Z, cols.index("Intercept"), axis=1)
+    beta = model.params.to_numpy()
+    means = fit["means"]
+    X, t, st = fit["X"], fit["time"][scope], fit["status"][scope]
+    risk = np.exp(X @ beta - np.sum(beta * means))
+    w_raw = np.asarray(design.full_weights, dtype=float)[scope]
+    out = KMCurves()
+    labels = [str(i) for i in newdata.index]
+    if not se:
+        order = np.lexsort((-st, t))  # R order(time, -status), stable
+        Y = np.cumsum((risk * w_raw)[order][::-1])[::-1]
+        ev = st[order] > 0
+        h0 = np.cumsum((w_raw[order] / Y)[ev])
+        times = t[order][ev]
+        for lab, z in zip(labels, Z, strict=True):
+            out[lab] = KMCurve(times, np.exp(-h0 * np.exp(np.sum(beta * (z - means)))))
+        return out
+    n_full = design.full_data.shape[0]
+    idx = np.flatnonzero(scope)
+    keep = idx[(fit["status"][idx] == 1) & (np.asarray(design.full_weights)[idx] != 0)]
+    keep = keep[np.argsort(fit["time"][keep], kind="stable")]
+    k = keep.shape[0]
+    tk = fit["time"][keep]
+    risk_full = np.zeros(n_full)
+    risk_full[scope] = risk
+    Yt = np.zeros((n_full, 2 * k))
+    Yt[keep, np.arange(k)] = 1.0
+    Yt[:, k:] = (fit["time"][:, None] >= tk[None, :]) * (risk_full * scope)[:, None]
+    tot, Vt = _totals_cov(design, Yt, np.where(scope, 0, -1))
+    dN, y = tot[:k], tot[k:]
+    h = np.cumsum(dN / y)
+    a = dN / y**2
+    Vny = Vt[:k, k:] * np.outer(1 / y, a)
+    dV = Vt[:k, :k] / np.outer(y, y) + Vt[k:, k:] * np.outer(a, a) - Vny - Vny.T
+    Vh = np.diag(np.cumsum(np.cumsum(dV, axis=0), axis=1))
+    # coxph.detail's means at each event time (Efron: averaged over the tie steps)
+    _, _, _, steps, _ = _cox_pieces(beta, t, st, X, fit["w"], np.zeros(t.shape[0]),
+                                    fit["efron"])
+    E = np.zeros((steps.dtimes.shape[0], X.shape[1]))
+    np.add.at(E, steps.m, steps.xbar / steps.nd[:, None])
+    nevent = np.bincount(np.searchsorted(steps.dtimes, t[st == 1]),
+                         minlength=steps.dtimes.shape[0])
+    ze = np.repeat(E, nevent, axis=0) - means
+    varbeta = model.vcov().to_numpy()
+    hze = (dN / y)[:, None] * ze
+    Vb = np.cumsum(np.einsum("ij,jk,ik->i", hze, varbeta, hze))
+    dCV = -(hze @ varbeta)  # R: dCV[i, ] <- -varbeta %*% h.ze[i, ]
+    V0 = Vh + Vb
+    for lab, z in zip(labels, Z, strict=True):
+        zi = z - means
+        riski = float(np.exp(np.sum(zi * beta)))
+        Vz = float(zi @ varbeta @ zi) * riski**2 * h**2
+        CVz = (dCV @ zi) * riski**2 * h
+        out[lab] = KMCurve(tk, np.exp(-h * riski), V0 * riski**2 + Vz + 2 * CVz)
+    return out
 
 
 # ----------------------------------------------------------------------------- svylogrank
@@ -616,7 +708,7 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
     if method not in ("small", "large"):
         raise ValueError(f"svylogrank: method={method!r}: choose 'small' (R's default) or "
                          "'large'; R's 'score' is not available.")
-    time, status, X, names, scope = _cox_data(formula, design, "svylogrank")
+    time, status, X, names, scope, _ = _cox_data(formula, design, "svylogrank")
     t, s = time[scope], status[scope]
     w = np.asarray(design.full_weights, dtype=float)[scope]
     km = _km_fit(t, s, w)
