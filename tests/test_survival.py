@@ -282,6 +282,18 @@ def test_svysurvreg_equals_R(designs, design, dist):
     assert res.params.index[-1] == ("albumin" if dist == "exponential" else "Log(scale)")
 
 
+@pytest.mark.parametrize("design", ["sv_dpbc", "sv_rpbc"])
+def test_svylogrank_score_method_equals_R(designs, design):
+    """method="score": the one-step Cox estimate over its design SE (R's z, Chisq, p)."""
+    res = svylogrank("Surv(time, status == 2) ~ trt", designs[design], method="score")
+    ref = _r(f"unclass(svylogrank(Surv(time,status==2)~trt, design={design}, "
+             "method='score'))")
+    got = [res.details["table"]["z"].iloc[0], res.statistic, res.p_value]
+    assert_rel(got, ref, TOL, f"{design} score")
+    with pytest.raises(ValueError, match="rho or gamma"):
+        svylogrank("Surv(time, status == 2) ~ trt", designs[design], rho=1, method="score")
+
+
 def test_survival_errors(designs):
     d = designs["sv_dpbc"]
     with pytest.raises(ValueError, match="Surv"):

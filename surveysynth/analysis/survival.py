@@ -695,8 +695,11 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
     formula : ``"Surv(time, event) ~ group"`` (a numeric two-valued group, or a factor: one
         score per contrast).
     rho, gamma : Fleming-Harrington weights (0, 0: the logrank test; 1, 0: Peto-Prentice).
-    method : ``"small"`` (R's default) or ``"large"``; R's ``"score"`` (a one-step Cox score
-        test) is not available.
+    method : ``"small"`` (R's default), ``"large"`` (the same statistic) or ``"score"``: R's
+        Wald test of the one-step Cox estimate from 0 with the design variance at 0 (one
+        grouping variable; replicate designs: one-step estimates per replicate,
+        ``withReplicates``), for ``rho = gamma = 0`` only (R's weighted version expands the
+        data by ``survSplit``; not provided).
 
     Returns
     -------
@@ -705,9 +708,11 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
     """
     from .design_tests import TestResult
 
-    if method not in ("small", "large"):
-        raise ValueError(f"svylogrank: method={method!r}: choose 'small' (R's default) or "
-                         "'large'; R's 'score' is not available.")
+    if method not in ("small", "large", "score"):
+        raise ValueError(f"svylogrank: method={method!r}: choose 'small' (R's default), "
+                         "'large' or 'score'.")
+    if method == "score":
+        return _score_logrank(formula, design, rho, gamma)
     time, status, X, names, scope, _ = _cox_data(formula, design, "svylogrank")
     t, s = time[scope], status[scope]
     w = np.asarray(design.full_weights, dtype=float)[scope]
@@ -903,3 +908,51 @@ def svysurvreg(formula: str, design: Any, dist: str = "weibull") -> SurvregResul
     inside = np.asarray(design.in_subset, dtype=bool)
     out.df_resid = float(design.domain_df(np.where(inside, 0, -1), 1)[0]) - len(names) + 1
     return out
+
+
+def _score_logrank(formula: str, design: Any, rho: float, gamma: float):
+    """R's ``svylogrank(method="score")`` for rho = gamma = 0."""
+    from .design_tests import TestResult
+
+    if rho != 0 or gamma != 0:
+        raise ValueError("svylogrank: method='score' with rho or gamma is not available (R "
+                         "expands the data with survSplit); use method='small'.")
+    _, _, rhs = _parse(formula, "svylogrank")
+    terms = [t for t in re.split(r"\+(?![^(]*\))", rhs) if t.strip()]
+    if len(terms) != 1:
+        raise ValueError("svylogrank: only one grouping variable allowed (R).")
+    time, status, X, names, scope, _ = _cox_data(formula, design, "svylogrank")
+    data = design.full_data
+    term = terms[0].strip()
+    raw = data[term] if term in data.columns else None
+    if raw is not None and not isinstance(raw.dtype, pd.CategoricalDtype) and \
+            raw.dtype != object and raw[scope].nunique() > 2:
+        raise ValueError("svylogrank: grouping variable with more than 2 levels must be a "
+                         "factor (R); use C(g).")
+    t, s = time[scope], status[scope]
+    w_full = np.asarray(design.full_weights, dtype=float)
+    off = np.zeros(t.shape[0])
+    if getattr(design, "design_kind", "taylor") == "replicate":
+        rep = np.asarray(design.replicate_weights("analysis"), dtype=float)
+        inside = np.asarray(design.in_subset, dtype=bool)
+        rep_full = np.zeros((data.shape[0], rep.shape[1]))
+        rep_full[inside] = rep
+        b = _coxfit(t, s, X, w_full[scope] + 1e-8, off, True, iter_max=1)[0]
+        thetas = np.vstack([_coxfit(t, s, X, rep_full[scope, r] + 1e-8, off, True,
+                                    iter_max=1)[0] for r in range(rep.shape[1])])
+        V = replicate_covariance(design, thetas, b)
+    else:
+        w = w_full[scope] / w_full[scope].mean()
+        b = _coxfit(t, s, X, w, off, True, iter_max=1)[0]
+        beta0, inv_info, _, _, _ = _coxfit(t, s, X, w, off, True, iter_max=0)
+        resid = _score_residuals(beta0, t, s, X, w, off, True)
+        infl = np.zeros((data.shape[0], X.shape[1]))
+        infl[scope] = (resid @ inv_info) * w[:, None]
+        V = influence_covariance(design, infl, np.where(scope, 0, -1))
+    z = b / np.sqrt(np.diag(V))
+    chisq = float(b @ linalg.solve(V, b))
+    table = pd.DataFrame({"z": z}, index=names)
+    return TestResult(method="Design-based logrank test (score method)", statistic=chisq,
+                      statistic_name="Chisq", parameter={"df": float(b.shape[0])},
+                      p_value=float(stats.chi2.sf(chisq, b.shape[0])),
+                      details={"table": table, "coef": b, "vcov": V})
