@@ -34,7 +34,7 @@ _EXPORTS = {
     "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
     "svykm": ".analysis", "svycoxph": ".analysis", "svylogrank": ".analysis",
     "svysurvreg": ".analysis", "predict_svycoxph": ".analysis", "svygofchisq": ".analysis", "svyivreg": ".analysis",
-    "svynls": ".analysis", "svystandardize": ".analysis",
+    "svynls": ".analysis", "svystandardize": ".analysis", "svymle": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",

@@ -12,7 +12,15 @@ from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
-from .othermodels import RegressionResults, svygofchisq, svyivreg, svynls, svystandardize
+from .othermodels import (
+    MLEResults,
+    RegressionResults,
+    svygofchisq,
+    svyivreg,
+    svymle,
+    svynls,
+    svystandardize,
+)
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .survival import (
@@ -33,4 +41,5 @@ __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFs
 __all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm", "quasi",
             "svycoxph", "svykm", "svylogrank", "svypredmeans", "svysurvreg"]
 __all__ += ["predict_svycoxph"]
+__all__ += ["MLEResults", "svymle"]
 __all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls", "svystandardize"]
