@@ -356,6 +356,11 @@ def _calibration_to_r(ro, rd, design: Any):
                 ro.r["list"](*[ivec(c) for c, _ in adj.margins]),
                 ro.r["list"](*[fvec(w) for _, w in adj.margins])))
             steps.append("rake")
+        elif getattr(adj, "chain_rule", False):
+            raise ValueError("to_r: the design has a nonresponse adjustment "
+                             "(redistribute_weights), which R survey's svydesign objects "
+                             "cannot hold. Fix: adjust a replicate design (its weights carry "
+                             "the adjustment) and convert that.")
         else:
             raise ValueError(f"to_r: calibration step {type(adj).__name__} has no R "
                              "counterpart (internal error).")

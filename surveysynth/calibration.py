@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import first_rows, parse_vars, require_columns
-from .estimate import category_levels, is_categorical
+from .levels import category_levels, is_categorical
 
 CALFUNS = ("linear", "raking", "logit")
 _EPS = np.finfo(float).eps
@@ -64,7 +64,10 @@ class GregAdjustment:
         self.w = w  # g * sqrt(w_old)
 
     def residualize(self, Z: np.ndarray) -> np.ndarray:
-        U = Z / self.w[:, None]
+        # rows of weight zero (e.g. nonrespondents after redistribute_weights) have z = 0 and
+        # no row in the regression: their residual stays 0
+        w = self.w[:, None]
+        U = np.divide(Z, w, out=np.zeros(Z.shape), where=w != 0)
         U = U - self.basis @ (self.basis.T @ U)
         return U * self.w[:, None]
 
@@ -390,9 +393,9 @@ def _replicate_analysis(design: Any) -> np.ndarray:
 
 
 def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
-    from .replicate_design import ReplicateDesign
-
-    return ReplicateDesign.from_factors(
+    # the replicate design's own class builds the new one: calibration imports no design
+    # module (the designs' calibrate/rake/... methods import calibration)
+    return type(design).from_factors(
         design.full_data, pw, rep, None, design.type, design.scale, design.rscales,
         design.rho, design.mse, design.in_subset, source=f"{what}; {design!r}".split("\n")[0],
         combined=True)
@@ -401,7 +404,8 @@ def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
 def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: Any,
               calfun: str = "linear", bounds: tuple[float, float] | None = None,
               maxit: int = 50, epsilon: float = 1e-7, force: bool = False,
-              allow_nonpositive: bool = False):
+              allow_nonpositive: bool = False, trim: tuple[float, float] | None = None,
+              aggregate_stage: int | None = None, aggregate_index: Any = None):
     """Calibrate the weights to population totals (R ``calibrate``).
 
     ``formula_or_columns``: an additive formula (``"~stype+api99"``) or a list of columns;
@@ -412,36 +416,151 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
     (calibrated / design weight). Returns a design of the same kind: a SurveyDesign whose
     linearization variance uses the calibration residuals, or a ReplicateDesign with every
     replicate recalibrated.
+
+    ``trim=(L, U)`` (R's ``trim``): g-weights outside [L, U] are set to L or U and the
+    trimmed amount is shared by the other units in proportion to their design weights (R:
+    ``g[!outside] + sum((g - gnew) w) / sum(w[!outside])``), in the full sample and in every
+    replicate; the totals are then no longer met exactly and a failed convergence is
+    accepted, as in R. R applies ``trim`` only on its iterative path: with
+    ``calfun="linear"`` and no finite ``bounds`` it is ignored (with a warning here).
+    ``aggregate_stage=s`` (SurveyDesign, R ``aggregate.stage``) or ``aggregate_index=column``
+    (ReplicateDesign, R ``aggregate.index``): the calibration variables and weights are
+    averaged within the stage-s clusters (the column's groups), so the g-weights are constant
+    within clusters (cluster-level calibration); R warns when the sampling weights vary
+    within the groups of ``aggregate_index``.
     """
     kind = _kind(design)
     frame = design.full_data
     mm, names = model_matrix(frame, formula_or_columns)
-    ww = np.asarray(design.full_weights, float)
+    ww_orig = np.asarray(design.full_weights, float)
+    ww = ww_orig
+    agg = _aggregate_groups(design, kind, aggregate_stage, aggregate_index)
+    if agg is not None:
+        mm, ww = _ave(mm, agg), _ave(ww_orig[:, None], agg)[:, 0]
     pop, keep = _population_vector(population, names, mm, mm.T @ ww)
     mm, pop = mm[:, keep], pop[keep]
     names = [n for n, k in zip(names, keep, strict=True) if k]
     lo, up = _check_bounds(calfun, bounds, mm, ww, pop, names)
+    trim = _check_trim(trim, calfun, lo, up)
     g, info = grake(mm, ww, pop, calfun, (lo, up), epsilon, maxit)
+    if trim is not None:
+        g, trimmed = _trim_g(g, ww, trim)
+        if trimmed:
+            info = dict(info, converged=True)  # R drops attr(g, "failed") after trimming
     if not info["converged"]:
         if not force:
             raise _failure("calibrate", info, calfun, bounds, maxit, epsilon)
         warnings.warn(str(_failure("calibrate", info, calfun, bounds, maxit, epsilon)),
                       UserWarning, stacklevel=2)
-    w_new = 1.0 / ((1.0 / ww) / g)
-    _check_weights(g, w_new, frame.index, allow_nonpositive, "calibrate")
+    with np.errstate(divide="ignore"):
+        w_new = 1.0 / ((1.0 / ww_orig) / g)  # rows of weight 0 stay 0 (R: prob = Inf)
+    _check_weights(g, np.where(ww_orig > 0, w_new, 1.0), frame.index, allow_nonpositive,
+                   "calibrate")
     if kind == "taylor":
         whalf = np.sqrt(ww)
         adj = GregAdjustment(_orthobasis(mm * whalf[:, None]), g * whalf)
         return design.with_calibration(w_new, adj)
     rep = _replicate_analysis(design)
+    rep_cal = rep if agg is None else _ave(rep, agg)
     out = np.empty_like(rep)
     for r in range(rep.shape[1]):
-        gr, inf_r = grake(mm, rep[:, r], pop, calfun, (lo, up), epsilon, maxit)
+        gr, inf_r = grake(mm, rep_cal[:, r], pop, calfun, (lo, up), epsilon, maxit)
+        if trim is not None:
+            gr, trimmed = _trim_g(gr, rep_cal[:, r], trim)
+            if trimmed:
+                inf_r = dict(inf_r, converged=True)
         if not inf_r["converged"] and not force:
             raise _failure(f"calibrate, replicate {r + 1}", inf_r, calfun, bounds, maxit,
                            epsilon)
         out[:, r] = rep[:, r] * gr
     return _new_replicate(design, w_new, out, f"calibrated ({calfun})")
+
+
+def _aggregate_groups(design: Any, kind: str, stage: int | None, index: Any) -> np.ndarray | None:
+    """Group codes for cluster-level calibration (R ``aggregate.stage``/``aggregate.index``)."""
+    if stage is None and index is None:
+        return None
+    if kind == "taylor":
+        if index is not None:
+            raise ValueError("aggregate_index= is for replicate designs (R aggregate.index); "
+                             "for a SurveyDesign give aggregate_stage= (a sampling stage).")
+        stages = design.stages
+        if not isinstance(stage, (int, np.integer)) or not 1 <= stage <= len(stages):
+            raise ValueError(f"aggregate_stage={stage!r}: give a sampling stage, 1 to "
+                             f"{len(stages)} for this design.")
+        return np.asarray(stages[int(stage) - 1].cluster, dtype=np.int64)
+    if stage is not None:
+        raise ValueError("aggregate_stage= is for SurveyDesign (R aggregate.stage); a "
+                         "replicate design has no stages: give aggregate_index= (a column of "
+                         "cluster ids, R aggregate.index).")
+    frame = design.full_data
+    if isinstance(index, str):
+        require_columns(frame, [index], "aggregate_index")
+        vals = frame[index]
+    else:
+        vals = pd.Series(np.asarray(index))
+        if vals.shape[0] != frame.shape[0]:
+            raise ValueError(f"aggregate_index: {vals.shape[0]} values for "
+                             f"{frame.shape[0]} rows.")
+    if vals.isna().any():
+        raise ValueError(f"aggregate_index has missing values in "
+                         f"{first_rows(frame.index, vals.isna().to_numpy())}.")
+    codes = pd.factorize(vals, sort=False)[0].astype(np.int64)
+    ww = np.asarray(design.full_weights, float)
+    K = int(codes.max()) + 1
+    n = np.bincount(codes, minlength=K)
+    mean = np.bincount(codes, ww, K) / n
+    ss_ = np.bincount(codes, (ww - mean[codes]) ** 2, K)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(n > 1, ss_ / (n - 1), np.nan)
+    if np.any(np.isfinite(var)) and np.sqrt(np.nanmax(var)) > 0.01 * ww.mean():
+        warnings.warn("Sampling weights are not constant within clusters defined by "
+                      "aggregate.index", UserWarning, stacklevel=3)
+    return codes
+
+
+def _ave(M: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """R's ``ave``: each column replaced by its mean within the groups of ``codes``."""
+    K = int(codes.max()) + 1
+    n = np.bincount(codes, minlength=K).astype(float)
+    sums = np.column_stack([np.bincount(codes, M[:, j], K) for j in range(M.shape[1])])
+    return (sums / n[:, None])[codes]
+
+
+def _check_trim(trim: Any, calfun: str, lo: float, up: float) -> tuple[float, float] | None:
+    if trim is None:
+        return None
+    try:
+        t = tuple(float(x) for x in trim)
+    except (TypeError, ValueError):
+        t = ()
+    if len(t) != 2 or not t[0] <= t[1]:
+        raise ValueError(f"trim={trim!r}: give (lower, upper) g-weight bounds with lower <= "
+                         "upper (R calibrate's trim).")
+    if calfun == "linear" and not np.isfinite(lo) and not np.isfinite(up):
+        warnings.warn("trim= is ignored with calfun='linear' and no finite bounds, as in R "
+                      "(its closed-form regcalibrate has no trim step). Fix: give bounds "
+                      "wider than trim, e.g. bounds=(0.5, 2), trim=(2/3, 3/2) (R's example).",
+                      UserWarning, stacklevel=3)
+        return None
+    return t
+
+
+def _trim_g(g: np.ndarray, w: np.ndarray, trim: tuple[float, float]) -> tuple[np.ndarray, bool]:
+    """R calibrate's trim step: clip g to ``trim`` and share the trimmed weight
+    ``sum((g - gnew) w)`` equally per unit of design weight among the units inside."""
+    gnew = np.maximum(trim[0], np.minimum(g, trim[1]))
+    outside = (g < trim[0]) | (g > trim[1])
+    if not outside.any():
+        return g, False
+    inside = ~outside
+    if not float(w[inside].sum()) > 0:
+        raise CalibrationError(
+            f"calibrate: every g-weight of a unit with positive weight is outside trim={trim} "
+            f"(range {g[w > 0].min():.4g} to {g[w > 0].max():.4g}): nothing can take the "
+            "trimmed weight (R would give NaN weights). Fix: widen trim.")
+    gnew[inside] = gnew[inside] + float(((g - gnew) * w).sum()) / float(w[inside].sum())
+    return gnew, True
 
 
 def _combine_codes(codes: list[np.ndarray]) -> np.ndarray:

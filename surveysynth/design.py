@@ -239,6 +239,22 @@ def _domain_ratio(pairs: DomainPairs, ty: list, tx: list | None, D: int):
         return est / Tx, Tx
 
 
+def _variance_order(adjustments: tuple) -> list:
+    """The order in which weight adjustments residualize influence values. R's calibrations
+    (``postStrata``) apply in the order they were made, as R's ``svyrecvar``; an adjustment
+    with ``chain_rule = True`` (the nonresponse adjustment, which R lacks) applies after every
+    adjustment made later, as the chain rule of linearization requires (the last step first):
+    runs of R calibrations keep R's order and the runs and chain-rule steps go last first."""
+    segments: list[list] = []
+    for adj in adjustments:
+        if getattr(adj, "chain_rule", False) or not segments or getattr(
+                segments[-1][-1], "chain_rule", False):
+            segments.append([adj])
+        else:
+            segments[-1].append(adj)
+    return [adj for seg in reversed(segments) for adj in seg]
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -571,6 +587,16 @@ class SurveyDesign(Estimators):
         return tuple(self._stages)
 
     @property
+    def popsize(self) -> np.ndarray | None:
+        """Population size of each row's stratum at each stage, (rows of :attr:`full_data`,
+        stages), R's ``design$fpc$popsize``; None without an fpc (read-only view)."""
+        if self._popsize is None:
+            return None
+        out = np.asarray(self._popsize).view()
+        out.setflags(write=False)
+        return out
+
+    @property
     def degf(self) -> float:
         """Design degrees of freedom: PSUs minus strata among the rows (R ``degf``)."""
         dom = np.where(self._in, 0, -1)
@@ -601,6 +627,46 @@ class SurveyDesign(Estimators):
 
         return bootstrap(self, replicates=replicates, method=method, seed=seed, mse=mse, **options)
 
+    def sdr(self, replicates: int, sort_variable: str, mse: bool = True, **options: Any):
+        """Successive-difference replication (svrep ``as_sdr_design``, the ACS's SDR).
+
+        See :func:`surveysynth.replicate_generators.sdr`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("sdr")
+        from .replicate_generators import sdr
+
+        return sdr(self, replicates=replicates, sort_variable=sort_variable, mse=mse, **options)
+
+    def canty_davison(self, replicates: int = 50, seed: Any = None, mse: bool = False):
+        """Canty-Davison bootstrap, R ``as.svrepdesign(type="bootstrap")``.
+
+        See :func:`surveysynth.replicate_generators.canty_davison`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("canty_davison")
+        from .replicate_generators import canty_davison
+
+        return canty_davison(self, replicates=replicates, seed=seed, mse=mse)
+
+    def gen_boot(self, variance_estimator: str, replicates: int = 500, **options: Any):
+        """Generalized bootstrap (svrep ``as_gen_boot_design``).
+
+        See :func:`surveysynth.replicate_generators.gen_boot`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("gen_boot")
+        from .replicate_generators import gen_boot
+
+        return gen_boot(self, variance_estimator, replicates=replicates, **options)
+
+    def fays_gen_rep(self, variance_estimator: str, **options: Any):
+        """Fay's generalized replication (svrep ``as_fays_gen_rep_design``).
+
+        See :func:`surveysynth.replicate_generators.fays_gen_rep`; returns a ReplicateDesign.
+        """
+        self._no_pps_replicates("fays_gen_rep")
+        from .replicate_generators import fays_gen_rep
+
+        return fays_gen_rep(self, variance_estimator, **options)
+
     def jackknife(self, method: str = "auto", mse: bool = False, **options: Any):
         """Jackknife replicate design (JK1 unstratified, JKn stratified, as R's "auto")."""
         self._no_pps_replicates("jackknife")
@@ -620,6 +686,12 @@ class SurveyDesign(Estimators):
     _calibration: tuple = ()
     #: the PPS-without-replacement variance engine (None: the Taylor recursion)
     _pps = None
+
+    @property
+    def is_calibrated(self) -> bool:
+        """True after calibrate / rake / post_stratify (R ``is.calibrated``): R's subset of such
+        a design keeps every row with weight 0 outside, where it drops the rows otherwise."""
+        return bool(self._calibration)
 
     def with_calibration(self, weights: np.ndarray, adjustment: Any) -> SurveyDesign:
         """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
@@ -642,7 +714,7 @@ class SurveyDesign(Estimators):
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((z.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        for adj in self._calibration:
+        for adj in _variance_order(self._calibration):
             Z = adj.residualize(Z)
         return Z
 

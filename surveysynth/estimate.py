@@ -29,6 +29,7 @@ from scipy import special, stats
 
 from ._validate import as_list, first_rows, require_columns
 from .engines import get_engine
+from .levels import category_levels, is_categorical  # public here too (levels.py)
 
 
 class Domains(NamedTuple):
@@ -60,17 +61,6 @@ def _zero_nan(a: np.ndarray) -> np.ndarray:
     """``a`` with NaN replaced by 0 (``a`` itself when it has none: no copy)."""
     nan = np.isnan(a)
     return np.where(nan, 0.0, a) if nan.any() else a
-
-
-def category_levels(series: pd.Series) -> list:
-    """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return list(series.cat.categories)
-    values = series.dropna().unique()
-    try:
-        return sorted(values.tolist())
-    except TypeError:
-        return sorted(values.tolist(), key=str)
 
 
 def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
@@ -119,11 +109,6 @@ def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
         return [values[i] for i in rank], mapping[fcodes]
     levels = category_levels(s if every else s[inside])
     return levels, pd.Index(levels).get_indexer(s)
-
-
-def is_categorical(series: pd.Series) -> bool:
-    """True unless the column is numeric (booleans count as categorical, as R factors)."""
-    return not (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
 
 
 def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -469,6 +454,14 @@ class Estimators:
         return post_stratify(self, strata, population, partial=partial)
 
     postStratify = post_stratify  # R's spelling
+
+    def redistribute_weights(self, reduce_if: Any, increase_if: Any,
+                             by: str | Sequence[str] | None = None):
+        """Nonresponse weighting-class adjustment (svrep ``redistribute_weights``); see
+        :func:`surveysynth.nonresponse.redistribute_weights`."""
+        from .nonresponse import redistribute_weights
+
+        return redistribute_weights(self, reduce_if, increase_if, by)
 
     def trim_weights(self, upper: float | None = None, lower: float | None = None,
                      strict: bool = False, **options: Any):

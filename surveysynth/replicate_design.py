@@ -643,9 +643,9 @@ def _fpc_rscales(type_, rscales, R, fpc, fpctype):
 
 # ---------------------------------------------------------------------- from SurveyDesign
 def _check_design(design: Any) -> None:
-    from .design import SurveyDesign
-
-    if not isinstance(design, SurveyDesign):
+    # a SurveyDesign, told by its kind: design.py imports this module (d.bootstrap() and
+    # friends), so this module does not import design.py
+    if not isinstance(design, Estimators) or design.design_kind != "taylor":
         raise ValueError(f"design must be a SurveyDesign, got {type_name(design)}.")
 
 
@@ -661,11 +661,17 @@ def bootstrap(design: Any, replicates: int = 500, method: str = "preston", seed:
     ``type="subbootstrap"``; scale 1/(R-1), rscales 1. Factors are generated vectorized
     over replicates, strata and clusters, in blocks of replicates, and stored compactly
     (one row per last-stage cluster; ``dtype="float32"`` halves memory).
+    ``method="canty-davison"``: R's ``type="bootstrap"``
+    (:func:`surveysynth.replicate_generators.canty_davison`).
     The same ``seed`` gives the same replicate weights.
     """
     _check_design(design)
+    if method == "canty-davison":  # R type="bootstrap"; see surveysynth.replicate_generators
+        from .replicate_generators import canty_davison
+
+        return canty_davison(design, replicates, seed=seed, mse=mse)
     if method not in ("preston", "rao-wu"):
-        raise ValueError(f"method={method!r}: choose 'preston' or 'rao-wu'.")
+        raise ValueError(f"method={method!r}: choose 'preston', 'rao-wu' or 'canty-davison'.")
     if not isinstance(replicates, (int, np.integer)) or replicates < 2:
         raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
     rng = as_generator(seed)

@@ -1,6 +1,12 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs.
+``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs;
+prediction (``predict.svyglm``, ``marginpred``, ``svypredmeans``), survival (``svykm``,
+``svycoxph``, ``svylogrank``, ``svysurvreg``) and other models (``svyivreg``, ``svynls``,
+``svymle``, ``svygofchisq``, ``svystandardize``); the
+multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``), ``svysmooth`` and the
+graphics (``svyhist``, ``svyboxplot``, ``svyplot``, ``svyqqplot``, ``svyqqmath``; matplotlib,
+imported only when drawing).
 
 Sits above the estimation core and the combining rules, below privacy and releases
 (``SyntheticRelease.glm`` combines :func:`svyglm` over synthetic sets).
@@ -12,6 +18,16 @@ from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
+from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .multivariate import (
+    FactanalResult,
+    PrcompResult,
+    StepCDF,
+    svycdf,
+    svycralpha,
+    svyfactanal,
+    svyprcomp,
+)
 from .othermodels import (
     MLEResults,
     RegressionResults,
@@ -23,6 +39,7 @@ from .othermodels import (
 )
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
+from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .survival import (
     CoxResults,
     KMCurve,
@@ -43,3 +60,7 @@ __all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm",
 __all__ += ["predict_svycoxph"]
 __all__ += ["MLEResults", "svymle"]
 __all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls", "svystandardize"]
+__all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplot"]
+__all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
+__all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
+            "svyprcomp"]

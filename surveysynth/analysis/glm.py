@@ -35,7 +35,6 @@ it out).
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,36 +46,8 @@ from scipy import stats
 from .covariance import influence_covariance, replicate_covariance
 from .families import Family, get_family
 from .formulas import formula_columns, formula_matrix, quote_dotted
+from .formulas import split_offset as _split_offset
 from .irls import IRLSFit, check_rank, irls
-
-_OFFSET = re.compile(r"\boffset\s*\(")
-
-
-def _split_offset(formula: str) -> tuple[str, list[str]]:
-    """Remove ``offset(expr)`` terms from the right-hand side; return the formula and exprs."""
-    exprs: list[str] = []
-    text = formula
-    while True:
-        m = _OFFSET.search(text)
-        if m is None:
-            break
-        depth, k = 1, m.end()
-        while k < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[k], 0)
-            k += 1
-        if depth:
-            raise ValueError(f"formula {formula!r}: unbalanced parentheses in offset(...).")
-        exprs.append(text[m.end(): k - 1].strip())
-        before = text[: m.start()].rstrip()
-        if before.endswith("+"):
-            before = before[:-1].rstrip()
-        after = text[k:].lstrip()
-        if before.endswith("~") and after.startswith("+"):
-            after = after[1:].lstrip()
-        text = f"{before} {after}".strip()
-        if text.endswith("~"):
-            text += " 1"
-    return text, exprs
 
 
 def _check_formula(formula: Any) -> str:
@@ -358,6 +329,15 @@ class GLMResults:
         """Design-based covariance matrix of the coefficients (R ``vcov(svyglm)``)."""
         return self._vcov.copy()
 
+    def update(self, formula: str) -> GLMResults:
+        """The model refitted on its design with another formula (R ``update``): the same
+        family, offset, ``na_rm`` and iteration settings. For models made by :func:`svyglm`."""
+        r = self.refit_arguments
+        if r is None:
+            raise ValueError("update: this model was not made by svyglm(); cannot refit it.")
+        return svyglm(formula, r["design"], family=r["family"], offset=r["offset"],
+                      na_rm=r["na_rm"], maxit=r["maxit"], epsilon=r["epsilon"])
+
     def regTermTest(self, test_terms: Any, null: Any = None, df: float | None = None,  # noqa: N802
                     method: str = "Wald", lrt_approximation: str = "saddlepoint"):
         """Wald or Rao-Scott working test of model terms (R ``regTermTest``); see
@@ -428,9 +408,30 @@ class GLMResults:
         regression estimator of a total), ``vcov=True`` keeps the predictions' covariance in
         ``attrs["vcov"]``; see :func:`surveysynth.analysis.predict_svyglm`.
         """
-        from .prediction import predict_svyglm
-
-        return predict_svyglm(self, newdata, type=type, total=total, vcov=vcov, offset=offset)
+        if type not in ("link", "response"):
+            raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
+        if newdata is None:
+            X, off, index = self._model.X, self._model.offset, None
+        else:
+            X, off, index = self._new_matrix(newdata, offset)
+        X = np.array(X, dtype=float)
+        k = self.term_columns.get("1")
+        if total is not None and k is not None:  # R: only when the model has an intercept
+            X[:, k[0]] *= float(total)
+        V = self._vcov.to_numpy()
+        eta = X @ self.params.to_numpy() + off
+        cov = X @ V @ X.T if vcov else None
+        var = np.einsum("ij,jk,ik->i", X, V, X)
+        if type == "response":
+            d = self._family.link.mu_eta(eta)
+            eta = self._family.link.linkinv(eta)
+            var = d * d * var
+            if cov is not None:
+                cov = d[:, None] * cov * d[None, :]
+        out = pd.DataFrame({"fit": eta, "se": np.sqrt(var)}, index=index)
+        if cov is not None:
+            out.attrs["vcov"] = cov
+        return out
 
     def new_model_matrix(self, newdata: pd.DataFrame,
                          offset: Sequence[float] | np.ndarray | None = None

@@ -42,8 +42,8 @@ from scipy import linalg, stats
 
 from .chisqsum import pchisqsum
 from .covariance import influence_covariance, replicate_covariance
-from .design_tests import TestResult
 from .formulas import formula_columns, formula_matrix, quote_dotted
+from .htest import TestResult
 
 
 # ----------------------------------------------------------------------------- svygofchisq

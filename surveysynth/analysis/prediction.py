@@ -62,32 +62,7 @@ def predict_svyglm(model: Any, newdata: pd.DataFrame | None = None, type: str = 
     -------
     A DataFrame with ``fit`` and ``se`` (index: ``newdata``'s).
     """
-    if type not in ("link", "response"):
-        raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
-    if newdata is None:
-        X, off, index = model.model_matrix, model.offset, None
-    else:
-        X, off = model.new_model_matrix(newdata, offset)
-        index = newdata.index
-    X = np.array(X, dtype=float)
-    if total is not None:
-        k = model.term_columns.get("1")
-        if k is not None:  # R: only when the model has an intercept
-            X[:, k[0]] *= float(total)
-    V = model.vcov().to_numpy()
-    eta = X @ model.params.to_numpy() + off
-    cov = X @ V @ X.T if vcov else None
-    var = np.einsum("ij,jk,ik->i", X, V, X)
-    if type == "response":
-        d = model.family_object.link.mu_eta(eta)
-        eta = model.family_object.link.linkinv(eta)
-        var = d * d * var
-        if cov is not None:
-            cov = d[:, None] * cov * d[None, :]
-    out = pd.DataFrame({"fit": eta, "se": np.sqrt(var)}, index=index)
-    if cov is not None:
-        out.attrs["vcov"] = cov
-    return out
+    return model.predict(newdata, type=type, total=total, vcov=vcov, offset=offset)
 
 
 def _refit(model: Any, formula: str, design: Any):

@@ -706,7 +706,7 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
     A :class:`~surveysynth.analysis.TestResult`: the chi-squared, its df and p value;
     ``details["table"]`` the scores with ``se``, ``z`` and ``p`` per coefficient.
     """
-    from .design_tests import TestResult
+    from .htest import TestResult
 
     if method not in ("small", "large", "score"):
         raise ValueError(f"svylogrank: method={method!r}: choose 'small' (R's default), "
@@ -912,7 +912,7 @@ def svysurvreg(formula: str, design: Any, dist: str = "weibull") -> SurvregResul
 
 def _score_logrank(formula: str, design: Any, rho: float, gamma: float):
     """R's ``svylogrank(method="score")`` for rho = gamma = 0."""
-    from .design_tests import TestResult
+    from .htest import TestResult
 
     if rho != 0 or gamma != 0:
         raise ValueError("svylogrank: method='score' with rho or gamma is not available (R "

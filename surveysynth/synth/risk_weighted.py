@@ -246,7 +246,7 @@ class RiskWeightedSynthesizer(Synthesizer):
             load_program(self.program), self._stan_data(X, prep, alpha, need_ll),
             chains=int(self.chains), draws=int(self.draws), warmup=int(self.warmup),
             seed=child_seed(rng), progress=bool(self.progress), warn=False,
-            **dict(self.stan_kwargs or {}),
+            label=f"{type(self).__name__} fit", **dict(self.stan_kwargs or {}),
         )
         self.alpha_ = alpha
         self.alpha_kind_ = kind
