@@ -294,6 +294,27 @@ def test_svylogrank_score_method_equals_R(designs, design):
         svylogrank("Surv(time, status == 2) ~ trt", designs[design], rho=1, method="score")
 
 
+def test_subset_and_missing_values_equal_R(designs):
+    """A domain (subset(dpbc, sex == "f"): the full design for the variance) for svykm with
+    SEs and svycoxph, and svycoxph with a covariate missing in 28 rows (R's na.omit: out of
+    the fit, in the design)."""
+    d = designs["sv_cpbc"]
+    sub = d.subset(d.data["sex"] == "f")
+    k = svykm("Surv(time, status > 0) ~ 1", sub, se=True)
+    _same_curve(k, _curve("svykm(Surv(time,status>0)~1, design=subset(sv_cpbc, sex=='f'), "
+                          "se=TRUE)"), "subset km")
+    res = svycoxph(COX[0], sub)
+    ref = _cox_ref("subset(sv_cpbc, sex=='f')", COX[1])
+    assert_rel(res.params, ref["coef"], TOL, "subset coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, "subset vcov")
+    assert d.data["chol"].isna().sum() == 28
+    res = svycoxph(COX[0] + " + chol", d)
+    ref = _cox_ref("sv_cpbc", COX[1] + "+chol")
+    assert_rel(res.params, ref["coef"], TOL, "NA coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, "NA vcov")
+    assert res.nobs == 312 - 28
+
+
 def test_survival_errors(designs):
     d = designs["sv_dpbc"]
     with pytest.raises(ValueError, match="Surv"):
