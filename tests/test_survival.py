@@ -294,6 +294,22 @@ def test_svylogrank_score_method_equals_R(designs, design):
         svylogrank("Surv(time, status == 2) ~ trt", designs[design], rho=1, method="score")
 
 
+@pytest.mark.parametrize("design", ["sv_cpbc", "sv_rcpbc"])
+def test_svycoxph_strata_equals_R(designs, design):
+    """A stratified Cox model (strata(sex): a baseline hazard per sex), linearization and
+    replicate designs; curves of a stratified model are refused, as in R."""
+    res = svycoxph(COX[0] + " + strata(sex)", designs[design])
+    ref = _cox_ref(design, COX[1] + "+strata(sex)")
+    assert_rel(res.params, ref["coef"], TOL, f"{design} strata coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, f"{design} vcov")
+    plain = svycoxph(COX[0], designs[design])
+    assert np.max(np.abs(plain.params.to_numpy() / res.params.to_numpy() - 1)) > 1e-4
+    if design == "sv_cpbc":
+        with pytest.raises(ValueError, match="Stratified models"):
+            res.predict_curve(pd.DataFrame({"bili": [3.0], "protime": [10.0],
+                                            "albumin": [3.5], "sex": ["f"]}))
+
+
 def test_subset_and_missing_values_equal_R(designs):
     """A domain (subset(dpbc, sex == "f"): the full design for the variance) for svykm with
     SEs and svycoxph, and svycoxph with a covariate missing in 28 rows (R's na.omit: out of

@@ -161,6 +161,9 @@ def _marginpred_cox(model: Any, adjustfor: str, predictat: pd.DataFrame, se: boo
 
     fit = model.fit_data
     design = fit["design"]
+    if fit.get("strata") is not None:
+        raise ValueError("marginpred: stratified Cox models are not supported (R's curves "
+                         "are not available for them).")
     if getattr(design, "design_kind", "taylor") == "replicate":
         raise ValueError("marginpred: replicate designs are not supported (R: its raking "
                          "uses design$prob). Fix: use the linearization design.")

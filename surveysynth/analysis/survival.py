@@ -72,7 +72,7 @@ def _split_args(text: str) -> list[str]:
     return out
 
 
-def _parse(formula: str, what: str) -> tuple[str, str, str]:
+def _parse(formula: str, what: str, allow_strata: bool = False) -> tuple[str, str, str]:
     if not isinstance(formula, str):
         raise ValueError(f"{what}: formula={formula!r}: give a string such as "
                          "'Surv(time, status > 0) ~ group'.")
@@ -87,9 +87,9 @@ def _parse(formula: str, what: str) -> tuple[str, str, str]:
             f"{what}: Surv() with {len(args)} arguments: only right-censored "
             "Surv(time, event) is supported (R's svykm needs it too).")
     rhs = m.group(2).strip()
-    if re.search(r"\bstrata\s*\(", rhs):
-        raise ValueError(f"{what}: strata() terms are not supported; fit each stratum "
-                         "separately or model the variable as a covariate.")
+    if not allow_strata and re.search(r"\bstrata\s*\(", rhs):
+        raise ValueError(f"{what}: strata() terms are not supported here (svycoxph takes "
+                         "them); model the variable as a covariate or fit each stratum.")
     return args[0], args[1], rhs or "1"
 
 
@@ -116,10 +116,10 @@ def _values(expr: str, data: pd.DataFrame, what: str) -> pd.Series:
     return vals
 
 
-def _response(formula: str, design: Any, what: str):
+def _response(formula: str, design: Any, what: str, allow_strata: bool = False):
     """Time, status (0/1) and the right-hand side, with the rows in scope (in the design's
     subset, no missing value) over ``design.full_data``."""
-    t_expr, s_expr, rhs = _parse(formula, what)
+    t_expr, s_expr, rhs = _parse(formula, what, allow_strata)
     data = design.full_data
     time = pd.to_numeric(_values(t_expr, data, what), errors="coerce").to_numpy(float)
     raw = _values(s_expr, data, what)
@@ -395,7 +395,24 @@ def _cox_pieces(beta: np.ndarray, time: np.ndarray, status: np.ndarray, X: np.nd
     return loglik, u, imat, steps, risk
 
 
-def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20):
+def _pieces(beta, time, status, X, w, offset, efron, strata):
+    """:func:`_cox_pieces` summed over the strata of a stratified model (R's ``strata()``:
+    one risk set and baseline hazard per stratum); ``strata=None``: one stratum."""
+    if strata is None:
+        return _cox_pieces(beta, time, status, X, w, offset, efron)
+    loglik, u, imat = 0.0, 0.0, 0.0
+    for k in np.unique(strata):
+        rows = strata == k
+        if not np.any(status[rows] == 1):  # no death: no term in the partial likelihood
+            continue
+        lk, uk, ik, _, _ = _cox_pieces(beta, time[rows], status[rows], X[rows], w[rows],
+                                       offset[rows], efron)
+        loglik, u, imat = loglik + lk, u + uk, imat + ik
+    return loglik, u, imat, None, None
+
+
+def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20,
+            strata=None):
     """R ``coxph.fit`` / ``coxfit6``: Newton-Raphson from ``init`` (0) with step halving,
     stopping when ``|1 - loglik / newlk| <= eps``. Returns the coefficients, the inverse
     information at them, the log partial likelihood, the iterations and whether it
@@ -403,13 +420,13 @@ def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20)
     iterations returns the last accepted step, as R."""
     p = X.shape[1]
     beta = np.zeros(p) if init is None else np.asarray(init, dtype=float).copy()
-    loglik, u, imat, _, _ = _cox_pieces(beta, time, status, X, w, offset, efron)
+    loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata)
     if iter_max == 0 or not np.isfinite(loglik):
         return beta, linalg.inv(imat), loglik, 0, True
     newbeta = beta + linalg.solve(imat, u, assume_a="pos")
     halving = 0
     for it in range(1, iter_max + 1):
-        newlk, u, imat, _, _ = _cox_pieces(newbeta, time, status, X, w, offset, efron)
+        newlk, u, imat, _, _ = _pieces(newbeta, time, status, X, w, offset, efron, strata)
         finite = np.isfinite(newlk) and np.isfinite(u).all() and np.isfinite(imat).all()
         if finite and abs(1 - loglik / newlk) <= eps:
             return newbeta, linalg.inv(imat), newlk, it, True
@@ -423,14 +440,22 @@ def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20)
             beta = newbeta
             newbeta = newbeta + step
     if iter_max > 1:
-        loglik, u, imat, _, _ = _cox_pieces(beta, time, status, X, w, offset, efron)
+        loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata)
     return beta, linalg.inv(imat), loglik, iter_max, False
 
 
-def _score_residuals(beta, time, status, X, w, offset, efron) -> np.ndarray:
+def _score_residuals(beta, time, status, X, w, offset, efron, strata=None) -> np.ndarray:
     """Unweighted score residuals (R ``coxscore2.c``; Efron's pre-charging of tied deaths):
     ``dN_i (x_i - xbar) - risk_i sum_t Y_i(t) dLambda(t) (x_i - xbar(t))``, a death sharing
-    only ``1 - k/d`` of the k-th of its time's d tie steps."""
+    only ``1 - k/d`` of the k-th of its time's d tie steps; within each stratum."""
+    if strata is not None:
+        resid = np.zeros_like(X)
+        for k in np.unique(strata):
+            rows = strata == k
+            if np.any(status[rows] == 1):
+                resid[rows] = _score_residuals(beta, time[rows], status[rows], X[rows],
+                                               w[rows], offset[rows], efron)
+        return resid
     _, _, _, st, risk = _cox_pieces(beta, time, status, X, w, offset, efron)
     T = st.dtimes.shape[0]
     H = np.cumsum(np.bincount(st.m, weights=st.hazard, minlength=T))
@@ -507,11 +532,46 @@ class CoxResults:
                 + self.coef_table().to_string(float_format=lambda v: f"{v:.6g}"))
 
 
-def _cox_data(formula: str, design: Any, what: str):
+def _split_strata(rhs: str) -> tuple[str, list[str]]:
+    """Remove ``strata(...)`` terms from a right-hand side; return it and their contents."""
+    exprs: list[str] = []
+    while True:
+        m = re.search(r"\bstrata\s*\(", rhs)
+        if m is None:
+            break
+        depth, k = 1, m.end()
+        while k < len(rhs) and depth:
+            depth += {"(": 1, ")": -1}.get(rhs[k], 0)
+            k += 1
+        exprs.extend(_split_args(rhs[m.end(): k - 1]))
+        before, after = rhs[: m.start()].rstrip(), rhs[k:].lstrip()
+        if before.endswith("+"):
+            before = before[:-1].rstrip()
+        elif after.startswith("+"):
+            after = after[1:].lstrip()
+        rhs = f"{before} {after}".strip()
+    return rhs, exprs
+
+
+def _cox_data(formula: str, design: Any, what: str, allow_strata: bool = False):
     """Time, status, the covariate matrix (R's ``coxph`` coding: treatment contrasts, no
-    intercept) and its names over the rows in scope (subset, no missing value, weight > 0)."""
-    time, status, rhs, scope = _response(formula, design, what)
+    intercept), its names, the rows in scope (subset, no missing value, weight > 0), the
+    model spec and the stratum codes of ``strata()`` terms over the scope rows (or None)."""
+    time, status, rhs, scope = _response(formula, design, what, allow_strata)
+    rhs, sexprs = _split_strata(rhs)
     data = design.full_data
+    strata_full = None
+    if sexprs:
+        vals = [_values(e, data, what) for e in sexprs]
+        na = np.zeros(data.shape[0], dtype=bool)
+        for v in vals:
+            na |= v.isna().to_numpy()
+        scope = scope & ~na
+        keys = pd.Series(list(zip(*[v.astype(object) for v in vals], strict=True)),
+                         index=data.index)
+        strata_full = pd.factorize(keys)[0]
+    if not rhs:
+        raise ValueError(f"{what}: the model has no covariates besides strata().")
     cols = formula_columns(rhs, data.columns)
     if cols:
         scope = scope & ~data[cols].isna().any(axis=1).to_numpy()
@@ -529,7 +589,8 @@ def _cox_data(formula: str, design: Any, what: str):
         names.pop(k)
     if not names:
         raise ValueError(f"{what}: the model has no covariates.")
-    return time, status, X, names, scope, mm.model_spec
+    strata = None if strata_full is None else strata_full[scope]
+    return time, status, X, names, scope, mm.model_spec, strata
 
 
 def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = True,
@@ -557,7 +618,8 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     """
     if ties not in ("efron", "breslow"):
         raise ValueError(f"svycoxph: ties={ties!r}: choose 'efron' (R's default) or 'breslow'.")
-    time, status, X, names, scope, spec = _cox_data(formula, design, "svycoxph")
+    time, status, X, names, scope, spec, strata = _cox_data(formula, design, "svycoxph",
+                                                            allow_strata=True)
     data = design.full_data
     w_full = np.asarray(design.full_weights, dtype=float)
     t, s = time[scope], status[scope]
@@ -565,7 +627,7 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     w = w_full[scope] / (w_full[scope].mean() if rescale else 1.0)
     off = np.zeros(t.shape[0])
     beta, inv_info, loglik, it, conv = _coxfit(t, s, X, w, off, efron, eps=eps,
-                                               iter_max=iter_max)
+                                               iter_max=iter_max, strata=strata)
     kind = getattr(design, "design_kind", "taylor")
     replicates = None
     if kind == "replicate":
@@ -578,11 +640,11 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
         for r in range(rep.shape[1]):
             wr = rep_full[scope, r] / scale0 + 1e-10  # R: coxph does not allow zero weights
             betas[r] = _coxfit(t, s, X, wr, off, efron, init=beta, eps=eps,
-                               iter_max=iter_max)[0]
+                               iter_max=iter_max, strata=strata)[0]
         vcov = replicate_covariance(design, betas, beta)
         replicates = betas
     else:
-        resid = _score_residuals(beta, t, s, X, w, off, efron)
+        resid = _score_residuals(beta, t, s, X, w, off, efron, strata)
         dfbeta = (resid @ inv_info) * w[:, None]
         infl = np.zeros((data.shape[0], len(names)))
         infl[scope] = dfbeta
@@ -594,7 +656,7 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     means = np.where(zero_one, 0.0, (w[:, None] * X).sum(axis=0) / w.sum())
     out.fit_data = {"design": design, "time": time, "status": status, "X": X, "scope": scope,
                 "w": w, "efron": efron, "means": means, "spec": spec,
-                "rescale": rescale}
+                "rescale": rescale, "strata": strata}
     return out
 
 
@@ -613,6 +675,9 @@ def predict_svycoxph(model: CoxResults, newdata: pd.DataFrame, se: bool = False)
     if fit is None:
         raise ValueError("predict_svycoxph: needs a CoxResults from svycoxph.")
     design, scope = fit["design"], fit["scope"]
+    if fit.get("strata") is not None:
+        raise ValueError("predict_svycoxph: stratified models are not supported (R: "
+                         "'Stratified models are not supported yet').")
     if se and getattr(design, "design_kind", "taylor") == "replicate":
         raise ValueError("predict_svycoxph: se=True is not available on replicate designs "
                          "(R: 'replicate-weight designs not supported yet').")
@@ -713,7 +778,7 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
                          "'large' or 'score'.")
     if method == "score":
         return _score_logrank(formula, design, rho, gamma)
-    time, status, X, names, scope, _ = _cox_data(formula, design, "svylogrank")
+    time, status, X, names, scope, _, _ = _cox_data(formula, design, "svylogrank")
     t, s = time[scope], status[scope]
     w = np.asarray(design.full_weights, dtype=float)[scope]
     km = _km_fit(t, s, w)
@@ -921,7 +986,7 @@ def _score_logrank(formula: str, design: Any, rho: float, gamma: float):
     terms = [t for t in re.split(r"\+(?![^(]*\))", rhs) if t.strip()]
     if len(terms) != 1:
         raise ValueError("svylogrank: only one grouping variable allowed (R).")
-    time, status, X, names, scope, _ = _cox_data(formula, design, "svylogrank")
+    time, status, X, names, scope, _, _ = _cox_data(formula, design, "svylogrank")
     data = design.full_data
     term = terms[0].strip()
     raw = data[term] if term in data.columns else None
