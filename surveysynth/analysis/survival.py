@@ -5,8 +5,8 @@ design-based variance), as R survey 4.1.1 and 4.5 compute them (the two agree).
 Formulas are R's: ``"Surv(time, status > 0) ~ I(bili > 6)"``, ``"Surv(time, status > 0) ~
 np.log(bili) + protime + albumin"`` (Python expressions inside, formulaic's syntax on the right
 of ``~``; R's ``log(bili)`` is ``np.log(bili)``). Only right-censored data (``Surv(time,
-event)``), as R's svykm; counting-process ``Surv(start, stop, event)`` and ``strata()`` terms are
-refused with an error.
+event)``), as R's svykm; counting-process ``Surv(start, stop, event)`` is refused with an error;
+``strata()`` terms are taken by :func:`svycoxph` (a baseline hazard per stratum).
 
 :func:`svykm`:
 
