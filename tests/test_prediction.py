@@ -226,5 +226,24 @@ def test_prediction_errors(designs):
     sub = svyglm("api00 ~ ell", d.subset(d.data["stype"] == "E"))
     with pytest.raises(ValueError, match="subset"):
         marginpred(sub, "~meals", d.data.iloc[:2])
-    with pytest.raises(ValueError, match="type='terms'"):
-        m.predict(type="terms")
+    with pytest.raises(ValueError, match="type='lp'"):
+        m.predict(type="lp")
+
+
+@pytest.mark.parametrize("design", ["pr_dstrat", "pr_rstrat", "pr_cal"])
+def test_predict_terms_equals_R(designs, design):
+    """predict(type="terms", se.fit=TRUE) (R's predterms): each term's centred contribution,
+    a factor term over its columns and an interaction, with SEs and the constant."""
+    res = svyglm("api00 ~ ell + meals + stype + ell:meals", designs[design])
+    got = res.predict(type="terms")
+    with r_session("survey") as (ro, _):
+        ro.r(f"pr_t <- predict(svyglm(api00~ell+meals+stype+ell:meals, design={design}), "
+             "type='terms', se.fit=TRUE)")
+        fit = np.array(ro.r("as.vector(pr_t$fit)"), dtype=float)
+        se = np.array(ro.r("as.vector(pr_t$se.fit)"), dtype=float)
+        const = float(ro.r("attr(pr_t$fit, 'constant')")[0])
+        names = list(ro.r("colnames(pr_t$fit)"))
+    assert list(got.columns) == names
+    assert_rel(got.to_numpy().ravel(order="F"), fit, TOL, f"{design} terms", atol=1e-10)
+    assert_rel(got.attrs["se"].to_numpy().ravel(order="F"), se, TOL, f"{design} terms se")
+    assert_rel([got.attrs["constant"]], [const], TOL, f"{design} constant")

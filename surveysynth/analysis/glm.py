@@ -406,10 +406,14 @@ class GLMResults:
         formula's ``offset()`` terms or column evaluated on ``newdata``, or ``offset=`` when the
         model was fitted with an array offset. ``total=N`` multiplies the intercept by N (R's
         regression estimator of a total), ``vcov=True`` keeps the predictions' covariance in
-        ``attrs["vcov"]``; see :func:`surveysynth.analysis.predict_svyglm`.
+        ``attrs["vcov"]``; ``type="terms"``: each term's centred contribution over the rows of
+        the fit with ``attrs["se"]`` and ``attrs["constant"]`` (R's ``predterms``); see
+        :func:`surveysynth.analysis.predict_svyglm`.
         """
+        if type == "terms":
+            return self._predict_terms()
         if type not in ("link", "response"):
-            raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
+            raise ValueError(f"type={type!r}: choose 'link', 'response' or 'terms'.")
         if newdata is None:
             X, off, index = self._model.X, self._model.offset, None
         else:
@@ -431,6 +435,32 @@ class GLMResults:
         out = pd.DataFrame({"fit": eta, "se": np.sqrt(var)}, index=index)
         if cov is not None:
             out.attrs["vcov"] = cov
+        return out
+
+    def _predict_terms(self) -> pd.DataFrame:
+        """R's ``predict(type="terms")`` (``predterms``): each term's contribution
+        ``(x - mean x)' beta`` over the rows of the fit (columns centred by their unweighted
+        means when the model has an intercept), its SE from the term's block of the design
+        covariance in ``attrs["se"]``, and ``attrs["constant"]`` (``mean x' beta``). As in R,
+        for the rows of the fit only (R ignores ``newdata`` here)."""
+        X = self._model.X.astype(float)
+        beta = self.params.to_numpy()
+        V = self._vcov.to_numpy()
+        cols = self.term_columns
+        has_int = "1" in cols
+        avx = X.mean(axis=0)
+        if has_int:
+            X = X - avx
+        fit, se = {}, {}
+        for term, idx in cols.items():
+            if term == "1":
+                continue
+            Xi = X[:, idx]
+            fit[term] = Xi @ beta[idx]
+            se[term] = np.sqrt(np.einsum("ij,jk,ik->i", Xi, V[np.ix_(idx, idx)], Xi))
+        out = pd.DataFrame(fit)
+        out.attrs["se"] = pd.DataFrame(se)
+        out.attrs["constant"] = float(avx @ beta) if has_int else 0.0
         return out
 
     def new_model_matrix(self, newdata: pd.DataFrame,
