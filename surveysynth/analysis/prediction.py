@@ -302,7 +302,10 @@ def svypredmeans(adjustmodel: Any, groupfactor: str,
     adjustmodel : a ``GLMResults`` of the outcome on the adjustment covariates (R
         ``agesexmodel``). The means are over the rows of its fit: a ``subset()`` design's
         domain, without the rows ``na_rm=True`` dropped (R's svyglm drops them from its
-        design, so R's svypredmeans averages over the complete rows too).
+        design, so R's svypredmeans averages over the complete rows too). On a calibrated
+        design with missing outcomes R keeps the incomplete rows with weight 0, and its
+        ``model.matrix`` drops them while its weights do not: the rows of its gradient are
+        misaligned (a bug; its SEs are wrong there, measured up to 146%); ours are aligned.
     groupfactor : the group: a column name (``"enroll"``: numeric as it is; a categorical
         column: a factor) or ``"factor(col)"`` / ``"C(col)"`` (a numeric column as a factor,
         R's ``~factor(race)``); a leading ``~`` is allowed.
