@@ -33,6 +33,7 @@ sv_pbc <- survival::pbc
 sv_pbc$randomized <- with(sv_pbc, !is.na(trt) & trt>0)
 sv_pbc$randprob <- fitted(glm(randomized~age*edema, data=sv_pbc))
 sv_pbc$randprob_logit <- fitted(glm(randomized~age*edema, data=sv_pbc, family=binomial))
+sv_pbc$tstart <- pmax(0, sv_pbc$time - 1500)
 sv_data <- subset(sv_pbc, randomized)
 sv_dpbc <- svydesign(id=~1, prob=~randprob, strata=~edema, data=sv_data)
 sv_cpbc <- svydesign(id=~1, prob=~randprob_logit, strata=~edema, data=sv_data)
@@ -310,6 +311,19 @@ def test_svycoxph_strata_equals_R(designs, design):
                                             "albumin": [3.5], "sex": ["f"]}))
 
 
+@pytest.mark.parametrize("design,extra", [("sv_cpbc", ""), ("sv_rcpbc", "+strata(sex)")])
+def test_svycoxph_counting_process_equals_R(designs, design, extra):
+    """Surv(start, stop, event) (at risk on (start, stop], here entry 1500 days before the
+    end of follow-up), on the stratified and the replicate design, the latter with strata."""
+    res = svycoxph("Surv(tstart, time, status > 0) ~ np.log(bili) + protime + albumin"
+                   + extra.replace("+", " + "), designs[design])
+    ref = _cox_ref(design, f"Surv(tstart,time,status>0)~log(bili)+protime+albumin{extra}")
+    assert_rel(res.params, ref["coef"], TOL, f"{design} counting coef")
+    assert_rel(res.vcov().to_numpy().ravel(order="F"), ref["vcov"], TOL, f"{design} vcov")
+    right = svycoxph(COX[0] + extra.replace("+", " + "), designs[design])
+    assert np.max(np.abs(right.params.to_numpy() / res.params.to_numpy() - 1)) > 1e-3
+
+
 def test_subset_and_missing_values_equal_R(designs):
     """A domain (subset(dpbc, sex == "f"): the full design for the variance) for svykm with
     SEs and svycoxph, and svycoxph with a covariate missing in 28 rows (R's na.omit: out of
@@ -346,4 +360,6 @@ def test_survival_errors(designs):
     with pytest.raises(ValueError, match="dist="):
         svysurvreg("Surv(time, status > 0) ~ bili", d, dist="gamma")
     with pytest.raises(ValueError, match="only right-censored"):
-        svycoxph("Surv(age, time, status > 0) ~ sex", d)
+        svykm("Surv(age, time, status > 0) ~ sex", d)
+    with pytest.raises(ValueError, match="start < stop"):
+        svycoxph("Surv(time, age, status > 0) ~ sex", d)

@@ -5,8 +5,8 @@ design-based variance), as R survey 4.1.1 and 4.5 compute them (the two agree).
 Formulas are R's: ``"Surv(time, status > 0) ~ I(bili > 6)"``, ``"Surv(time, status > 0) ~
 np.log(bili) + protime + albumin"`` (Python expressions inside, formulaic's syntax on the right
 of ``~``; R's ``log(bili)`` is ``np.log(bili)``). Only right-censored data (``Surv(time,
-event)``), as R's svykm; counting-process ``Surv(start, stop, event)`` is refused with an error;
-``strata()`` terms are taken by :func:`svycoxph` (a baseline hazard per stratum).
+event)``), as R's svykm; :func:`svycoxph` also takes counting-process ``Surv(start, stop, event)``
+(at risk on (start, stop]) and ``strata()`` terms (a baseline hazard per stratum).
 
 :func:`svykm`:
 
@@ -72,7 +72,10 @@ def _split_args(text: str) -> list[str]:
     return out
 
 
-def _parse(formula: str, what: str, allow_strata: bool = False) -> tuple[str, str, str]:
+def _parse(formula: str, what: str, allow_strata: bool = False
+           ) -> tuple[str | None, str, str, str]:
+    """``(start, stop, event, rhs)`` of ``Surv(...) ~ rhs`` (start None for right-censored
+    data; ``Surv(start, stop, event)`` only where strata are allowed, i.e. svycoxph)."""
     if not isinstance(formula, str):
         raise ValueError(f"{what}: formula={formula!r}: give a string such as "
                          "'Surv(time, status > 0) ~ group'.")
@@ -82,15 +85,19 @@ def _parse(formula: str, what: str, allow_strata: bool = False) -> tuple[str, st
             f"{what}: formula {formula!r}: the response must be Surv(time, event), e.g. "
             "'Surv(time, status > 0) ~ 1'.")
     args = _split_args(m.group(1))
-    if len(args) != 2:
+    entry = None
+    if len(args) == 3 and allow_strata:  # svycoxph: counting process (start, stop]
+        entry, args = args[0], args[1:]
+    elif len(args) != 2:
         raise ValueError(
             f"{what}: Surv() with {len(args)} arguments: only right-censored "
-            "Surv(time, event) is supported (R's svykm needs it too).")
+            "Surv(time, event) is supported here (svycoxph also takes Surv(start, stop, "
+            "event)).")
     rhs = m.group(2).strip()
     if not allow_strata and re.search(r"\bstrata\s*\(", rhs):
         raise ValueError(f"{what}: strata() terms are not supported here (svycoxph takes "
                          "them); model the variable as a covariate or fit each stratum.")
-    return args[0], args[1], rhs or "1"
+    return entry, args[0], args[1], rhs or "1"
 
 
 def _values(expr: str, data: pd.DataFrame, what: str) -> pd.Series:
@@ -117,22 +124,32 @@ def _values(expr: str, data: pd.DataFrame, what: str) -> pd.Series:
 
 
 def _response(formula: str, design: Any, what: str, allow_strata: bool = False):
-    """Time, status (0/1) and the right-hand side, with the rows in scope (in the design's
-    subset, no missing value) over ``design.full_data``."""
-    t_expr, s_expr, rhs = _parse(formula, what, allow_strata)
+    """Time, status (0/1), the right-hand side, the rows in scope (in the design's subset, no
+    missing value) over ``design.full_data`` and the entry times (None unless
+    ``Surv(start, stop, event)``)."""
+    e_expr, t_expr, s_expr, rhs = _parse(formula, what, allow_strata)
     data = design.full_data
     time = pd.to_numeric(_values(t_expr, data, what), errors="coerce").to_numpy(float)
+    entry = (None if e_expr is None else
+             pd.to_numeric(_values(e_expr, data, what), errors="coerce").to_numpy(float))
     raw = _values(s_expr, data, what)
     status = pd.to_numeric(raw.map(lambda v: float(v) if isinstance(v, (bool, np.bool_))
                                    else v), errors="coerce").to_numpy(float)
     ok = ~np.isnan(time) & ~np.isnan(status)
+    if entry is not None:
+        ok &= ~np.isnan(entry)
+        bad = ok & ~(entry < time)
+        if bad.any():
+            raise ValueError(f"{what}: Surv(start, stop, event) needs start < stop; rows "
+                             f"{data.index[bad][:5].tolist()} do not (R: 'Stop time must be "
+                             "> start time').")
     bad = ok & ~np.isin(status, (0.0, 1.0))
     if bad.any():
         raise ValueError(
             f"{what}: the event indicator {s_expr!r} must be 0/1 or logical; rows "
             f"{data.index[bad][:5].tolist()} have {sorted(set(status[bad]))[:5]}. Fix: e.g. "
             f"Surv({t_expr}, {s_expr} > 0).")
-    return time, status, rhs, ok & np.asarray(design.in_subset, dtype=bool)
+    return time, status, rhs, ok & np.asarray(design.in_subset, dtype=bool), entry
 
 
 # ----------------------------------------------------------------------------- svykm
@@ -318,7 +335,7 @@ def svykm(formula: str, design: Any, se: bool = False) -> KMCurve | KMCurves:
     A :class:`KMCurve`, or with groups a :class:`KMCurves` dict by level label (R's labels:
     ``"FALSE"``/``"TRUE"`` for a logical, numbers as R prints them).
     """
-    time, status, rhs, scope = _response(formula, design, "svykm")
+    time, status, rhs, scope, _ = _response(formula, design, "svykm")
     data = design.full_data
     replicate = getattr(design, "design_kind", "taylor") == "replicate"
     if se and replicate:
@@ -353,7 +370,8 @@ class _Steps:
 
 
 def _cox_pieces(beta: np.ndarray, time: np.ndarray, status: np.ndarray, X: np.ndarray,
-                w: np.ndarray, offset: np.ndarray, efron: bool):
+                w: np.ndarray, offset: np.ndarray, efron: bool,
+                entry: np.ndarray | None = None):
     """Log partial likelihood, score, information and the hazard steps (R's ``coxfit6``:
     Efron's approximation for tied deaths, weighted), vectorized over death times."""
     eta = X @ beta + offset
@@ -372,6 +390,15 @@ def _cox_pieces(beta: np.ndarray, time: np.ndarray, status: np.ndarray, X: np.nd
     c2 = np.cumsum(wr[order, None, None] * X[order, :, None] * X[order, None, :], axis=0)
     last = np.searchsorted(-ts, -dtimes, side="right") - 1  # last row with time >= t
     S0, S1, S2 = c0[last], c1[last], c2[last]
+    if entry is not None:  # counting process: at risk at t when entry < t <= time
+        eo = np.argsort(-entry, kind="stable")
+        es = entry[eo]
+        e0 = np.concatenate([[0.0], np.cumsum(wr[eo])])
+        e1 = np.vstack([np.zeros(X.shape[1]), np.cumsum(wr[eo, None] * X[eo], axis=0)])
+        e2 = np.concatenate([np.zeros((1, X.shape[1], X.shape[1])), np.cumsum(
+            wr[eo, None, None] * X[eo, :, None] * X[eo, None, :], axis=0)])
+        late = np.searchsorted(-es, -dtimes, side="right")  # rows with entry >= t
+        S0, S1, S2 = S0 - e0[late], S1 - e1[late], S2 - e2[late]
     nd = np.bincount(m_of_dead, minlength=T)
     wd = np.bincount(m_of_dead, weights=w[dead], minlength=T)
     e0 = np.bincount(m_of_dead, weights=wr[dead], minlength=T)
@@ -395,24 +422,25 @@ def _cox_pieces(beta: np.ndarray, time: np.ndarray, status: np.ndarray, X: np.nd
     return loglik, u, imat, steps, risk
 
 
-def _pieces(beta, time, status, X, w, offset, efron, strata):
+def _pieces(beta, time, status, X, w, offset, efron, strata, entry=None):
     """:func:`_cox_pieces` summed over the strata of a stratified model (R's ``strata()``:
     one risk set and baseline hazard per stratum); ``strata=None``: one stratum."""
     if strata is None:
-        return _cox_pieces(beta, time, status, X, w, offset, efron)
+        return _cox_pieces(beta, time, status, X, w, offset, efron, entry)
     loglik, u, imat = 0.0, 0.0, 0.0
     for k in np.unique(strata):
         rows = strata == k
         if not np.any(status[rows] == 1):  # no death: no term in the partial likelihood
             continue
         lk, uk, ik, _, _ = _cox_pieces(beta, time[rows], status[rows], X[rows], w[rows],
-                                       offset[rows], efron)
+                                       offset[rows], efron,
+                                       None if entry is None else entry[rows])
         loglik, u, imat = loglik + lk, u + uk, imat + ik
     return loglik, u, imat, None, None
 
 
 def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20,
-            strata=None):
+            strata=None, entry=None):
     """R ``coxph.fit`` / ``coxfit6``: Newton-Raphson from ``init`` (0) with step halving,
     stopping when ``|1 - loglik / newlk| <= eps``. Returns the coefficients, the inverse
     information at them, the log partial likelihood, the iterations and whether it
@@ -420,13 +448,13 @@ def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20,
     iterations returns the last accepted step, as R."""
     p = X.shape[1]
     beta = np.zeros(p) if init is None else np.asarray(init, dtype=float).copy()
-    loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata)
+    loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata, entry)
     if iter_max == 0 or not np.isfinite(loglik):
         return beta, linalg.inv(imat), loglik, 0, True
     newbeta = beta + linalg.solve(imat, u, assume_a="pos")
     halving = 0
     for it in range(1, iter_max + 1):
-        newlk, u, imat, _, _ = _pieces(newbeta, time, status, X, w, offset, efron, strata)
+        newlk, u, imat, _, _ = _pieces(newbeta, time, status, X, w, offset, efron, strata, entry)
         finite = np.isfinite(newlk) and np.isfinite(u).all() and np.isfinite(imat).all()
         if finite and abs(1 - loglik / newlk) <= eps:
             return newbeta, linalg.inv(imat), newlk, it, True
@@ -440,11 +468,12 @@ def _coxfit(time, status, X, w, offset, efron, init=None, eps=1e-9, iter_max=20,
             beta = newbeta
             newbeta = newbeta + step
     if iter_max > 1:
-        loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata)
+        loglik, u, imat, _, _ = _pieces(beta, time, status, X, w, offset, efron, strata, entry)
     return beta, linalg.inv(imat), loglik, iter_max, False
 
 
-def _score_residuals(beta, time, status, X, w, offset, efron, strata=None) -> np.ndarray:
+def _score_residuals(beta, time, status, X, w, offset, efron, strata=None,
+                     entry=None) -> np.ndarray:
     """Unweighted score residuals (R ``coxscore2.c``; Efron's pre-charging of tied deaths):
     ``dN_i (x_i - xbar) - risk_i sum_t Y_i(t) dLambda(t) (x_i - xbar(t))``, a death sharing
     only ``1 - k/d`` of the k-th of its time's d tie steps; within each stratum."""
@@ -454,9 +483,10 @@ def _score_residuals(beta, time, status, X, w, offset, efron, strata=None) -> np
             rows = strata == k
             if np.any(status[rows] == 1):
                 resid[rows] = _score_residuals(beta, time[rows], status[rows], X[rows],
-                                               w[rows], offset[rows], efron)
+                                               w[rows], offset[rows], efron, None,
+                                               None if entry is None else entry[rows])
         return resid
-    _, _, _, st, risk = _cox_pieces(beta, time, status, X, w, offset, efron)
+    _, _, _, st, risk = _cox_pieces(beta, time, status, X, w, offset, efron, entry)
     T = st.dtimes.shape[0]
     H = np.cumsum(np.bincount(st.m, weights=st.hazard, minlength=T))
     XH = np.zeros((T, X.shape[1]))
@@ -465,8 +495,14 @@ def _score_residuals(beta, time, status, X, w, offset, efron, strata=None) -> np
     # index of the last death time <= each subject's time (-1: none)
     j = np.searchsorted(st.dtimes, time, side="right") - 1
     has = j >= 0
-    resid = np.zeros_like(X)
-    resid[has] = -risk[has, None] * (X[has] * H[j[has], None] - XH[j[has]])
+    Hj, XHj = np.zeros(time.shape[0]), np.zeros_like(X)
+    Hj[has], XHj[has] = H[j[has]], XH[j[has]]
+    if entry is not None:  # hazard over (entry, time]: minus what accrued up to entry
+        je = np.searchsorted(st.dtimes, entry, side="right") - 1
+        he = je >= 0
+        Hj[he] -= H[je[he]]
+        XHj[he] -= XH[je[he]]
+    resid = -risk[:, None] * (X * Hj[:, None] - XHj)
     dead = status == 1
     A = np.bincount(st.m, weights=st.down * st.hazard, minlength=T)
     B = np.zeros((T, X.shape[1]))
@@ -557,7 +593,7 @@ def _cox_data(formula: str, design: Any, what: str, allow_strata: bool = False):
     """Time, status, the covariate matrix (R's ``coxph`` coding: treatment contrasts, no
     intercept), its names, the rows in scope (subset, no missing value, weight > 0), the
     model spec and the stratum codes of ``strata()`` terms over the scope rows (or None)."""
-    time, status, rhs, scope = _response(formula, design, what, allow_strata)
+    time, status, rhs, scope, entry = _response(formula, design, what, allow_strata)
     rhs, sexprs = _split_strata(rhs)
     data = design.full_data
     strata_full = None
@@ -590,7 +626,8 @@ def _cox_data(formula: str, design: Any, what: str, allow_strata: bool = False):
     if not names:
         raise ValueError(f"{what}: the model has no covariates.")
     strata = None if strata_full is None else strata_full[scope]
-    return time, status, X, names, scope, mm.model_spec, strata
+    return time, status, X, names, scope, mm.model_spec, strata, (
+        None if entry is None else entry[scope])
 
 
 def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = True,
@@ -618,16 +655,17 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     """
     if ties not in ("efron", "breslow"):
         raise ValueError(f"svycoxph: ties={ties!r}: choose 'efron' (R's default) or 'breslow'.")
-    time, status, X, names, scope, spec, strata = _cox_data(formula, design, "svycoxph",
-                                                            allow_strata=True)
+    time, status, X, names, scope, spec, strata, entry = _cox_data(
+        formula, design, "svycoxph", allow_strata=True)
     data = design.full_data
     w_full = np.asarray(design.full_weights, dtype=float)
     t, s = time[scope], status[scope]
     efron = ties == "efron"
     w = w_full[scope] / (w_full[scope].mean() if rescale else 1.0)
     off = np.zeros(t.shape[0])
+    ent = entry
     beta, inv_info, loglik, it, conv = _coxfit(t, s, X, w, off, efron, eps=eps,
-                                               iter_max=iter_max, strata=strata)
+                                               iter_max=iter_max, strata=strata, entry=ent)
     kind = getattr(design, "design_kind", "taylor")
     replicates = None
     if kind == "replicate":
@@ -640,11 +678,11 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
         for r in range(rep.shape[1]):
             wr = rep_full[scope, r] / scale0 + 1e-10  # R: coxph does not allow zero weights
             betas[r] = _coxfit(t, s, X, wr, off, efron, init=beta, eps=eps,
-                               iter_max=iter_max, strata=strata)[0]
+                               iter_max=iter_max, strata=strata, entry=ent)[0]
         vcov = replicate_covariance(design, betas, beta)
         replicates = betas
     else:
-        resid = _score_residuals(beta, t, s, X, w, off, efron, strata)
+        resid = _score_residuals(beta, t, s, X, w, off, efron, strata, ent)
         dfbeta = (resid @ inv_info) * w[:, None]
         infl = np.zeros((data.shape[0], len(names)))
         infl[scope] = dfbeta
@@ -656,7 +694,7 @@ def svycoxph(formula: str, design: Any, ties: str = "efron", rescale: bool = Tru
     means = np.where(zero_one, 0.0, (w[:, None] * X).sum(axis=0) / w.sum())
     out.fit_data = {"design": design, "time": time, "status": status, "X": X, "scope": scope,
                 "w": w, "efron": efron, "means": means, "spec": spec,
-                "rescale": rescale, "strata": strata}
+                "rescale": rescale, "strata": strata, "entry": ent}
     return out
 
 
@@ -678,6 +716,9 @@ def predict_svycoxph(model: CoxResults, newdata: pd.DataFrame, se: bool = False)
     if fit.get("strata") is not None:
         raise ValueError("predict_svycoxph: stratified models are not supported (R: "
                          "'Stratified models are not supported yet').")
+    if fit.get("entry") is not None:
+        raise ValueError("predict_svycoxph: curves of counting-process (start, stop] models "
+                         "are not provided.")
     if se and getattr(design, "design_kind", "taylor") == "replicate":
         raise ValueError("predict_svycoxph: se=True is not available on replicate designs "
                          "(R: 'replicate-weight designs not supported yet').")
@@ -778,7 +819,7 @@ def svylogrank(formula: str, design: Any, rho: float = 0.0, gamma: float = 0.0,
                          "'large' or 'score'.")
     if method == "score":
         return _score_logrank(formula, design, rho, gamma)
-    time, status, X, names, scope, _, _ = _cox_data(formula, design, "svylogrank")
+    time, status, X, names, scope, _, _, _ = _cox_data(formula, design, "svylogrank")
     t, s = time[scope], status[scope]
     w = np.asarray(design.full_weights, dtype=float)[scope]
     km = _km_fit(t, s, w)
@@ -941,7 +982,7 @@ def svysurvreg(formula: str, design: Any, dist: str = "weibull") -> SurvregResul
                          "svysurvreg method for them). Fix: use the linearization design.")
     base, logt = _SURVREG_DISTS[dist]
     fixed = dist == "exponential"
-    time, status, rhs, scope = _response(formula, design, "svysurvreg")
+    time, status, rhs, scope, _ = _response(formula, design, "svysurvreg")
     data = design.full_data
     cols = formula_columns(rhs, data.columns)
     if cols:
@@ -982,11 +1023,11 @@ def _score_logrank(formula: str, design: Any, rho: float, gamma: float):
     if rho != 0 or gamma != 0:
         raise ValueError("svylogrank: method='score' with rho or gamma is not available (R "
                          "expands the data with survSplit); use method='small'.")
-    _, _, rhs = _parse(formula, "svylogrank")
+    _, _, _, rhs = _parse(formula, "svylogrank")
     terms = [t for t in re.split(r"\+(?![^(]*\))", rhs) if t.strip()]
     if len(terms) != 1:
         raise ValueError("svylogrank: only one grouping variable allowed (R).")
-    time, status, X, names, scope, _, _ = _cox_data(formula, design, "svylogrank")
+    time, status, X, names, scope, _, _, _ = _cox_data(formula, design, "svylogrank")
     data = design.full_data
     term = terms[0].strip()
     raw = data[term] if term in data.columns else None
