@@ -581,29 +581,79 @@ class GLMResults:
         return GLMSummary(self, self.coef_table(level=level), 1 - level)
 
     def predict(self, newdata: pd.DataFrame | None = None, type: str = "link",  # noqa: A002
-                offset: Sequence[float] | np.ndarray | None = None) -> pd.DataFrame:
+                offset: Sequence[float] | np.ndarray | None = None, total: float | None = None,
+                vcov: bool = False) -> pd.DataFrame:
         """Predictions and their design-based SEs (R ``predict.svyglm``).
 
         ``type="link"`` gives the linear predictor, ``"response"`` the mean (SE by the delta
         method). Without ``newdata``, the rows of the fit. The offset is added: from the
         formula's ``offset()`` terms or column evaluated on ``newdata``, or ``offset=`` when the
-        model was fitted with an array offset.
+        model was fitted with an array offset. ``total=N`` multiplies the intercept by N (R's
+        regression estimator of a total), ``vcov=True`` keeps the predictions' covariance in
+        ``attrs["vcov"]``; ``type="terms"``: each term's centred contribution over the rows of
+        the fit with ``attrs["se"]`` and ``attrs["constant"]`` (R's ``predterms``); see
+        :func:`surveysynth.analysis.predict_svyglm`.
         """
+        if type == "terms":
+            return self._predict_terms()
         if type not in ("link", "response"):
-            raise ValueError(f"type={type!r}: choose 'link' or 'response'.")
+            raise ValueError(f"type={type!r}: choose 'link', 'response' or 'terms'.")
         if newdata is None:
             X, off, index = self._model.X, self._model.offset, None
         else:
             X, off, index = self._new_matrix(newdata, offset)
+        X = np.array(X, dtype=float)
+        k = self.term_columns.get("1")
+        if total is not None and k is not None:  # R: only when the model has an intercept
+            X[:, k[0]] *= float(total)
         V = self._vcov.to_numpy()
         eta = X @ self.params.to_numpy() + off
+        cov = X @ V @ X.T if vcov else None
         var = np.einsum("ij,jk,ik->i", X, V, X)
-        se = np.sqrt(var)
         if type == "response":
             d = self._family.link.mu_eta(eta)
             eta = self._family.link.linkinv(eta)
-            se = np.abs(d) * se
-        return pd.DataFrame({"fit": eta, "se": se}, index=index)
+            var = d * d * var
+            if cov is not None:
+                cov = d[:, None] * cov * d[None, :]
+        out = pd.DataFrame({"fit": eta, "se": np.sqrt(var)}, index=index)
+        if cov is not None:
+            out.attrs["vcov"] = cov
+        return out
+
+    def _predict_terms(self) -> pd.DataFrame:
+        """R's ``predict(type="terms")`` (``predterms``): each term's contribution
+        ``(x - mean x)' beta`` over the rows of the fit (columns centred by their unweighted
+        means when the model has an intercept), its SE from the term's block of the design
+        covariance in ``attrs["se"]``, and ``attrs["constant"]`` (``mean x' beta``). As in R,
+        for the rows of the fit only (R ignores ``newdata`` here)."""
+        X = self._model.X.astype(float)
+        beta = self.params.to_numpy()
+        V = self._vcov.to_numpy()
+        cols = self.term_columns
+        has_int = "1" in cols
+        avx = X.mean(axis=0)
+        if has_int:
+            X = X - avx
+        fit, se = {}, {}
+        for term, idx in cols.items():
+            if term == "1":
+                continue
+            Xi = X[:, idx]
+            fit[term] = Xi @ beta[idx]
+            se[term] = np.sqrt(np.einsum("ij,jk,ik->i", Xi, V[np.ix_(idx, idx)], Xi))
+        out = pd.DataFrame(fit)
+        out.attrs["se"] = pd.DataFrame(se)
+        out.attrs["constant"] = float(avx @ beta) if has_int else 0.0
+        return out
+
+    def new_model_matrix(self, newdata: pd.DataFrame,
+                         offset: Sequence[float] | np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """The fit's model matrix and offset evaluated on ``newdata`` (R
+        ``model.matrix(delete.response(terms(m)), newdata)``), coded as the fit was."""
+        X, off, _ = self._new_matrix(newdata, offset)
+        return X, off
 
     def _new_matrix(self, newdata: pd.DataFrame, offset):
         if not isinstance(newdata, pd.DataFrame):
