@@ -28,6 +28,7 @@ from .multivariate import (
 )
 from .olr import OLRResults, svyolr
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
+from .small_area import FayHerriot, eblupFH, fay_herriot, mseFH, svysmooth_area, svysmoothArea
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .variance_matrix import svyvar
 
@@ -39,3 +40,4 @@ __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplo
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
+__all__ += ["FayHerriot", "eblupFH", "fay_herriot", "mseFH", "svysmooth_area", "svysmoothArea"]
