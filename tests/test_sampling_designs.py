@@ -25,9 +25,9 @@ from surveysynth.sampling import (
     pps_brewer,
     pps_poisson,
     pps_sampford,
+    sampford_joint_probabilities,
     sample_size_mean,
     sample_size_proportion,
-    sampford_joint_probabilities,
     strata_allocation,
     stratsample,
 )
