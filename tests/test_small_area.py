@@ -131,3 +131,22 @@ def test_errors_name_the_problem(designs):
             columns={"cname": "county"}))
     with pytest.raises(ValueError, match="no size"):
         svysmoothArea("api00 ~ 1", "cname", ds["dstrat"], domain_size={"Alameda": 10})
+
+
+def test_direct_est_input_equals_design_input(designs):
+    """SUMMER's ``direct.est=`` path: R's own direct estimates in, R's small-area numbers out;
+    the caller's frames are not changed."""
+    _, xdom, _ = designs
+    r = REF["api"]["dstrat"]
+    keep = [v is not None for v in r["direct_var"]]
+    direct = pd.DataFrame({"cname": np.asarray(r["domain"])[keep],
+                           "est": np.asarray(r["direct"], dtype=object)[keep].astype(float),
+                           "var": np.asarray(r["direct_var"], dtype=object)[keep].astype(float)})
+    before, xbefore = direct.copy(), xdom.copy()
+    out = svysmoothArea("api00 ~ meals", "cname", direct_est=direct, X_domain=xdom)
+    _check_area(out, r, "direct_est")
+    pd.testing.assert_frame_equal(direct, before)
+    pd.testing.assert_frame_equal(xdom, xbefore)
+    with pytest.raises(ValueError, match="X_domain has no row for domains"):
+        svysmoothArea("api00 ~ meals", "cname", direct_est=direct,
+                      X_domain=xdom[xdom["cname"] != "Alameda"])
