@@ -194,3 +194,41 @@ def test_allocation_api_strata():
         strata_allocation([10, 1000], [100, 1], n=50)
     with pytest.raises(ValueError, match="needs the stratum SDs"):
         strata_allocation(NH, n=100, alloc="neyman")
+
+
+def _brewer_exact(pik: np.ndarray) -> np.ndarray:
+    """Exact first- and second-order inclusion probabilities of R's UPbrewer, by enumerating
+    every draw sequence of its draw-by-draw probabilities (small N only)."""
+    n = int(round(pik.sum()))
+    pi2 = np.zeros((pik.size, pik.size))
+
+    def walk(sb: np.ndarray, i: int, prob: float) -> None:
+        if i > n:
+            pi2[np.ix_(sb > 0, sb > 0)] += prob
+            return
+        a = np.sum(pik * sb)
+        w = (1 - sb) * pik * ((n - a) - pik) / ((n - a) - pik * (n - i + 1))
+        w = w / w.sum()
+        for j in np.flatnonzero(w > 0):
+            nxt = sb.copy()
+            nxt[j] = 1
+            walk(nxt, i + 1, prob * w[j])
+
+    walk(np.zeros(pik.size), 1, 1.0)
+    return pi2
+
+
+def test_brewer_exact_probabilities_ours_and_R_draws():
+    """Enumerated over all 1,680 draw sequences, Brewer's probabilities give pik exactly; our
+    draws and R's own UPbrewer draws both match the enumerated joint probabilities (so the two
+    samplers are the same design, not just the same first-order probabilities)."""
+    pi2 = _brewer_exact(PIK)
+    assert_rel(np.diag(pi2), PIK, 1e-12, "Brewer pi")
+    assert_rel(pi2.sum(1), 4 * PIK, 1e-12, "sum_j pi_ij = n pi_i")
+    assert _pi2_ok(_draws(pps_brewer), pi2)
+    S_r = _r_sampling("set.seed(1); pik <- inclusionprobabilities(c(2,5,1,8,3,4,6,9), 4); "
+                      "t(replicate(4000, UPbrewer(pik)))")
+    assert (S_r.sum(1) == 4).all()
+    assert _pi2_ok(S_r, pi2)
+    # Sampford's design has other joint probabilities; its exact pi2 is not Brewer's
+    assert np.abs(sampford_joint_probabilities(PIK) - pi2).max() > 1e-3
