@@ -48,6 +48,9 @@ _EXPORTS = {
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
+    "svysmoothArea": ".analysis", "fay_herriot": ".analysis",
+    "pps_brewer": ".sampling", "pps_sampford": ".sampling", "pps_poisson": ".sampling",
+    "strata_allocation": ".sampling", "stratsample": ".sampling",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
