@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import special, stats
 
 from ._validate import as_list, first_rows, require_columns
+from .encoding import is_factor, r_levels
 from .engines import get_engine
 
 
@@ -63,14 +64,9 @@ def _zero_nan(a: np.ndarray) -> np.ndarray:
 
 
 def category_levels(series: pd.Series) -> list:
-    """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return list(series.cat.categories)
-    values = series.dropna().unique()
-    try:
-        return sorted(values.tolist())
-    except TypeError:
-        return sorted(values.tolist(), key=str)
+    """Levels of a categorical variable in R's order (factor levels, else sorted values):
+    :func:`surveysynth.encoding.r_levels`."""
+    return r_levels(series)
 
 
 def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
@@ -122,8 +118,9 @@ def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
 
 
 def is_categorical(series: pd.Series) -> bool:
-    """True unless the column is numeric (booleans count as categorical, as R factors)."""
-    return not (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
+    """True unless the column is numeric (booleans count as categorical, as R factors):
+    :func:`surveysynth.encoding.is_factor`."""
+    return is_factor(series)
 
 
 def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
