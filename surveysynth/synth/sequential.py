@@ -533,7 +533,8 @@ class Sequential(Synthesizer):
                      "sd": float(max(np.nanstd(v), 1e-9)) if (~na).any() else 1.0,
                      "na": bool(na.any()), "f": "id", "shift": 0.0}
             else:  # R's levels, a missing value the last level (surveysynth.encoding)
-                e = {"col": p, "kind": "factor", "factor": Factor.learn(col, name=p, na="level")}
+                e = {"col": p, "kind": "factor",
+                     "factor": Factor.learn(col, name=p, used_only=True, na="level")}
             encs.append(e)
             mats.append(_apply_public(e, col))
         X = np.column_stack(mats) if mats else np.zeros((len(data), 0))
