@@ -206,8 +206,8 @@ class Factor:
             raise ValueError(
                 f"{what or f'column {self.name!r}'}: values {shown} in rows "
                 f"{_first_rows(s.index, bad)} are not among the levels {list(self.levels)} "
-                "learned on the confidential data. Fix: recode them to a learned level (or "
-                "learn the levels on data that has them).")
+                "learned when the coding was fitted (for a release: on the confidential data). "
+                "Fix: recode them to a learned level, or fit on data that has them.")
         return codes
 
     def indicators(self, codes: np.ndarray, full: bool = False) -> np.ndarray:
