@@ -40,7 +40,7 @@ docs/architecture.md, "Encoding of categorical variables"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,8 +227,3 @@ class Factor:
         ``sep`` between variable and level for a label (``"="``: ``stype=H``)."""
         use = self.levels if full else self.levels[1:]
         return [f"{self.name}{sep}{r_label(v)}" for v in use]
-
-
-def factors(frame: pd.DataFrame, columns: Sequence[str], **kwargs: Any) -> list[Factor]:
-    """:meth:`Factor.learn` of each column of ``frame`` (same options for all)."""
-    return [Factor.learn(frame[c], name=c, **kwargs) for c in columns]
