@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import first_rows, parse_vars, require_columns
-from .levels import category_levels, is_categorical
+from .encoding import Factor, is_factor, r_label
 
 CALFUNS = ("linear", "raking", "logit")
 _EPS = np.finfo(float).eps
@@ -110,12 +110,6 @@ class RakeAdjustment:
 
 
 # ----------------------------------------------------------------------------- model matrix
-def _r_level(level: Any) -> str:
-    if isinstance(level, (bool, np.bool_)):
-        return "TRUE" if level else "FALSE"
-    return str(level)
-
-
 def _terms(formula_or_columns: Any) -> tuple[list[str], bool]:
     """Columns of an additive formula (``"~stype+api99"``, ``"~0+stype"``) or list; intercept."""
     if isinstance(formula_or_columns, str):
@@ -155,16 +149,11 @@ def model_matrix(frame: pd.DataFrame, formula_or_columns: Any) -> tuple[np.ndarr
             raise ValueError(f"calibration variable {c!r} has missing values in "
                              f"{first_rows(frame.index, na)}. Fix: impute them or drop the rows "
                              "before building the design.")
-        if is_categorical(s):
-            levels = category_levels(s)
-            if isinstance(s.dtype, pd.CategoricalDtype):
-                levels = list(s.cat.categories)
-            use = levels[1:] if full_coded else levels
+        if is_factor(s):  # R's levels, treatment contrasts and names (surveysynth.encoding)
+            f = Factor.learn(s, name=c)
+            mats.append(f.matrix(s, full=not full_coded))
+            names.extend(f.names(full=not full_coded))
             full_coded = True
-            codes = pd.Index(levels).get_indexer(s)
-            for lev in use:
-                mats.append((codes == levels.index(lev)).astype(float)[:, None])
-                names.append(f"{c}{_r_level(lev)}")
         else:
             mats.append(s.to_numpy(dtype=float)[:, None])
             names.append(c)
@@ -585,7 +574,7 @@ def _strata_labels(frame: pd.DataFrame, strata: Any) -> tuple[list[str], np.ndar
             raise ValueError(f"strata: column {c!r} has missing values in "
                              f"{first_rows(frame.index, na)}; recode them as a level.")
         codes, uniques = pd.factorize(frame[c], sort=False)
-        lab = [_r_level(u) for u in uniques]
+        lab = [r_label(u) for u in uniques]
         remap, lab_u = pd.factorize(pd.Index(lab, dtype=object), sort=False)
         per_col.append(np.asarray(remap, dtype=np.int64)[codes])
         labs.append(list(lab_u))
@@ -606,7 +595,7 @@ def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
             raise ValueError(
                 f"population: a DataFrame needs the strata columns {cols} and one count column "
                 f"(R's Freq); got columns {list(population.columns)}.")
-        keys = zip(*[population[c].map(_r_level) for c in cols], strict=True)
+        keys = zip(*[population[c].map(r_label) for c in cols], strict=True)
         return {k: float(v) for k, v in zip(keys, population[other[0]], strict=True)}
     if isinstance(population, (Mapping, pd.Series)):
         out = {}
@@ -615,7 +604,7 @@ def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
             if len(kt) != len(cols):
                 raise ValueError(f"population: key {k!r} has {len(kt)} level(s) for the "
                                  f"{len(cols)} strata columns {cols}.")
-            out[tuple(_r_level(x) for x in kt)] = float(v)
+            out[tuple(r_label(x) for x in kt)] = float(v)
         return out
     raise ValueError("population: give a DataFrame (strata columns + counts) or a dict "
                      "{level: count} (tuples of levels for several strata columns).")

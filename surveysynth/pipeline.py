@@ -56,6 +56,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from .encoding import r_levels
 from .release_config import SYNTHESIZERS, ConfigError, check_keys, synth_class
 from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
 from .release_inputs import INPUT_FORMATS, build_design, read_input
@@ -391,10 +392,7 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
         preds = _as_list(syn.get("predictors"))
         if preds:
             data = design.data
-            levels = [list(data[p].cat.categories)
-                      if isinstance(data[p].dtype, pd.CategoricalDtype) else
-                      sorted(pd.unique(data[p]).tolist(), key=lambda v: (str(type(v)), v))
-                      for p in preds]  # as synth/cells.py builds the cells
+            levels = [r_levels(data[p]) for p in preds]  # as synth/cells.py builds the cells
             full = pd.MultiIndex.from_product(levels, names=preds)
             codes = full.get_indexer(pd.MultiIndex.from_frame(data[preds].astype(object)))
             counts = np.bincount(codes[codes >= 0], minlength=len(full))
