@@ -15,6 +15,7 @@ from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .glm import GLMResults, GLMSummary, svyglm
 from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .imputation import ImputationDesign, MIcombine, mi_combine, with_pv, withPV
 from .multivariate import (
     FactanalResult,
     PrcompResult,
@@ -35,3 +36,4 @@ __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplo
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
+__all__ += ["ImputationDesign", "MIcombine", "mi_combine", "withPV", "with_pv"]
