@@ -42,6 +42,7 @@ _EXPORTS = {
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
+    "twophase": ".twophase", "TwoPhaseDesign": ".twophase",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
