@@ -43,6 +43,7 @@ _EXPORTS = {
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
     "twophase": ".twophase", "TwoPhaseDesign": ".twophase",
+    "multiframe": ".multiframe", "MultiFrameDesign": ".multiframe",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
