@@ -44,6 +44,7 @@ _EXPORTS = {
     "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
     "twophase": ".twophase", "TwoPhaseDesign": ".twophase",
     "multiframe": ".multiframe", "MultiFrameDesign": ".multiframe",
+    "multiphase": ".multiphase", "MultiPhaseDesign": ".multiphase",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
