@@ -42,9 +42,9 @@ _EXPORTS = {
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
-    "twophase": ".twophase", "TwoPhaseDesign": ".twophase",
-    "multiframe": ".multiframe", "MultiFrameDesign": ".multiframe",
-    "multiphase": ".multiphase", "MultiPhaseDesign": ".multiphase",
+    "twophase": ".twophase_design", "TwoPhaseDesign": ".twophase_design",
+    "multiframe": ".multiframe_design", "MultiFrameDesign": ".multiframe_design",
+    "multiphase": ".multiphase_design", "MultiPhaseDesign": ".multiphase_design",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import surveysynth as ss
-from surveysynth.multiframe import multiframe
+from surveysynth.multiframe_design import multiframe
 from surveysynth.variance.pps import ppsmat
 from tests.conftest import assert_rel
 

@@ -16,8 +16,8 @@ import pytest
 from r_bridge import r_session
 from r_bridge.convert import r_to_pandas
 from surveysynth.analysis import svyglm
-from surveysynth.multiphase import multiphase
-from surveysynth.twophase import twophase
+from surveysynth.multiphase_design import multiphase
+from surveysynth.twophase_design import twophase
 from tests.conftest import assert_rel
 
 TOL = 1e-8

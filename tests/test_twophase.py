@@ -14,7 +14,7 @@ import pytest
 from r_bridge import r_session
 from r_bridge.convert import r_to_pandas
 from surveysynth.analysis import svyglm
-from surveysynth.twophase import twophase
+from surveysynth.twophase_design import twophase
 from tests.conftest import assert_rel
 
 TOL = 1e-8
@@ -177,3 +177,15 @@ def test_errors(data):
     with pytest.raises(ValueError, match="approx"):
         twophase(nw, ids=["seqno", "seqno"], strata=[None, "rel"], subset="sub",
                  method="approx").calibrate("~rel")
+
+
+def test_public_names_are_the_functions():
+    """``ss.twophase`` etc. are the constructors even after their modules are imported (a
+    module named like its function would shadow it on the package)."""
+    import surveysynth as ss
+    import surveysynth.multiframe_design  # noqa: F401
+    import surveysynth.multiphase_design  # noqa: F401
+    import surveysynth.twophase_design  # noqa: F401
+
+    for name in ("twophase", "multiphase", "multiframe", "withPV", "MIcombine"):
+        assert callable(getattr(ss, name)), name

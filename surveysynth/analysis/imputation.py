@@ -56,6 +56,17 @@ class ImputationDesign:
         designs = ImputationDesign.from_frames(frames, ids="id", strata="sex")
         designs.mean("drkfre")                    # MIcombine(with(designs, svymean(~drkfre)))
         designs.map(lambda d: d.bootstrap(50, method="canty-davison")).mean("drkfre")
+
+    A runnable example (three imputations of one small sample):
+
+    >>> import numpy as np, pandas as pd
+    >>> import surveysynth as ss
+    >>> frames = [pd.DataFrame({"y": [1.0, 2, 3, 4, 5, 6 + k], "g": [0, 0, 0, 1, 1, 1]})
+    ...           for k in range(3)]
+    >>> designs = ss.ImputationDesign.from_frames(frames, strata="g", weights=np.full(6, 10.0))
+    >>> designs.mean("y")[["estimate", "se", "df", "m"]].round(4)
+       estimate      se     df  m
+    0    3.6667  0.5774  162.0  3
     """
 
     def __init__(self, designs: Sequence[Any]) -> None:

@@ -113,6 +113,16 @@ class TwoPhaseDesign(SurveyDesign):
     It is the phase-2 sample as a :class:`~surveysynth.SurveyDesign` (weights
     ``1/(pi_1 pi_2)``, the phase-2 clusters and strata) whose variance is the two-phase
     variance of the chosen ``method``. ``phase1_data`` holds every phase-1 row.
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"id": range(8), "x": [1, 0, 1, 0, 1, 0, 1, 0],
+    ...                    "y": [2.0, 3, 4, 5, 6, 7, 8, 9],
+    ...                    "in2": [True, True, False, True, True, False, True, True]})
+    >>> d = ss.twophase(df, ids=["id", "id"], strata=[None, "x"], subset="in2")
+    >>> d.total("y")[["estimate", "se"]].round(3)
+       estimate      se
+    0      44.0  17.801
     """
 
     method: str

@@ -44,6 +44,17 @@ class MultiFrameDesign:
     Attributes: ``designs``, ``frame_weights`` (the split factors), ``design_weights`` (each
     frame's sampling weights), ``weights`` (their product, stacked frame by frame),
     ``frame_scale`` (theta, 1 - theta; None for ``"expected"``), ``degf``.
+
+    >>> import numpy as np, pandas as pd
+    >>> import surveysynth as ss
+    >>> a = pd.DataFrame({"y": [1.0, 2, 3, 4], "both": [1, 0, 1, 0], "N": 40})
+    >>> b = pd.DataFrame({"y": [2.0, 5, 6], "both": [1, 1, 0], "N": 30})
+    >>> mf = ss.multiframe([ss.SurveyDesign(a, fpc="N"), ss.SurveyDesign(b, fpc="N")],
+    ...                    [np.column_stack([np.ones(4), a["both"]]),
+    ...                     np.column_stack([b["both"], np.ones(3)])], theta=0.5)
+    >>> mf.total("y")[["estimate", "se"]].round(3)
+       estimate      se
+    0     175.0  50.572
     """
 
     def __init__(self, designs: Sequence[Any], overlaps: Sequence[Any],

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .design import SurveyDesign
-from .twophase import _dcheck_strat, _n_unique_by, _subset_mask
+from .twophase_design import _dcheck_strat, _n_unique_by, _subset_mask
 
 
 def _one(arg: Any, name: str, k: int) -> Any:
@@ -49,7 +49,18 @@ def _codes(s: pd.Series) -> np.ndarray:
 class MultiPhaseDesign(SurveyDesign):
     """A two-phase ``multiphase`` design (R 4.5); build it with :func:`multiphase`. It is the
     phase-2 sample as a :class:`~surveysynth.SurveyDesign` (weights the final phase weights)
-    whose variance is R's ``multiphasevar``."""
+    whose variance is R's ``multiphasevar``.
+
+    >>> import pandas as pd
+    >>> import surveysynth as ss
+    >>> df = pd.DataFrame({"id": range(8), "x": [1, 0, 1, 0, 1, 0, 1, 0],
+    ...                    "y": [2.0, 3, 4, 5, 6, 7, 8, 9],
+    ...                    "in2": [True, True, False, True, True, False, True, True]})
+    >>> m = ss.multiphase(df, ids=["id", "id"], strata=[None, "x"], subset=["in2"])
+    >>> m.total("y")[["estimate", "se"]].round(3)
+       estimate      se
+    0      44.0  17.801
+    """
 
     phase1_data: pd.DataFrame
 
