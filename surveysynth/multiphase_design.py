@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .design import SurveyDesign
-from .twophase_design import _dcheck_strat, _n_unique_by, _subset_mask
+from .twophase_design import _dcheck_strat, _n_unique_by, _PhasedDesign, _subset_mask
 
 
 def _one(arg: Any, name: str, k: int) -> Any:
@@ -46,7 +46,7 @@ def _codes(s: pd.Series) -> np.ndarray:
     return pd.factorize(s, sort=True)[0].astype(np.int64)
 
 
-class MultiPhaseDesign(SurveyDesign):
+class MultiPhaseDesign(_PhasedDesign):
     """A two-phase ``multiphase`` design (R 4.5); build it with :func:`multiphase`. It is the
     phase-2 sample as a :class:`~surveysynth.SurveyDesign` (weights the final phase weights)
     whose variance is R's ``multiphasevar``.

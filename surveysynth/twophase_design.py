@@ -107,7 +107,60 @@ def _subset_mask(data: pd.DataFrame, subset: Any) -> np.ndarray:
     return sub
 
 
-class TwoPhaseDesign(SurveyDesign):
+class _PhasedDesign(SurveyDesign):
+    """What a two-phase or multiphase design refuses: its variance is its own, so engines
+    (R, samplics), replicate weights and the one-phase weighting steps (which would attach a
+    one-phase variance adjustment it does not read) are errors, not silently wrong numbers."""
+
+    def _engine(self, engine: str):
+        if engine != "native":
+            raise ValueError(f"engine={engine!r}: a {type(self).__name__} has its own variance"
+                             " (native only). Fix: engine='native'.")
+        return None
+
+    def _refuse(self, what: str):
+        raise ValueError(f"{what}() is not available on a {type(self).__name__}: it would "
+                         "ignore the phases in the variance. Fix: calibrate() (phase 2), or "
+                         "build the design from adjusted weights.")
+
+    def bootstrap(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("bootstrap")
+
+    def sdr(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("sdr")
+
+    def canty_davison(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("canty_davison")
+
+    def gen_boot(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("gen_boot")
+
+    def fays_gen_rep(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("fays_gen_rep")
+
+    def jackknife(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("jackknife")
+
+    def brr(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("brr")
+
+    def rake(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("rake")
+
+    def post_stratify(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("post_stratify")
+
+    def trim_weights(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("trim_weights")
+
+    def redistribute_weights(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("redistribute_weights")
+
+    def with_calibration(self, *a: Any, **k: Any):  # noqa: D102
+        self._refuse("with_calibration")
+
+
+class TwoPhaseDesign(_PhasedDesign):
     """A two-phase design (R ``twophase``); build it with :func:`twophase`.
 
     It is the phase-2 sample as a :class:`~surveysynth.SurveyDesign` (weights

@@ -189,3 +189,14 @@ def test_public_names_are_the_functions():
 
     for name in ("twophase", "multiphase", "multiframe", "withPV", "MIcombine"):
         assert callable(getattr(ss, name)), name
+
+
+@pytest.mark.parametrize("call", [lambda d: d.jackknife(), lambda d: d.bootstrap(10, seed=1),
+                                  lambda d: d.post_stratify("rel", {0: 1, 1: 2}),
+                                  lambda d: d.rake(["rel"], [{0: 1, 1: 2}]),
+                                  lambda d: d.trim_weights(upper=10),
+                                  lambda d: d.mean("edrel", engine="r")])
+def test_one_phase_tools_refused(designs, call):
+    """Replicates, one-phase weighting steps and other engines would ignore the phases."""
+    with pytest.raises(ValueError, match="TwoPhaseDesign"):
+        call(designs["cch"])
