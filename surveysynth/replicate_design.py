@@ -78,7 +78,11 @@ class ReplicateDesign(Estimators):
         ACS / successive-difference: 4/R; JK2: 1; other: given, else 1 with a warning).
     scale, rscales : the overall and per-replicate multipliers of R's variance formula.
     rho : Fay's coefficient (required for ``type="Fay"``).
-    mse : centre replicates on the full-sample estimate (R ``mse=TRUE``).
+    mse : centre replicates on the full-sample estimate (R ``mse=TRUE``). ``None`` (default):
+        ``True`` for ``type="ACS"`` and ``False`` otherwise, as R survey 4.5 (which also warns
+        when ``mse=False`` is given for ACS, as we do); with ``survey_version="4.1"``,
+        ``False`` for every type (R survey 4.1.1's ``getOption("survey.replicates.mse")``).
+    survey_version : ``"4.5"`` (default) or ``"4.1"``: which R survey's ``mse`` default.
     combined_weights : the replicate columns already include the sampling weights (R's
         default, as in ACS files); ``False``: they are factors multiplied by ``weights``.
     bootstrap_average : for ``type="bootstrap"``, how many bootstrap samples each column
@@ -123,12 +127,13 @@ class ReplicateDesign(Estimators):
         scale: float | None = None,
         rscales: float | Sequence[float] | np.ndarray | None = None,
         rho: float | None = None,
-        mse: bool = False,
+        mse: bool | None = None,
         combined_weights: bool = True,
         bootstrap_average: float | None = None,
         fpc: Sequence[float] | np.ndarray | None = None,
         fpctype: str | None = None,
         dtype: Any = np.float64,
+        survey_version: str = "4.5",
     ) -> None:
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"data must be a pandas DataFrame, got {type_name(data)}.")
@@ -139,6 +144,7 @@ class ReplicateDesign(Estimators):
             raise ValueError(f"data has duplicated column names {dup[:5]}: rename them first.")
         if type not in SVREP_TYPES:
             raise ValueError(f"type={type!r}: choose one of {SVREP_TYPES} (R svrepdesign).")
+        mse = _default_mse(type, mse, survey_version)
         frame = data.copy(deep=False)
         n = frame.shape[0]
         rep, rep_names = _repweights_matrix(frame, repweights, n)
@@ -348,7 +354,7 @@ class ReplicateDesign(Estimators):
         est, thetas, _ = self._replicate_thetas(Y, X, codes, count)
         return est, thetas
 
-    def _replicate_quantile_ci(self, x, ps, dom, D, crit, qrule):
+    def _replicate_quantile_ci(self, x, ps, dom, D, crit, qrule, survey_version="4.5"):
         """Quantiles with R's ``repCI``: each replicate's quantile (one call per replicate and
         domain), ``svrVar`` of them centred as the design says, estimate -+ crit * SE."""
         if self.type in ("JK1", "JKn"):
@@ -363,8 +369,8 @@ class ReplicateDesign(Estimators):
             pwf = np.ones(rows.shape[0]) if self.combined_weights else self._w[rows]
             W = np.asarray(self._rep[k], dtype=np.float64) * pwf[:, None]
             xd = x[rows]
-            q[d] = weighted_quantile(xd, self._w[rows], ps, qrule)
-            reps = np.vstack([weighted_quantile(xd, W[:, r], ps, qrule)
+            q[d] = weighted_quantile(xd, self._w[rows], ps, qrule, survey_version)
+            reps = np.vstack([weighted_quantile(xd, W[:, r], ps, qrule, survey_version)
                               for r in range(W.shape[1])])
             var, dropped = replicate_variance(reps, q[d], self.scale, self.rscales, self.mse)
             warn_dropped(dropped)
@@ -542,6 +548,21 @@ def _repweights_matrix(frame: pd.DataFrame, repweights: Any, n: int) -> tuple[np
         return mat, names
     mat = np.column_stack([numeric_column(frame, c, "repweights") for c in cols])
     return mat, cols
+
+
+def _default_mse(type_: str, mse: bool | None, survey_version: str) -> bool:
+    """R's ``mse`` for ``svrepdesign``: survey 4.5 makes ACS designs ``mse=TRUE`` unless
+    ``mse=FALSE`` is given (then warns: the ACS's published SEs are MSE ones); 4.1.1 used
+    ``options(survey.replicates.mse)``, FALSE, for every type."""
+    if survey_version not in ("4.5", "4.1"):
+        raise ValueError(f"survey_version={survey_version!r}: choose '4.5' (R survey 4.5, the "
+                         "default) or '4.1' (R survey 4.1.1's mse default).")
+    if mse is None:
+        return type_ == "ACS" and survey_version == "4.5"
+    if type_ == "ACS" and not mse and survey_version == "4.5":
+        warnings.warn("The ACS uses MSE standard errors but you have specified mse=False "
+                      "(R survey 4.5's warning).", UserWarning, stacklevel=3)
+    return bool(mse)
 
 
 def _scales(type_, scale, rscales, rho, R, combined, rep, bootstrap_average, fpc, fpctype):

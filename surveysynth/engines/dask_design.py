@@ -12,8 +12,9 @@ weights (for R's ``degf``), then R's ``svrVar``. ``tables.tabulate`` of a Dask d
 pass too (``_engine_tabulate``).
 
 Supported: ``total``, ``mean``, ``ratio``, ``proportion`` (numeric and categorical
-variables), ``by=`` domains, ``na_rm``, ``level``, ``ci`` ("normal"/"t"), ``df``. Not
-supported (:class:`UnsupportedByDask`): quantiles, ``deff``, ``covmat``, ``subset``,
+variables), ``by=`` domains, ``na_rm``, ``level``, ``ci`` ("normal"/"t"), ``df``, ``covmat``
+(the covariance of all the estimates, from the same pass). Not supported
+(:class:`UnsupportedByDask`): quantiles, ``deff``, ``subset``,
 ``ci_method`` other than Wald, linearization designs without ``ids`` (one PSU per row: give a
 row-id column as ``ids=``; the aggregate then has one row per data row), and weights from
 ``probs``.
@@ -36,9 +37,21 @@ from scipy import sparse
 
 from .._validate import as_list
 from ..design import SurveyDesign
-from ..estimate import category_levels, estimate_frame, is_categorical
+from ..estimate import (
+    attach_vcov,
+    category_levels,
+    estimate_frame,
+    estimate_names,
+    is_categorical,
+)
 from ..replicate_design import ReplicateDesign
-from ..variance.replicate_weights import rank_like_r, replicate_variance
+from ..results import Estimate
+from ..variance.replicate_weights import (
+    rank_like_r,
+    replicate_covariance,
+    replicate_variance,
+    warn_dropped,
+)
 from .dask_cluster import as_dask, client_for, start_cluster
 from .dask_pass import NA_FLAG, UnsupportedByDask, one_pass, raise_problems
 
@@ -115,38 +128,51 @@ class _DaskBase:
             (cat if force_categorical or is_categorical(probe) else num).append(c)
         return num, cat
 
-    # ---- the public estimators (R's svytotal/svymean/svyratio, by domain)
+    # ---- the public estimators (R's svytotal/svymean/svyratio, by domain), with the options
+    # of surveysynth.results.EstimatorProtocol; ``engine`` is "dask" (the pass over the data)
+    #: statistics of the estimator protocol this design does not compute (they raise)
+    unsupported_estimators: tuple[str, ...] = ("quantile",)
+
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-              df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+              df: float | str | None = None, engine: str = "dask", covmat: bool = False,
+              **unsupported: Any) -> Estimate:
         """Estimated totals by domain (categorical: the count of each level), as
-        :meth:`surveysynth.SurveyDesign.total`."""
+        :meth:`surveysynth.SurveyDesign.total` (``covmat=True``: the covariance of all the
+        estimates from the same pass, read with ``.vcov()``)."""
         return self._run("total", as_list(variables), None, by, na_rm, level, ci, df,
-                         unsupported)
+                         {**unsupported, "engine": engine}, covmat)
 
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-             df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+             df: float | str | None = None, engine: str = "dask", covmat: bool = False,
+             **unsupported: Any) -> Estimate:
         """Estimated means by domain (categorical: level shares), as ``SurveyDesign.mean``."""
-        return self._run("mean", as_list(variables), None, by, na_rm, level, ci, df, unsupported)
+        return self._run("mean", as_list(variables), None, by, na_rm, level, ci, df,
+                         {**unsupported, "engine": engine}, covmat)
 
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
                    na_rm: bool = False, level: float = 0.95, ci: str = "normal",
-                   df: float | str | None = None, **unsupported: Any) -> pd.DataFrame:
+                   df: float | str | None = None, engine: str = "dask",
+                   covmat: bool = False, **unsupported: Any) -> Estimate:
         """Share of every level (numeric columns: each value a level), Wald intervals."""
         return self._run("proportion", as_list(variables), None, by, na_rm, level, ci, df,
-                         unsupported)
+                         {**unsupported, "engine": engine}, covmat)
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
               by: str | Sequence[str] | None = None, na_rm: bool = False, level: float = 0.95,
-              ci: str = "normal", df: float | str | None = None,
-              **unsupported: Any) -> pd.DataFrame:
+              ci: str = "normal", df: float | str | None = None, engine: str = "dask",
+              covmat: bool = False, **unsupported: Any) -> Estimate:
         """Ratios of totals (every numerator over every denominator), as ``svyratio``."""
         return self._run("ratio", as_list(numerator), as_list(denominator), by, na_rm, level,
-                         ci, df, unsupported)
+                         ci, df, {**unsupported, "engine": engine}, covmat)
 
-    def quantile(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        """Not available: quantiles need sorted values per domain, not additive sums."""
+    def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
+                 by: str | Sequence[str] | None = None, na_rm: bool = False,
+                 level: float = 0.95, df: float | str | None = None, engine: str = "dask",
+                 **options: Any) -> Estimate:
+        """Not available: quantiles need sorted values per domain, not additive sums (the
+        signature is the protocol's, so that the refusal is the only difference)."""
         raise UnsupportedByDask(
             "quantile() is not computed by the Dask engine (a quantile is not a ratio of sums). "
             "Use SurveyDesign on an in-memory sample, or engine='native'.")
@@ -288,14 +314,15 @@ class _DaskBase:
         g = grid.reorder_levels(by + num) if list(grid.names) != by + num else grid
         return _align(have, g, res, fill)
 
-    def _run(self, stat, cols, dens, by, na_rm, level, ci, df, unsupported) -> pd.DataFrame:
+    def _run(self, stat, cols, dens, by, na_rm, level, ci, df, unsupported,
+             covmat=False) -> Estimate:
         bad = {k: v for k, v in unsupported.items() if v not in (None, False, "native", "wald",
                                                                    "dask")}
         if bad:
             raise UnsupportedByDask(
                 f"{stat}(): {sorted(bad)} not supported by the Dask engine (it computes "
                 "estimates, SEs, intervals and df of totals, means, ratios and proportions by "
-                "domain). Use SurveyDesign with engine='native' for deff, covmat, ci_method.")
+                "domain). Use SurveyDesign with engine='native' for deff, ci_method.")
         if not cols:
             raise ValueError(f"{stat}(): no variable given.")
         by_cols = as_list(by)
@@ -309,7 +336,7 @@ class _DaskBase:
         else:
             num, cat = self._kinds(cols, stat == "proportion")
         call = {"stat": stat, "cols": cols, "dens": dens, "num": num, "cat": cat,
-                "by": by_cols, "na_rm": na_rm, "scope": None}
+                "by": by_cols, "na_rm": na_rm, "scope": None, "covmat": bool(covmat)}
         return self._estimate(call, level, ci, df)[2]
 
     # ---- value matrices over the aggregated groups
@@ -355,7 +382,7 @@ class _DaskBase:
         return agg.reset_index(), grams
 
     @staticmethod
-    def _output(by_df, labels, est, se, dfs, n, level, ci) -> pd.DataFrame:
+    def _output(by_df, labels, est, se, dfs, n, level, ci) -> Estimate:
         """The native estimators' output frame (the same columns, with n)."""
         return estimate_frame(by_df, est.shape[0], labels, est, se, dfs, level, ci, n=n)
 
@@ -462,8 +489,11 @@ class DaskSurveyDesign(_DaskBase):
         own = np.asarray(design.domain_df(dom, D), float)
         dfs = _resolve_df(df, own, design.degf)
         n = np.bincount(dom[dom >= 0], weights=P["_n"].to_numpy(float)[dom >= 0], minlength=D)
-        return est, np.sqrt(var), self._output(by_df, labels, est, np.sqrt(var), dfs, n,
-                                               level, ci)
+        out = self._output(by_df, labels, est, np.sqrt(var), dfs, n, level, ci)
+        if call.get("covmat"):  # the group sums' design gives the covariance as the rows'
+            attach_vcov(out, estimate_names(by_df, D, labels),
+                        design.domain_covariance(Y, X, dom, D)[1])
+        return est, np.sqrt(var), out
 
     # ---- tabulate hooks: the group sums as a small design
     def _table_keys(self) -> list[str]:
@@ -591,6 +621,11 @@ class DaskReplicateDesign(_DaskBase):
         with np.errstate(invalid="ignore", divide="ignore"):
             est = Ty if Tx is None else Ty / Tx
         var, _ = replicate_variance(thetas, est.reshape(-1), self.scale, self.rscales, self.mse)
+        cov = None
+        if call.get("covmat"):
+            cov, dropped = replicate_covariance(thetas, est.reshape(-1), self.scale,
+                                                self.rscales, self.mse)
+            warn_dropped(np.atleast_1d(dropped))
         se = np.sqrt(var.reshape(D, V))
         own = np.full(D, np.nan)
         if grams:
@@ -601,7 +636,10 @@ class DaskReplicateDesign(_DaskBase):
             raise UnsupportedByDask("df='design' on a Dask replicate design: give a number.")
         dfs = _resolve_df(df, own, np.nan)
         n = np.bincount(dom, weights=P["_n"].to_numpy(float), minlength=D)
-        return est, se, self._output(by_df, labels, est, se, dfs, n, level, ci)
+        out = self._output(by_df, labels, est, se, dfs, n, level, ci)
+        if cov is not None:
+            attach_vcov(out, estimate_names(by_df, D, labels), cov)
+        return est, se, out
 
     # ---- tabulate hooks: replicate totals per domain, df from the summed Gram matrices
     def _table_keys(self) -> list[str]:
