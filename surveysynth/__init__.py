@@ -51,6 +51,10 @@ _EXPORTS = {
     "svysmoothArea": ".analysis", "fay_herriot": ".analysis",
     "pps_brewer": ".sampling", "pps_sampford": ".sampling", "pps_poisson": ".sampling",
     "strata_allocation": ".sampling", "stratsample": ".sampling",
+    "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
+    "twophase": ".twophase_design", "TwoPhaseDesign": ".twophase_design",
+    "multiframe": ".multiframe_design", "MultiFrameDesign": ".multiframe_design",
+    "multiphase": ".multiphase_design", "MultiPhaseDesign": ".multiphase_design",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -137,10 +137,10 @@ def _everywhere(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """The indicator columns of g, b and h (in that order, no intercept) as each of the six
     former encoders builds them now."""
     from surveysynth.analysis.formulas import formula_matrix
-    from surveysynth.synthetic_utility import _Coder  # noqa: PLC2701 - the encoder under test
     from surveysynth.synth import NBSynthesizer, Sequential
     from surveysynth.synth.cells import build_cells
     from surveysynth.synth.sequential import _factor  # noqa: PLC2701
+    from surveysynth.synthetic_utility import _Coder  # noqa: PLC2701 - the encoder under test
 
     out = {}
     mm, names = model_matrix(frame, "~g+b+h")
@@ -190,9 +190,9 @@ def test_same_codes_in_every_encoder(frame):
 
 
 def test_same_names_where_r_names_are_used(frame):
-    from surveysynth.synthetic_utility import _Coder  # noqa: PLC2701 - the encoder under test
     from surveysynth.synth import NBSynthesizer
     from surveysynth.synth.cells import build_cells
+    from surveysynth.synthetic_utility import _Coder  # noqa: PLC2701 - the encoder under test
 
     r_names = ["gb", "gc", "bTRUE", "hmid", "hhi"]
     assert build_cells(frame, PRED, "main").columns[1:] == r_names

@@ -19,6 +19,7 @@ from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
 from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .imputation import ImputationDesign, MIcombine, mi_combine, with_pv, withPV
 from .loglin import LoglinResults, svyloglin
 from .loglin import anova as loglin_anova
 from .multivariate import (
@@ -70,3 +71,4 @@ __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
 __all__ += ["FayHerriot", "eblupFH", "fay_herriot", "mseFH", "svysmooth_area", "svysmoothArea"]
+__all__ += ["ImputationDesign", "MIcombine", "mi_combine", "withPV", "with_pv"]
