@@ -1,0 +1,560 @@
+"""Differentially private official tables from a survey design (issue 40, item 1; docs/dp_tables.md).
+
+:func:`dp_tabulate` publishes counts, totals, means or proportions by cells, with every margin,
+under a formal guarantee (pure epsilon-DP with OpenDP's Laplace measurement, or rho-zCDP with its
+Gaussian measurement), with standard errors and confidence intervals that combine the sampling
+variance and the noise variance, and tables whose margins equal the sum of their cells.
+
+The mechanism, in order (each step is a decision stated in docs/dp_tables.md):
+
+1. **Neighbours: add/remove one record** (unbounded DP). A record carries its own sampling weight
+   w_i (a design weight fixed for the record: weights recomputed from the whole sample, as
+   calibration or nonresponse adjustments do, are outside the guarantee, Drechsler & Bailie
+   2024) and its value.
+2. **Public bounds.** Each weight is trimmed to the public ``weight_cap`` (w_i -> min(w_i, cap);
+   no redistribution, which would make the other records' weights depend on the trimmed one);
+   each value is clipped to the public ``bounds = (lo, hi)``. How many weights and values moved,
+   and how much weight, go to the confidential report only (:attr:`DPTables.confidential`).
+3. **Random groups.** Every primary sampling unit is put in one of G groups independently and
+   uniformly at random (never by dealing, which would let one record move the others). The
+   measured statistic is the vector of every group's interior-cell weighted counts
+   sum w_i 1{cell} and / or weighted totals sum w_i y_i 1{cell}. A record lies in one group and
+   one cell, so under add/remove it changes one coordinate by at most ``cap`` (counts) or
+   ``cap * max(|lo|, |hi|)`` (totals): these are the global L1 and L2 sensitivities.
+4. **Noise** from OpenDP 0.16 (``make_laplace`` for pure DP, ``make_gaussian`` for zCDP) on a
+   float vector domain of known size with an explicit grid exponent k (outputs are integer
+   multiples of 2^k, a public grid chosen from the public scale: the set of outputs does not
+   depend on the data; OpenDP's privacy map includes the rounding to the grid). Each
+   measurement's scale is found by OpenDP's ``binary_search_param`` so that its own privacy map
+   at the sensitivity equals its share of the budget; the shares compose sequentially (pure DP:
+   epsilons add; zCDP: rhos add), and the release's privacy record books each measurement in its
+   ledger with the value of OpenDP's map.
+5. **Consistency**: margins are sums of the interior cells (``margin_share = 0``, default), or
+   also measured with ``margin_share`` of the budget and combined with the interior by
+   generalised least squares (the linear, unbiased projection onto the consistency constraints,
+   as TopDown's L2 step); then, for counts and for totals with ``lo >= 0``, the interior is
+   projected onto the non-negative orthant in the noise-covariance metric (non-negative least
+   squares) and every margin is the sum of its projected cells. Intervals are centred on the
+   linear (unbiased) estimate and truncated at 0 (the population value is >= 0, so truncation
+   cannot lose coverage); the published point is the projected one. Both are public.
+6. **Variance by post-processing**: the random-group variance estimator over the G noisy group
+   estimates (Wolter 2007, ch. 2), linearised for means and proportions. Because the noise of
+   each group is part of its estimate, this estimates the sampling variance plus the noise
+   variance of the published estimate; the noise variance is known exactly (public scales), so
+   ``se_sampling = sqrt(max(v - noise, 0))``, ``se_noise = sqrt(noise)`` and
+   ``se = sqrt(se_sampling^2 + se_noise^2)``; the CI is t with G - 1 df. No confidential variance
+   is published; no budget is spent on a separate variance release.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._validate import as_list, require_columns
+from .privacy.randomness import RandomState, secret_rng
+from .privacy.record import PrivacyRecord, build_record
+from .tables import Table, reliability
+
+__all__ = ["dp_tabulate", "DPTables", "Odometer", "BudgetExceededError", "table_sensitivity",
+           "SAMPLERS", "MEASURES", "STATISTICS"]
+
+MEASURES = ("pure", "zcdp")
+STATISTICS = ("count", "total", "mean", "proportion")
+SAMPLERS = {
+    "pure": f"OpenDP {version('opendp')} make_laplace on a float vector domain with an explicit "
+            "grid 2^k (exact discrete Laplace on a public grid, OpenDP's CSPRNG)",
+    "zcdp": f"OpenDP {version('opendp')} make_gaussian on a float vector domain with an explicit "
+            "grid 2^k (exact discrete Gaussian on a public grid, OpenDP's CSPRNG)",
+}
+#: the grid of a measurement: 2^k at most 2^-GRID_MARGIN of the sensitivity over the vector's
+#: size, so the rounding term of OpenDP's map is below 2^-GRID_MARGIN of the sensitivity
+GRID_MARGIN = 24
+
+
+class BudgetExceededError(ValueError):
+    """A table release would take an :class:`Odometer` above its declared total."""
+
+
+@dataclass
+class Odometer:
+    """A budget account shared by several table releases (a privacy filter).
+
+    ``measure`` ("pure": epsilons add; "zcdp": rhos add) and an optional declared ``total``:
+    a release whose charges would exceed it is refused before anything is measured. Every
+    release booked here states the account's total and all its entries in its privacy record.
+    """
+
+    measure: str = "pure"
+    total: float | None = None
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def spent(self) -> float:
+        return float(sum(e["budget"] for e in self.entries))
+
+    def check(self, new: float, what: str) -> None:
+        if self.total is not None and self.spent + new > self.total * (1 + 1e-12):
+            unit = "epsilon" if self.measure == "pure" else "rho"
+            raise BudgetExceededError(
+                f"{what} would spend {unit} {new:.6g} on top of {self.spent:.6g} already spent "
+                f"({len(self.entries)} ledger entries), a total of {self.spent + new:.6g} > the "
+                f"declared total {self.total:.6g}; nothing was measured. Fix: a smaller budget "
+                "for this table, or declare a larger total if the disclosure review allows it.")
+
+
+# ------------------------------------------------------------------------------- sensitivity
+def table_sensitivity(kind: str, weight_cap: float, bounds: tuple[float, float] | None) -> float:
+    """Global sensitivity of one measured vector of group x cell sums under add/remove-one.
+
+    A record lies in exactly one group and one cell, so it changes one coordinate, by its
+    trimmed weight (``kind="count"``: at most ``weight_cap``) or by its trimmed weight times its
+    clipped value (``kind="total"``: at most ``weight_cap * max(|lo|, |hi|)``). One coordinate,
+    so the L1 and L2 sensitivities are equal. (Replace-one neighbours would double it.)
+    """
+    if kind == "count":
+        return float(weight_cap)
+    if kind == "total":
+        lo, hi = bounds
+        return float(weight_cap) * max(abs(float(lo)), abs(float(hi)))
+    raise ValueError(f"kind={kind!r}: 'count' or 'total'.")
+
+
+@lru_cache(maxsize=256)
+def _measurement(measure: str, size: int, scale: float, k: int) -> Any:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    dom = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
+    if measure == "pure":
+        return dp.m.make_laplace(dom, dp.l1_distance(T=float), scale=scale, k=k)
+    return dp.m.make_gaussian(dom, dp.l2_distance(T=float), scale=scale, k=k)
+
+
+def _grid_k(sensitivity: float, size: int) -> int:
+    return int(np.floor(np.log2(sensitivity / size))) - GRID_MARGIN
+
+
+def calibrate(measure: str, sensitivity: float, budget: float, size: int) -> dict[str, Any]:
+    """The measurement of a vector of ``size`` with ``sensitivity`` whose OpenDP privacy map
+    equals ``budget`` (epsilon for "pure", rho for "zcdp"): scale by OpenDP's binary search,
+    then the map's value at the sensitivity (at most the budget)."""
+    return dict(_calibrate(measure, float(sensitivity), float(budget), int(size)))
+
+
+@lru_cache(maxsize=256)
+def _calibrate(measure: str, sensitivity: float, budget: float, size: int) -> dict[str, Any]:
+    """:func:`calibrate`, cached: the scale depends on public numbers only."""
+    import opendp.prelude as dp
+
+    k = _grid_k(sensitivity, size)
+    scale = dp.binary_search_param(lambda s: _measurement(measure, size, float(s), k),
+                                   d_in=float(sensitivity), d_out=float(budget), T=float)
+    meas = _measurement(measure, size, float(scale), k)
+    spent = float(meas.map(float(sensitivity)))
+    if spent > budget * (1 + 1e-9):
+        raise AssertionError(f"calibrated measurement spends {spent} > {budget}")
+    var = 2 * scale**2 if measure == "pure" else scale**2
+    return {"scale": float(scale), "k": k, "spent": spent, "variance": float(var), "size": size,
+            "sensitivity": float(sensitivity), "measurement": meas}
+
+
+# ------------------------------------------------------------------------------- result
+@dataclass
+class DPTables:
+    """A DP table release: ``table`` (public), the consistent ``counts`` / ``totals`` it was
+    computed from (public, None when not measured), ``measurements`` (public: each OpenDP
+    measurement's level, kind, sensitivity, scale, grid exponent and budget), ``privacy`` (the
+    public record) and ``confidential`` (trimming and clipping effects: never published)."""
+
+    table: Table
+    counts: Table | None
+    totals: Table | None
+    measurements: pd.DataFrame
+    privacy: PrivacyRecord
+    confidential: dict[str, Any] = field(repr=False)
+
+
+# ------------------------------------------------------------------------------- helpers
+def _levels(design: Any, var: str, given: dict[str, Sequence[Any]] | None) -> tuple[list, bool]:
+    if given and var in given:
+        return list(given[var]), True
+    vals = pd.Series(design.full_data[var]).dropna().unique().tolist()
+    try:
+        vals = sorted(vals)
+    except TypeError:
+        pass
+    return vals, False
+
+
+def _codes(data: pd.DataFrame, var: str, levels: list) -> np.ndarray:
+    idx = pd.Index(levels).get_indexer(data[var])
+    bad = np.flatnonzero(idx < 0)
+    if bad.size:
+        raise ValueError(
+            f"dp_tabulate: column {var!r} has value(s) outside the public levels {levels[:10]} "
+            f"in rows {bad[:5].tolist()} (e.g. {data[var].iloc[bad[0]]!r}). Fix: give the full "
+            f"public level set in levels={{{var!r}: [...]}}, or recode / drop those rows.")
+    return idx
+
+
+def _group_of_records(design: Any, groups: int, rng: np.random.Generator) -> np.ndarray:
+    """Each stage-1 PSU in one of ``groups`` groups, independently and uniformly (so adding or
+    removing a record never moves another record's group)."""
+    cl = np.asarray(design.stages[0].cluster)
+    g_of_psu = rng.integers(0, groups, size=int(cl.max()) + 1)
+    return g_of_psu[cl]
+
+
+def _level_matrices(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """(kept axes, aggregation matrix M: (K_level, K)) for every subset of the axes, interior
+    first, grand total last."""
+    K = int(np.prod(shape))
+    idx = np.arange(K).reshape(shape)
+    out = []
+    d = len(shape)
+    for r in range(d, -1, -1):
+        for keep in itertools.combinations(range(d), r):
+            sub = [shape[a] for a in keep]
+            Kl = int(np.prod(sub)) if sub else 1
+            M = np.zeros((Kl, K))
+            coords = np.unravel_index(idx.ravel(), shape)
+            row = (np.ravel_multi_index([coords[a] for a in keep], sub) if keep
+                   else np.zeros(K, dtype=int))
+            M[row, np.arange(K)] = 1.0
+            out.append((keep, M))
+    return out
+
+
+def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """argmin_{z >= 0} (z - x)' C^-1 (z - x) (x itself when already non-negative)."""
+    if (x >= 0).all():
+        return x.copy()
+    from scipy.optimize import nnls
+
+    R = np.linalg.cholesky(np.linalg.inv(C)).T  # C^-1 = R'R
+    z, _ = nnls(R, R @ x)
+    return z
+
+
+# ------------------------------------------------------------------------------- main
+def dp_tabulate(
+    design: Any,
+    cells: str | Sequence[str],
+    values: str | None = None,
+    statistic: str = "count",
+    *,
+    measure: str = "pure",
+    epsilon: float | None = None,
+    rho: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    weight_cap: float,
+    margins: bool = True,
+    groups: int = 10,
+    margin_share: float = 0.0,
+    count_share: float = 0.3,
+    levels: dict[str, Sequence[Any]] | None = None,
+    level: float = 0.95,
+    cv_max: float | None = 0.30,
+    nonnegative: bool | None = None,
+    odometer: Odometer | None = None,
+    seed: RandomState = None,
+    margin_label: str = "All",
+) -> DPTables:
+    """A differentially private table of a survey design (module docstring; docs/dp_tables.md).
+
+    Parameters
+    ----------
+    design : the confidential SurveyDesign (its stage-1 PSUs form the random groups).
+    cells : classification variable(s); the first is the table's rows, the others its columns.
+    values : the numeric variable (``total``, ``mean``) or the categorical variable whose level
+        shares are published in each cell (``proportion``); None for ``count``.
+    statistic : "count" (weighted counts), "total", "mean" (ratio of the noisy total to the
+        noisy count: post-processing) or "proportion" (noisy counts of cells x level over
+        their sum over levels).
+    measure : "pure" (``epsilon``; Laplace) or "zcdp" (``rho``; Gaussian).
+    bounds : public (lo, hi) of ``values`` for totals and means (values are clipped to them).
+    weight_cap : public cap on the weights (weights above it are trimmed to it).
+    margins : publish every margin (each sum over a subset of ``cells``) beside the cells.
+    groups : G, the number of random groups (the CI has G - 1 df).
+    margin_share : share of each table's budget spent measuring the margins (0: margins are
+        sums of the measured cells); the rest measures the cells; GLS combines them.
+    count_share : share of the budget spent on counts for a mean (the rest on totals).
+    levels : public level sets of the classification variables ({var: [...]}); a variable
+        not given takes the data's levels, and the record declares that as published without
+        budget.
+    nonnegative : project counts (and totals, when lo >= 0) onto non-negative values (default:
+        True where the quantity cannot be negative).
+    odometer : an :class:`Odometer` the release is booked in (and refused by, above its total).
+    seed : the random groups' assignment only (None: secret OS entropy). OpenDP's noise comes
+        from its own CSPRNG and cannot be seeded; the seed is never recorded.
+
+    Returns
+    -------
+    :class:`DPTables`.
+    """
+    from .design import SurveyDesign
+
+    if not isinstance(design, SurveyDesign):
+        raise ValueError(f"dp_tabulate(design=...): expected the confidential SurveyDesign, got "
+                         f"{type(design).__name__}.")
+    cells = as_list(cells, "cells")
+    if not cells:
+        raise ValueError("cells: give at least one classification variable.")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic={statistic!r}: one of {STATISTICS}.")
+    if measure not in MEASURES:
+        raise ValueError(f"measure={measure!r}: 'pure' (epsilon) or 'zcdp' (rho).")
+    budget = epsilon if measure == "pure" else rho
+    other = rho if measure == "pure" else epsilon
+    name = "epsilon" if measure == "pure" else "rho"
+    if other is not None:
+        raise ValueError(f"measure={measure!r} takes {name}=; drop "
+                         f"{'rho' if measure == 'pure' else 'epsilon'}=.")
+    if budget is None or isinstance(budget, bool) or not np.isfinite(budget) or budget <= 0:
+        raise ValueError(f"{name}={budget!r}: give a positive finite budget for measure={measure!r}.")
+    if weight_cap is None or isinstance(weight_cap, bool) or not np.isfinite(weight_cap) \
+            or weight_cap <= 0:
+        raise ValueError(f"weight_cap={weight_cap!r}: a positive public number (weights above it "
+                         "are trimmed to it; it is the count sensitivity).")
+    if int(groups) != groups or groups < 2:
+        raise ValueError(f"groups={groups!r}: an integer >= 2 (the CI has groups - 1 df).")
+    groups = int(groups)
+    if not 0 <= margin_share < 1:
+        raise ValueError(f"margin_share={margin_share!r}: in [0, 1).")
+    if not 0 < count_share < 1:
+        raise ValueError(f"count_share={count_share!r}: in (0, 1).")
+    numeric = statistic in ("total", "mean")
+    if statistic == "count" and values is not None:
+        raise ValueError("statistic='count' takes no values=; drop it.")
+    if statistic != "count" and not isinstance(values, str):
+        raise ValueError(f"statistic={statistic!r}: name the column in values=.")
+    if numeric:
+        if bounds is None or len(bounds) != 2 or not (np.isfinite(bounds[0]) and np.isfinite(
+                bounds[1]) and bounds[0] < bounds[1]):
+            raise ValueError(f"bounds={bounds!r}: statistic={statistic!r} needs public bounds "
+                             "(lo, hi) with lo < hi on the values (they set the sensitivity).")
+        bounds = (float(bounds[0]), float(bounds[1]))
+    if values in cells:
+        raise ValueError(f"values={values!r} is also in cells={cells}.")
+    data = design.full_data
+    require_columns(data, cells + ([values] if values else []), "dp_tabulate")
+    classif = cells + ([values] if statistic == "proportion" else [])
+    lev, declared = {}, []
+    for v in classif:
+        lev[v], public = _levels(design, v, levels)
+        if not public:
+            declared.append(v)
+    codes = [_codes(data, v, lev[v]) for v in classif]
+    shape = tuple(len(lev[v]) for v in classif)
+    K = int(np.prod(shape))
+    cell = np.ravel_multi_index(codes, shape)
+
+    # --- public bounds: trimming and clipping (effects: confidential report only)
+    w_raw = np.asarray(design.full_weights, float)
+    w = np.minimum(w_raw, weight_cap)
+    conf = {"weights_trimmed": int(np.count_nonzero(w_raw > weight_cap)),
+            "weight_moved": float(np.sum(w_raw - w)),
+            "weight_moved_share": float(np.sum(w_raw - w) / np.sum(w_raw)),
+            "max_weight": float(w_raw.max()), "weight_cap": float(weight_cap)}
+    if numeric:
+        y_raw = pd.to_numeric(data[values], errors="coerce").to_numpy(float)
+        bad = np.flatnonzero(~np.isfinite(y_raw))
+        if bad.size:
+            raise ValueError(f"dp_tabulate: column {values!r} is missing or not numeric in rows "
+                             f"{bad[:5].tolist()}. Fix: impute or drop those rows first (a DP "
+                             "table counts every record).")
+        y = np.clip(y_raw, *bounds)
+        conf.update(values_clipped=int(np.count_nonzero(y != y_raw)),
+                    value_moved=float(np.sum(np.abs(y - y_raw) * w)))
+
+    # --- random groups and the noiseless group x cell sums
+    rng = secret_rng(seed)
+    g = _group_of_records(design, groups, rng)
+    kinds = {"count": ["count"], "total": ["total"], "mean": ["count", "total"],
+             "proportion": ["count"]}[statistic]
+    true = {}
+    for kind in kinds:
+        contrib = w if kind == "count" else w * y
+        true[kind] = np.bincount(g * K + cell, weights=contrib, minlength=groups * K).reshape(groups, K)
+
+    # --- budget: shares per kind and level, each a calibrated OpenDP measurement
+    kind_share = {"count": count_share, "total": 1 - count_share} if len(kinds) == 2 else {kinds[0]: 1.0}
+    mats = _level_matrices(shape)
+    measured = mats if margin_share > 0 else mats[:1]
+    level_share = ([1.0] if len(measured) == 1 else
+                   [1 - margin_share] + [margin_share / (len(measured) - 1)] * (len(measured) - 1))
+    plan = []
+    for kind in kinds:
+        sens = table_sensitivity(kind, weight_cap, bounds)
+        for (keep, M), share in zip(measured, level_share, strict=True):
+            b = budget * kind_share[kind] * share
+            plan.append((kind, keep, M, sens, b))
+    new = float(sum(p[4] for p in plan))
+    if odometer is not None:
+        if odometer.measure != measure:
+            raise ValueError(f"odometer.measure={odometer.measure!r} but measure={measure!r}: "
+                             "one account composes one kind of budget.")
+        odometer.check(new, f"dp_tabulate({statistic} by {cells})")
+    rows_meas, entries = [], []
+    noisy_levels: dict[str, list] = {k: [] for k in kinds}
+    for kind, keep, M, sens, b in plan:
+        size = groups * M.shape[0]
+        cal = calibrate(measure, sens, b, size)
+        z_true = (true[kind] @ M.T).ravel()
+        z = np.asarray(cal["measurement"](z_true.tolist()), float).reshape(groups, M.shape[0])
+        noisy_levels[kind].append((M, z, cal["variance"]))
+        lvl = "cells" if len(keep) == len(shape) else (
+            "grand total" if not keep else "margin by " + ", ".join(classif[a] for a in keep))
+        rows_meas.append({"kind": kind, "level": lvl, "coordinates": size,
+                          "sensitivity": cal["sensitivity"], "scale": cal["scale"],
+                          "grid_exponent_k": cal["k"], name: cal["spent"]})
+        entries.append({"step": f"{kind} {lvl} ({groups} random groups)", "charge": name,
+                        "budget": cal["spent"], name: cal["spent"],
+                        "sensitivity": cal["sensitivity"], "scale": cal["scale"]})
+
+    # --- GLS per group (linear: unbiased, known noise covariance), then sum over groups
+    est_g, P = {}, {}
+    for kind in kinds:
+        A = sum(Mt.T @ Mt / v for Mt, _, v in noisy_levels[kind])
+        P[kind] = np.linalg.inv(A)  # noise covariance of one group's interior estimate
+        rhs = sum((z @ Mt) / v for Mt, z, v in noisy_levels[kind])  # (groups, K)
+        est_g[kind] = rhs @ P[kind].T
+    lin = {k: est_g[k].sum(axis=0) for k in kinds}  # linear (unbiased) interior estimates
+    Cnoise = {k: groups * P[k] for k in kinds}
+    if nonnegative is None:
+        nonneg = {"count": True, "total": bool(numeric and bounds[0] >= 0)}
+    else:
+        nonneg = {"count": bool(nonnegative), "total": bool(nonnegative)}
+    proj = {k: (_nnls_project(lin[k], Cnoise[k]) if nonneg[k] else lin[k].copy()) for k in kinds}
+
+    # --- published cells: every level (or the interior only)
+    out_levels = mats if margins else mats[:1]
+    if statistic == "proportion":  # the value's axis is never summed over
+        va = len(shape) - 1
+        out_levels = [(keep, M) for keep, M in out_levels if va in keep]
+    t_q = stats.t.ppf((1 + level) / 2, groups - 1)
+    tables = {}
+
+    def publish(kind_stat: str) -> Table:
+        recs = []
+        for keep, M in out_levels:
+            for r in range(M.shape[0]):
+                a = M[r]
+                lab = {v: margin_label for v in classif}
+                sub = [shape[ax] for ax in keep]
+                if keep:
+                    idx = np.unravel_index(r, sub)
+                    for ax, i in zip(keep, idx, strict=True):
+                        lab[classif[ax]] = lev[classif[ax]][i]
+                cellname = ("interior" if len(keep) == len(shape) else
+                            "grand total" if len(keep) == (1 if statistic == "proportion" else 0)
+                            else "margin")
+                if kind_stat in ("count", "total"):
+                    k = kind_stat
+                    gN = {k: a}
+                    e_lin, e_pub = a @ lin[k], a @ proj[k]
+                elif kind_stat == "mean":
+                    N, T = a @ lin["count"], a @ lin["total"]
+                    e_lin = T / N if N > 0 else np.nan
+                    Np, Tp = a @ proj["count"], a @ proj["total"]
+                    e_pub = Tp / Np if Np > 0 else np.nan
+                    gN = {"count": -e_lin * a / N, "total": a / N} if N > 0 else None
+                else:  # proportion: the row's cells over the same cells summed over levels
+                    den = np.zeros(K)
+                    av = a.reshape(shape)
+                    den = np.broadcast_to(av.sum(axis=va, keepdims=True), shape).ravel()
+                    Dn, Nm = den @ lin["count"], a @ lin["count"]
+                    e_lin = Nm / Dn if Dn > 0 else np.nan
+                    Dp = den @ proj["count"]
+                    e_pub = (a @ proj["count"]) / Dp if Dp > 0 else np.nan
+                    gN = {"count": (a - e_lin * den) / Dn} if Dn > 0 else None
+                if gN is None:
+                    v_rg = noise = np.nan
+                else:
+                    lg = sum(est_g[k] @ gN[k] for k in gN)  # (groups,) linearised group sums
+                    tot = lg.sum()
+                    v_rg = float(np.sum((groups * lg - tot) ** 2) / (groups * (groups - 1)))
+                    noise = float(sum(gN[k] @ Cnoise[k] @ gN[k] for k in gN))
+                samp = max(v_rg - noise, 0.0) if np.isfinite(v_rg) else np.nan
+                se = np.sqrt(samp + noise)
+                lo_ci, hi_ci = e_lin - t_q * se, e_lin + t_q * se
+                if (kind_stat == "count" or kind_stat == "proportion" or
+                        (kind_stat in ("total", "mean") and nonneg.get("total"))) and np.isfinite(lo_ci):
+                    lo_ci = max(lo_ci, 0.0)
+                if kind_stat == "proportion" and np.isfinite(hi_ci):
+                    hi_ci = min(hi_ci, 1.0)
+                recs.append({**lab, "cell": cellname, "estimate": e_pub, "estimate_linear": e_lin,
+                             "se": se, "se_sampling": np.sqrt(samp), "se_noise": np.sqrt(noise),
+                             "ci_low": lo_ci, "ci_high": hi_ci, "df": groups - 1})
+        long = pd.DataFrame(recs)
+        cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
+                                       np.full(len(long), np.nan), cv_max, None)
+        long = long.assign(cv=cv, n_unweighted=np.nan, flag=flag, flag_reason=reason)
+        meta = {"cv_max": cv_max, "n_min": None, "level": level, "source": "dp_tables",
+                "source_note": f"{'epsilon' if measure == 'pure' else 'rho'} = {budget:g} "
+                f"({measure}); OpenDP noise, global sensitivity from public bounds; margins are "
+                "sums of their cells; SE = sampling (random groups) + noise."}
+        rows_v, cols_v = classif[:1], classif[1:]
+        stat_name = {"count": "total", "total": "total", "mean": "mean",
+                     "proportion": "proportion"}[kind_stat]
+        return Table(long, rows_v, cols_v, stat_name, None if kind_stat == "count" else values,
+                     margin_label, meta)
+
+    if statistic == "count":
+        table = tables["count"] = publish("count")
+    elif statistic == "total":
+        table = tables["total"] = publish("total")
+    elif statistic == "mean":
+        tables["count"], tables["total"] = publish("count"), publish("total")
+        table = publish("mean")
+    else:
+        tables["count"] = publish("count")
+        table = publish("proportion")
+
+    # --- the record and the odometer
+    if odometer is not None:
+        odometer.entries.extend(entries)
+        ledger = odometer.entries
+        total = odometer.spent
+    else:
+        ledger, total = entries, float(sum(e["budget"] for e in entries))
+    record = _record(measure, total, ledger, groups, weight_cap, bounds, declared, statistic,
+                     margin_share, seeded=seed is not None)
+    return DPTables(table, tables.get("count"), tables.get("total"), pd.DataFrame(rows_meas),
+                    record, conf)
+
+
+def _record(measure: str, total: float, ledger: list[dict[str, Any]], groups: int,
+            weight_cap: float, bounds: tuple[float, float] | None, declared: list[str],
+            statistic: str, margin_share: float, seeded: bool) -> PrivacyRecord:
+    facts = {"measure": measure, "sampler": SAMPLERS[measure], "neighbours": "add/remove one record",
+             "weight_cap": float(weight_cap), "groups": groups, "statistic": statistic,
+             "consistency": ("GLS of measured cells and margins, then non-negative projection"
+                             if margin_share > 0 else
+                             "margins are sums of the measured cells; non-negative projection")}
+    if bounds is not None:
+        facts["bound_low"], facts["bound_high"] = bounds
+    if measure == "zcdp":
+        facts["rho"] = total
+    pwb = [{"item": f"the level set of {v!r} (every level the data hold)",
+            "reason": "taken from the data because no public level set was given (levels=); "
+                      "a level present in the data is then visible even when its cell is empty "
+                      "after noise"} for v in declared]
+    ledger = [{k: v for k, v in e.items()} for e in ledger]
+    return build_record(
+        "dp_tables",
+        "DP survey tables: noisy random-group cell sums (OpenDP), consistent margins, "
+        "random-group variance",
+        m=1, epsilon=total if measure == "pure" else None, seeded=False, facts=facts,
+        ledger=ledger, published_without_budget=pwb,
+        notes=[f"seeded={seeded}: the seed (if any) fixed only the random groups; OpenDP's noise "
+               "cannot be replayed by anyone"])
