@@ -246,6 +246,149 @@ def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------- main
+#: share of the budget spent on the noisy number of PSUs per stratum (the random-group
+#: variance's centring term, see :func:`_centring`), when the table classifies by the strata
+PSU_COUNT_SHARE = 0.02
+
+
+def _check_budget(measure: str, epsilon: Any, rho: Any) -> tuple[float, str]:
+    budget, other = (epsilon, rho) if measure == "pure" else (rho, epsilon)
+    name = "epsilon" if measure == "pure" else "rho"
+    if other is not None:
+        raise ValueError(f"measure={measure!r} takes {name}=; drop "
+                         f"{'rho' if measure == 'pure' else 'epsilon'}=.")
+    if budget is None or isinstance(budget, bool) or not np.isfinite(budget) or budget <= 0:
+        raise ValueError(f"{name}={budget!r}: give a positive finite budget for measure={measure!r}.")
+    return float(budget), name
+
+
+def _check_args(design: Any, cells: Any, values: Any, statistic: str, measure: str,
+                epsilon: Any, rho: Any, bounds: Any, weight_cap: Any, groups: Any,
+                margin_share: float, count_share: float) -> tuple:
+    from .design import SurveyDesign
+
+    if not isinstance(design, SurveyDesign):
+        raise ValueError(f"dp_tabulate(design=...): expected the confidential SurveyDesign, got "
+                         f"{type(design).__name__}.")
+    cells = as_list(cells, "cells")
+    if not cells:
+        raise ValueError("cells: give at least one classification variable.")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic={statistic!r}: one of {STATISTICS}.")
+    if measure not in MEASURES:
+        raise ValueError(f"measure={measure!r}: 'pure' (epsilon) or 'zcdp' (rho).")
+    budget, name = _check_budget(measure, epsilon, rho)
+    if weight_cap is None or isinstance(weight_cap, bool) or not np.isfinite(weight_cap) \
+            or weight_cap <= 0:
+        raise ValueError(f"weight_cap={weight_cap!r}: a positive public number (weights above it "
+                         "are trimmed to it; it is the count sensitivity).")
+    if int(groups) != groups or groups < 2:
+        raise ValueError(f"groups={groups!r}: an integer >= 2 (the CI has groups - 1 df).")
+    if not 0 <= margin_share < 1:
+        raise ValueError(f"margin_share={margin_share!r}: in [0, 1).")
+    if not 0 < count_share < 1:
+        raise ValueError(f"count_share={count_share!r}: in (0, 1).")
+    if statistic == "count" and values is not None:
+        raise ValueError("statistic='count' takes no values=; drop it.")
+    if statistic != "count" and not isinstance(values, str):
+        raise ValueError(f"statistic={statistic!r}: name the column in values=.")
+    if statistic in ("total", "mean"):
+        if bounds is None or len(bounds) != 2 or not (np.isfinite(bounds[0]) and np.isfinite(
+                bounds[1]) and bounds[0] < bounds[1]):
+            raise ValueError(f"bounds={bounds!r}: statistic={statistic!r} needs public bounds "
+                             "(lo, hi) with lo < hi on the values (they set the sensitivity).")
+        bounds = (float(bounds[0]), float(bounds[1]))
+    else:
+        bounds = None
+    if values in cells:
+        raise ValueError(f"values={values!r} is also in cells={cells}.")
+    require_columns(design.full_data, cells + ([values] if values else []), "dp_tabulate")
+    return cells, float(budget), name, bounds, int(groups)
+
+
+def _bounded(design: Any, values: str | None, bounds: Any, weight_cap: float) -> tuple:
+    """Trimmed weights, clipped values and their effect (for the confidential report)."""
+    w_raw = np.asarray(design.full_weights, float)
+    w = np.minimum(w_raw, weight_cap)
+    conf = {"weights_trimmed": int(np.count_nonzero(w_raw > weight_cap)),
+            "weight_moved": float(np.sum(w_raw - w)),
+            "weight_moved_share": float(np.sum(w_raw - w) / np.sum(w_raw)),
+            "max_weight": float(w_raw.max()), "weight_cap": float(weight_cap)}
+    if bounds is None:
+        return w, None, conf
+    y_raw = pd.to_numeric(design.full_data[values], errors="coerce").to_numpy(float)
+    bad = np.flatnonzero(~np.isfinite(y_raw))
+    if bad.size:
+        raise ValueError(f"dp_tabulate: column {values!r} is missing or not numeric in rows "
+                         f"{bad[:5].tolist()}. Fix: impute or drop those rows first (a DP "
+                         "table counts every record).")
+    y = np.clip(y_raw, *bounds)
+    conf.update(values_clipped=int(np.count_nonzero(y != y_raw)),
+                value_moved=float(np.sum(np.abs(y - y_raw) * w)))
+    return w, y, conf
+
+
+def _strata_axis(design: Any, classif: list[str]) -> int | None:
+    """The classification axis holding the stage-1 strata (-1: unstratified; None: the strata
+    cross the cells, and the random-group centring term is not available)."""
+    if not design.has_strata:
+        return -1
+    s = design.strata_vars[0]
+    return classif.index(s) if s in classif else None
+
+
+def _measure_all(plan: list[tuple], measure: str, name: str, groups: int,
+                 true: dict[str, np.ndarray], classif: list[str], shape: tuple) -> tuple:
+    """Run every planned OpenDP measurement: noisy levels per kind, ledger entries, the
+    public measurement table."""
+    rows, entries = [], []
+    noisy: dict[str, list] = {}
+    for kind, keep, M, sens, b in plan:
+        if kind == "psu":
+            size, z_true, lvl = M.shape[0], true["psu"], "PSUs per stratum"
+        else:
+            size = groups * M.shape[0]
+            z_true = (true[kind] @ M.T).ravel()
+            lvl = "cells" if len(keep) == len(shape) else (
+                "grand total" if not keep else "margin by " + ", ".join(classif[a] for a in keep))
+        cal = calibrate(measure, sens, b, size)
+        z = np.asarray(cal["measurement"](np.asarray(z_true, float).tolist()), float)
+        noisy.setdefault(kind, []).append((M, z if kind == "psu" else z.reshape(groups, -1),
+                                           cal["variance"]))
+        rows.append({"kind": kind, "level": lvl, "coordinates": size,
+                     "sensitivity": cal["sensitivity"], "scale": cal["scale"],
+                     "grid_exponent_k": cal["k"], name: cal["spent"]})
+        entries.append({"step": f"{kind} {lvl}" + ("" if kind == "psu" else
+                                                  f" ({groups} random groups)"),
+                        "charge": name, "budget": cal["spent"], name: cal["spent"],
+                        "sensitivity": cal["sensitivity"], "scale": cal["scale"]})
+    return noisy, entries, pd.DataFrame(rows)
+
+
+def _centring(g: dict[str, np.ndarray], lin: dict[str, np.ndarray], Cnoise: dict,
+              stratum_of_cell: np.ndarray | None, n_psu: np.ndarray | None) -> float:
+    """The random-group estimator's excess over the with-replacement variance.
+
+    With PSUs put in groups independently (multinomial group sizes), the random-group
+    estimator's expectation over the assignment is sum_i z_i^2 (z_i: a PSU's contribution to
+    the linearised statistic), not the stratified with-replacement estimator
+    sum_h [sum_i z_hi^2 - T_h^2 / n_h]. The difference sum_h T_h^2 / n_h is estimated from the
+    noisy stratum totals T_h (the interior cells of stratum h), debiased by their known noise
+    variance, over the noisy numbers of PSUs n_h: post-processing only. 0 when unavailable."""
+    if stratum_of_cell is None:
+        return 0.0
+    out = 0.0
+    for h in range(len(n_psu)):
+        at = stratum_of_cell == h
+        t, nv = 0.0, 0.0
+        for k, gk in g.items():
+            gh = np.where(at, gk, 0.0)
+            t += gh @ lin[k]
+            nv += gh @ Cnoise[k] @ gh
+        out += max(t * t - nv, 0.0) / max(n_psu[h], 1.0)
+    return out
+
+
 def dp_tabulate(
     design: Any,
     cells: str | Sequence[str],
@@ -299,243 +442,197 @@ def dp_tabulate(
 
     Returns
     -------
-    :class:`DPTables`.
-    """
-    from .design import SurveyDesign
+    :class:`DPTables`: ``table`` (estimate, estimate_linear, se, se_sampling, se_noise,
+    ci_low, ci_high, df, cv, flag per cell and margin), ``counts`` / ``totals`` (the consistent
+    tables a mean or proportion comes from), ``measurements``, ``privacy``, ``confidential``.
 
-    if not isinstance(design, SurveyDesign):
-        raise ValueError(f"dp_tabulate(design=...): expected the confidential SurveyDesign, got "
-                         f"{type(design).__name__}.")
-    cells = as_list(cells, "cells")
-    if not cells:
-        raise ValueError("cells: give at least one classification variable.")
-    if statistic not in STATISTICS:
-        raise ValueError(f"statistic={statistic!r}: one of {STATISTICS}.")
-    if measure not in MEASURES:
-        raise ValueError(f"measure={measure!r}: 'pure' (epsilon) or 'zcdp' (rho).")
-    budget = epsilon if measure == "pure" else rho
-    other = rho if measure == "pure" else epsilon
-    name = "epsilon" if measure == "pure" else "rho"
-    if other is not None:
-        raise ValueError(f"measure={measure!r} takes {name}=; drop "
-                         f"{'rho' if measure == 'pure' else 'epsilon'}=.")
-    if budget is None or isinstance(budget, bool) or not np.isfinite(budget) or budget <= 0:
-        raise ValueError(f"{name}={budget!r}: give a positive finite budget for measure={measure!r}.")
-    if weight_cap is None or isinstance(weight_cap, bool) or not np.isfinite(weight_cap) \
-            or weight_cap <= 0:
-        raise ValueError(f"weight_cap={weight_cap!r}: a positive public number (weights above it "
-                         "are trimmed to it; it is the count sensitivity).")
-    if int(groups) != groups or groups < 2:
-        raise ValueError(f"groups={groups!r}: an integer >= 2 (the CI has groups - 1 df).")
-    groups = int(groups)
-    if not 0 <= margin_share < 1:
-        raise ValueError(f"margin_share={margin_share!r}: in [0, 1).")
-    if not 0 < count_share < 1:
-        raise ValueError(f"count_share={count_share!r}: in (0, 1).")
-    numeric = statistic in ("total", "mean")
-    if statistic == "count" and values is not None:
-        raise ValueError("statistic='count' takes no values=; drop it.")
-    if statistic != "count" and not isinstance(values, str):
-        raise ValueError(f"statistic={statistic!r}: name the column in values=.")
-    if numeric:
-        if bounds is None or len(bounds) != 2 or not (np.isfinite(bounds[0]) and np.isfinite(
-                bounds[1]) and bounds[0] < bounds[1]):
-            raise ValueError(f"bounds={bounds!r}: statistic={statistic!r} needs public bounds "
-                             "(lo, hi) with lo < hi on the values (they set the sensitivity).")
-        bounds = (float(bounds[0]), float(bounds[1]))
-    if values in cells:
-        raise ValueError(f"values={values!r} is also in cells={cells}.")
+    Example
+    -------
+    >>> from surveysynth.datasets import sdr_population, sdr_sample
+    >>> d = sdr_sample(sdr_population(seed=1), n=1000, seed=2)
+    >>> r = dp_tabulate(d, ["field", "gender"], "salary", "mean", epsilon=50.0,
+    ...                 bounds=(0, 500_000), weight_cap=1000.0)
+    >>> r.privacy.guarantee_class, r.privacy.epsilon
+    ('formal pure DP', 50.0)
+    """
+    cells, budget, name, bounds, groups = _check_args(
+        design, cells, values, statistic, measure, epsilon, rho, bounds, weight_cap, groups,
+        margin_share, count_share)
     data = design.full_data
-    require_columns(data, cells + ([values] if values else []), "dp_tabulate")
     classif = cells + ([values] if statistic == "proportion" else [])
     lev, declared = {}, []
     for v in classif:
         lev[v], public = _levels(design, v, levels)
         if not public:
             declared.append(v)
-    codes = [_codes(data, v, lev[v]) for v in classif]
     shape = tuple(len(lev[v]) for v in classif)
     K = int(np.prod(shape))
-    cell = np.ravel_multi_index(codes, shape)
-
-    # --- public bounds: trimming and clipping (effects: confidential report only)
-    w_raw = np.asarray(design.full_weights, float)
-    w = np.minimum(w_raw, weight_cap)
-    conf = {"weights_trimmed": int(np.count_nonzero(w_raw > weight_cap)),
-            "weight_moved": float(np.sum(w_raw - w)),
-            "weight_moved_share": float(np.sum(w_raw - w) / np.sum(w_raw)),
-            "max_weight": float(w_raw.max()), "weight_cap": float(weight_cap)}
-    if numeric:
-        y_raw = pd.to_numeric(data[values], errors="coerce").to_numpy(float)
-        bad = np.flatnonzero(~np.isfinite(y_raw))
-        if bad.size:
-            raise ValueError(f"dp_tabulate: column {values!r} is missing or not numeric in rows "
-                             f"{bad[:5].tolist()}. Fix: impute or drop those rows first (a DP "
-                             "table counts every record).")
-        y = np.clip(y_raw, *bounds)
-        conf.update(values_clipped=int(np.count_nonzero(y != y_raw)),
-                    value_moved=float(np.sum(np.abs(y - y_raw) * w)))
+    cell = np.ravel_multi_index([_codes(data, v, lev[v]) for v in classif], shape)
+    w, y, conf = _bounded(design, values, bounds, weight_cap)
 
     # --- random groups and the noiseless group x cell sums
     rng = secret_rng(seed)
     g = _group_of_records(design, groups, rng)
     kinds = {"count": ["count"], "total": ["total"], "mean": ["count", "total"],
              "proportion": ["count"]}[statistic]
-    true = {}
-    for kind in kinds:
-        contrib = w if kind == "count" else w * y
-        true[kind] = np.bincount(g * K + cell, weights=contrib, minlength=groups * K).reshape(groups, K)
+    true = {k: np.bincount(g * K + cell, weights=w if k == "count" else w * y,
+                           minlength=groups * K).reshape(groups, K) for k in kinds}
+
+    # --- the strata's PSU counts (centring term) when the cells are nested in the strata
+    s_axis = _strata_axis(design, classif)
+    stratum_of_cell, plan, psu_b = None, [], 0.0
+    if s_axis is not None:
+        st = design.stages[0]
+        if s_axis == -1:
+            stratum_of_cell, n_strata = np.zeros(K, dtype=int), 1
+            psu_stratum = np.zeros(st.n_clusters, dtype=int)
+        else:
+            n_strata = shape[s_axis]
+            stratum_of_cell = np.unravel_index(np.arange(K), shape)[s_axis]
+            # the stratum level of each PSU (a PSU lies in one stratum)
+            rec_level = _codes(data, classif[s_axis], lev[classif[s_axis]])
+            psu_stratum = np.zeros(st.n_clusters, dtype=int)
+            psu_stratum[np.asarray(st.cluster)] = rec_level
+        true["psu"] = np.bincount(psu_stratum, minlength=n_strata).astype(float)
+        psu_b = budget * PSU_COUNT_SHARE
+        plan.append(("psu", (), np.eye(n_strata), 1.0, psu_b))
+    rest = budget - psu_b
 
     # --- budget: shares per kind and level, each a calibrated OpenDP measurement
-    kind_share = {"count": count_share, "total": 1 - count_share} if len(kinds) == 2 else {kinds[0]: 1.0}
+    kind_share = ({"count": count_share, "total": 1 - count_share} if len(kinds) == 2
+                  else {kinds[0]: 1.0})
     mats = _level_matrices(shape)
     measured = mats if margin_share > 0 else mats[:1]
     level_share = ([1.0] if len(measured) == 1 else
                    [1 - margin_share] + [margin_share / (len(measured) - 1)] * (len(measured) - 1))
-    plan = []
     for kind in kinds:
         sens = table_sensitivity(kind, weight_cap, bounds)
         for (keep, M), share in zip(measured, level_share, strict=True):
-            b = budget * kind_share[kind] * share
-            plan.append((kind, keep, M, sens, b))
-    new = float(sum(p[4] for p in plan))
+            plan.append((kind, keep, M, sens, rest * kind_share[kind] * share))
     if odometer is not None:
         if odometer.measure != measure:
             raise ValueError(f"odometer.measure={odometer.measure!r} but measure={measure!r}: "
                              "one account composes one kind of budget.")
-        odometer.check(new, f"dp_tabulate({statistic} by {cells})")
-    rows_meas, entries = [], []
-    noisy_levels: dict[str, list] = {k: [] for k in kinds}
-    for kind, keep, M, sens, b in plan:
-        size = groups * M.shape[0]
-        cal = calibrate(measure, sens, b, size)
-        z_true = (true[kind] @ M.T).ravel()
-        z = np.asarray(cal["measurement"](z_true.tolist()), float).reshape(groups, M.shape[0])
-        noisy_levels[kind].append((M, z, cal["variance"]))
-        lvl = "cells" if len(keep) == len(shape) else (
-            "grand total" if not keep else "margin by " + ", ".join(classif[a] for a in keep))
-        rows_meas.append({"kind": kind, "level": lvl, "coordinates": size,
-                          "sensitivity": cal["sensitivity"], "scale": cal["scale"],
-                          "grid_exponent_k": cal["k"], name: cal["spent"]})
-        entries.append({"step": f"{kind} {lvl} ({groups} random groups)", "charge": name,
-                        "budget": cal["spent"], name: cal["spent"],
-                        "sensitivity": cal["sensitivity"], "scale": cal["scale"]})
+        odometer.check(float(sum(p[4] for p in plan)), f"dp_tabulate({statistic} by {cells})")
+    noisy, entries, meas_table = _measure_all(plan, measure, name, groups, true, classif, shape)
+    n_psu = noisy["psu"][0][1] if "psu" in noisy else None
 
     # --- GLS per group (linear: unbiased, known noise covariance), then sum over groups
-    est_g, P = {}, {}
+    est_g, Cnoise = {}, {}
     for kind in kinds:
-        A = sum(Mt.T @ Mt / v for Mt, _, v in noisy_levels[kind])
-        P[kind] = np.linalg.inv(A)  # noise covariance of one group's interior estimate
-        rhs = sum((z @ Mt) / v for Mt, z, v in noisy_levels[kind])  # (groups, K)
-        est_g[kind] = rhs @ P[kind].T
-    lin = {k: est_g[k].sum(axis=0) for k in kinds}  # linear (unbiased) interior estimates
-    Cnoise = {k: groups * P[k] for k in kinds}
-    if nonnegative is None:
-        nonneg = {"count": True, "total": bool(numeric and bounds[0] >= 0)}
-    else:
-        nonneg = {"count": bool(nonnegative), "total": bool(nonnegative)}
+        P = np.linalg.inv(sum(Mt.T @ Mt / v for Mt, _, v in noisy[kind]))
+        est_g[kind] = sum((z @ Mt) / v for Mt, z, v in noisy[kind]) @ P.T  # (groups, K)
+        Cnoise[kind] = groups * P  # noise covariance of the summed interior estimate
+    lin = {k: est_g[k].sum(axis=0) for k in kinds}
+    nonneg = {"count": True if nonnegative is None else bool(nonnegative),
+              "total": (bounds is not None and bounds[0] >= 0) if nonnegative is None
+              else bool(nonnegative)}
     proj = {k: (_nnls_project(lin[k], Cnoise[k]) if nonneg[k] else lin[k].copy()) for k in kinds}
 
-    # --- published cells: every level (or the interior only)
+    ctx = dict(shape=shape, classif=classif, lev=lev, groups=groups, lin=lin, proj=proj,
+               est_g=est_g, Cnoise=Cnoise, nonneg=nonneg, level=level, cv_max=cv_max,
+               margin_label=margin_label, statistic=statistic, values=values,
+               stratum_of_cell=stratum_of_cell, n_psu=n_psu,
+               note=f"{name} = {budget:g} ({measure}); OpenDP noise, global sensitivity from "
+                    "public bounds; margins are sums of their cells; SE = sampling (random "
+                    "groups) + noise.")
     out_levels = mats if margins else mats[:1]
     if statistic == "proportion":  # the value's axis is never summed over
-        va = len(shape) - 1
-        out_levels = [(keep, M) for keep, M in out_levels if va in keep]
-    t_q = stats.t.ppf((1 + level) / 2, groups - 1)
+        out_levels = [(keep, M) for keep, M in out_levels if len(shape) - 1 in keep]
     tables = {}
-
-    def publish(kind_stat: str) -> Table:
-        recs = []
-        for keep, M in out_levels:
-            for r in range(M.shape[0]):
-                a = M[r]
-                lab = {v: margin_label for v in classif}
-                sub = [shape[ax] for ax in keep]
-                if keep:
-                    idx = np.unravel_index(r, sub)
-                    for ax, i in zip(keep, idx, strict=True):
-                        lab[classif[ax]] = lev[classif[ax]][i]
-                cellname = ("interior" if len(keep) == len(shape) else
-                            "grand total" if len(keep) == (1 if statistic == "proportion" else 0)
-                            else "margin")
-                if kind_stat in ("count", "total"):
-                    k = kind_stat
-                    gN = {k: a}
-                    e_lin, e_pub = a @ lin[k], a @ proj[k]
-                elif kind_stat == "mean":
-                    N, T = a @ lin["count"], a @ lin["total"]
-                    e_lin = T / N if N > 0 else np.nan
-                    Np, Tp = a @ proj["count"], a @ proj["total"]
-                    e_pub = Tp / Np if Np > 0 else np.nan
-                    gN = {"count": -e_lin * a / N, "total": a / N} if N > 0 else None
-                else:  # proportion: the row's cells over the same cells summed over levels
-                    den = np.zeros(K)
-                    av = a.reshape(shape)
-                    den = np.broadcast_to(av.sum(axis=va, keepdims=True), shape).ravel()
-                    Dn, Nm = den @ lin["count"], a @ lin["count"]
-                    e_lin = Nm / Dn if Dn > 0 else np.nan
-                    Dp = den @ proj["count"]
-                    e_pub = (a @ proj["count"]) / Dp if Dp > 0 else np.nan
-                    gN = {"count": (a - e_lin * den) / Dn} if Dn > 0 else None
-                if gN is None:
-                    v_rg = noise = np.nan
-                else:
-                    lg = sum(est_g[k] @ gN[k] for k in gN)  # (groups,) linearised group sums
-                    tot = lg.sum()
-                    v_rg = float(np.sum((groups * lg - tot) ** 2) / (groups * (groups - 1)))
-                    noise = float(sum(gN[k] @ Cnoise[k] @ gN[k] for k in gN))
-                samp = max(v_rg - noise, 0.0) if np.isfinite(v_rg) else np.nan
-                se = np.sqrt(samp + noise)
-                lo_ci, hi_ci = e_lin - t_q * se, e_lin + t_q * se
-                if (kind_stat == "count" or kind_stat == "proportion" or
-                        (kind_stat in ("total", "mean") and nonneg.get("total"))) and np.isfinite(lo_ci):
-                    lo_ci = max(lo_ci, 0.0)
-                if kind_stat == "proportion" and np.isfinite(hi_ci):
-                    hi_ci = min(hi_ci, 1.0)
-                recs.append({**lab, "cell": cellname, "estimate": e_pub, "estimate_linear": e_lin,
-                             "se": se, "se_sampling": np.sqrt(samp), "se_noise": np.sqrt(noise),
-                             "ci_low": lo_ci, "ci_high": hi_ci, "df": groups - 1})
-        long = pd.DataFrame(recs)
-        cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
-                                       np.full(len(long), np.nan), cv_max, None)
-        long = long.assign(cv=cv, n_unweighted=np.nan, flag=flag, flag_reason=reason)
-        meta = {"cv_max": cv_max, "n_min": None, "level": level, "source": "dp_tables",
-                "source_note": f"{'epsilon' if measure == 'pure' else 'rho'} = {budget:g} "
-                f"({measure}); OpenDP noise, global sensitivity from public bounds; margins are "
-                "sums of their cells; SE = sampling (random groups) + noise."}
-        rows_v, cols_v = classif[:1], classif[1:]
-        stat_name = {"count": "total", "total": "total", "mean": "mean",
-                     "proportion": "proportion"}[kind_stat]
-        return Table(long, rows_v, cols_v, stat_name, None if kind_stat == "count" else values,
-                     margin_label, meta)
-
-    if statistic == "count":
-        table = tables["count"] = publish("count")
-    elif statistic == "total":
-        table = tables["total"] = publish("total")
-    elif statistic == "mean":
-        tables["count"], tables["total"] = publish("count"), publish("total")
-        table = publish("mean")
-    else:
-        tables["count"] = publish("count")
-        table = publish("proportion")
+    if statistic in ("count", "mean", "proportion"):
+        tables["count"] = _publish("count", out_levels, ctx)
+    if statistic in ("total", "mean"):
+        tables["total"] = _publish("total", out_levels, ctx)
+    table = tables[statistic] if statistic in tables else _publish(statistic, out_levels, ctx)
 
     # --- the record and the odometer
     if odometer is not None:
         odometer.entries.extend(entries)
-        ledger = odometer.entries
-        total = odometer.spent
+        ledger, total = odometer.entries, odometer.spent
     else:
         ledger, total = entries, float(sum(e["budget"] for e in entries))
+    conf["centring_term"] = ("computed (cells nested in the strata)" if stratum_of_cell is not None
+                             else "not available (strata cross the cells): SEs conservative")
     record = _record(measure, total, ledger, groups, weight_cap, bounds, declared, statistic,
-                     margin_share, seeded=seed is not None)
-    return DPTables(table, tables.get("count"), tables.get("total"), pd.DataFrame(rows_meas),
-                    record, conf)
+                     margin_share)
+    return DPTables(table, tables.get("count"), tables.get("total"), meas_table, record, conf)
+
+
+def _gradient(kind_stat: str, a: np.ndarray, ctx: dict) -> tuple:
+    """(published estimate, linear estimate, gradient per kind or None) of one row ``a``."""
+    lin, proj, shape = ctx["lin"], ctx["proj"], ctx["shape"]
+    if kind_stat in ("count", "total"):
+        return a @ proj[kind_stat], a @ lin[kind_stat], {kind_stat: a}
+    if kind_stat == "mean":
+        N, T = a @ lin["count"], a @ lin["total"]
+        Np, Tp = a @ proj["count"], a @ proj["total"]
+        e_lin = T / N if N > 0 else np.nan
+        e_pub = Tp / Np if Np > 0 else np.nan
+        return e_pub, e_lin, ({"count": -e_lin * a / N, "total": a / N} if N > 0 else None)
+    va = len(shape) - 1  # proportion: the row's cells over the same cells summed over levels
+    den = np.broadcast_to(a.reshape(shape).sum(axis=va, keepdims=True), shape).ravel()
+    Dn, Nm, Dp = den @ lin["count"], a @ lin["count"], den @ proj["count"]
+    e_lin = Nm / Dn if Dn > 0 else np.nan
+    e_pub = (a @ proj["count"]) / Dp if Dp > 0 else np.nan
+    return e_pub, e_lin, ({"count": (a - e_lin * den) / Dn} if Dn > 0 else None)
+
+
+def _variance(grad: dict | None, ctx: dict) -> tuple[float, float]:
+    """(sampling variance, noise variance) of one linearised statistic: the random-group
+    estimator over the noisy group estimates, minus the known noise variance and the
+    centring term (:func:`_centring`), floored at 0."""
+    if grad is None:
+        return np.nan, np.nan
+    G = ctx["groups"]
+    lg = sum(ctx["est_g"][k] @ grad[k] for k in grad)  # (G,) linearised group sums
+    v_rg = float(np.sum((G * lg - lg.sum()) ** 2) / (G * (G - 1)))
+    noise = float(sum(grad[k] @ ctx["Cnoise"][k] @ grad[k] for k in grad))
+    centre = _centring(grad, ctx["lin"], ctx["Cnoise"], ctx["stratum_of_cell"], ctx["n_psu"])
+    return max(v_rg - noise - centre, 0.0), noise
+
+
+def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
+    """The public table of one statistic: every published cell's estimate, SE parts, CI."""
+    shape, classif, lev = ctx["shape"], ctx["classif"], ctx["lev"]
+    t_q = stats.t.ppf((1 + ctx["level"]) / 2, ctx["groups"] - 1)
+    floor0 = kind_stat in ("count", "proportion") or (
+        kind_stat in ("total", "mean") and ctx["nonneg"]["total"])
+    n_top = 1 if ctx["statistic"] == "proportion" else 0
+    recs = []
+    for keep, M in out_levels:
+        sub = [shape[ax] for ax in keep]
+        for r in range(M.shape[0]):
+            lab = {v: ctx["margin_label"] for v in classif}
+            for ax, i in zip(keep, np.unravel_index(r, sub) if keep else (), strict=True):
+                lab[classif[ax]] = lev[classif[ax]][i]
+            e_pub, e_lin, grad = _gradient(kind_stat, M[r], ctx)
+            samp, noise = _variance(grad, ctx)
+            se = np.sqrt(samp + noise)
+            lo, hi = e_lin - t_q * se, e_lin + t_q * se
+            if floor0 and np.isfinite(lo):
+                lo = max(lo, 0.0)
+            if kind_stat == "proportion" and np.isfinite(hi):
+                hi = min(hi, 1.0)
+            recs.append({**lab, "cell": ("interior" if len(keep) == len(shape) else
+                                         "grand total" if len(keep) == n_top else "margin"),
+                         "estimate": e_pub, "estimate_linear": e_lin, "se": se,
+                         "se_sampling": np.sqrt(samp), "se_noise": np.sqrt(noise),
+                         "ci_low": lo, "ci_high": hi, "df": ctx["groups"] - 1})
+    long = pd.DataFrame(recs)
+    cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
+                                   np.full(len(long), np.nan), ctx["cv_max"], None)
+    long = long.assign(cv=cv, n_unweighted=np.nan, flag=flag, flag_reason=reason)
+    meta = {"cv_max": ctx["cv_max"], "n_min": None, "level": ctx["level"],
+            "source": "dp_tables", "source_note": ctx["note"]}
+    stat_name = "total" if kind_stat == "count" else kind_stat
+    return Table(long, classif[:1], classif[1:], stat_name,
+                 None if kind_stat == "count" else ctx["values"], ctx["margin_label"], meta)
 
 
 def _record(measure: str, total: float, ledger: list[dict[str, Any]], groups: int,
             weight_cap: float, bounds: tuple[float, float] | None, declared: list[str],
-            statistic: str, margin_share: float, seeded: bool) -> PrivacyRecord:
+            statistic: str, margin_share: float) -> PrivacyRecord:
     facts = {"measure": measure, "sampler": SAMPLERS[measure], "neighbours": "add/remove one record",
              "weight_cap": float(weight_cap), "groups": groups, "statistic": statistic,
              "consistency": ("GLS of measured cells and margins, then non-negative projection"
@@ -549,12 +646,11 @@ def _record(measure: str, total: float, ledger: list[dict[str, Any]], groups: in
             "reason": "taken from the data because no public level set was given (levels=); "
                       "a level present in the data is then visible even when its cell is empty "
                       "after noise"} for v in declared]
-    ledger = [{k: v for k, v in e.items()} for e in ledger]
     return build_record(
         "dp_tables",
         "DP survey tables: noisy random-group cell sums (OpenDP), consistent margins, "
         "random-group variance",
         m=1, epsilon=total if measure == "pure" else None, seeded=False, facts=facts,
-        ledger=ledger, published_without_budget=pwb,
-        notes=[f"seeded={seeded}: the seed (if any) fixed only the random groups; OpenDP's noise "
-               "cannot be replayed by anyone"])
+        ledger=[dict(e) for e in ledger], published_without_budget=pwb,
+        notes=["the seed, if any, fixed only the random groups; OpenDP's noise cannot be "
+               "replayed by anyone"])
