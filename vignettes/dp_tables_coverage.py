@@ -96,6 +96,17 @@ def analyze(design, rng) -> dict[str, pd.DataFrame]:
                                        "ci_high": long["ci_high"].to_numpy(float)},
                                       index=keys(long, kind)))
         out[label] = pd.concat(parts)
+    # the confidential sample's own design-based (Taylor) intervals, no noise: the baseline
+    import surveysynth as ss
+
+    parts = []
+    for kind, kw in (("count", {}), ("total", {"value": "salary", "stat": "total"}),
+                     ("mean", {"value": "salary", "stat": "mean"})):
+        long = ss.tabulate(design, rows="field", cols="gender", **kw).long
+        parts.append(pd.DataFrame({c: long[c].to_numpy(float) for c in
+                                   ("estimate", "se", "ci_low", "ci_high")},
+                                  index=keys(long, kind)))
+    out["no noise (Taylor, confidential)"] = pd.concat(parts)
     return out
 
 
