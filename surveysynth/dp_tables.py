@@ -37,13 +37,14 @@ The mechanism, in order (each step is a decision stated in docs/dp_tables.md):
    squares) and every margin is the sum of its projected cells. Intervals are centred on the
    linear (unbiased) estimate and truncated at 0 (the population value is >= 0, so truncation
    cannot lose coverage); the published point is the projected one. Both are public.
-6. **Variance by post-processing**: the random-group variance estimator over the G noisy group
-   estimates (Wolter 2007, ch. 2), linearised for means and proportions. Because the noise of
-   each group is part of its estimate, this estimates the sampling variance plus the noise
-   variance of the published estimate; the noise variance is known exactly (public scales), so
-   ``se_sampling = sqrt(max(v - noise, 0))``, ``se_noise = sqrt(noise)`` and
-   ``se = sqrt(se_sampling^2 + se_noise^2)``; the CI is t with G - 1 df. No confidential variance
-   is published; no budget is spent on a separate variance release.
+6. **Variance by post-processing**: random groups (Wolter 2007, ch. 2) on the noisy group
+   sums, linearised for means and proportions: within each stratum, the between-group mean
+   square of the group means (noisy PSU counts per stratum x group, a small share of the
+   budget) when the cells nest in the strata, else the plain random-group estimator
+   (conservative). The noise in the group sums is known exactly (public scales) and
+   subtracted: ``se_sampling``; the published estimate's own noise variance gives
+   ``se_noise``; ``se = sqrt(se_sampling^2 + se_noise^2)``; the CI is t with Satterthwaite df.
+   No confidential variance is published; no budget is spent on a separate variance release.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ def table_sensitivity(kind: str, weight_cap: float, bounds: tuple[float, float] 
 
 
 @lru_cache(maxsize=256)
-def _measurement(measure: str, size: int, scale: float, k: int) -> Any:
+def opendp_measurement(measure: str, size: int, scale: float, k: int) -> Any:
+    """OpenDP's vector Laplace ("pure") or Gaussian ("zcdp") measurement on ``size`` floats at
+    ``scale`` with outputs on the grid 2^k (built once per setting)."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
@@ -156,9 +159,9 @@ def _calibrate(measure: str, sensitivity: float, budget: float, size: int) -> di
     import opendp.prelude as dp
 
     k = _grid_k(sensitivity, size)
-    scale = dp.binary_search_param(lambda s: _measurement(measure, size, float(s), k),
+    scale = dp.binary_search_param(lambda s: opendp_measurement(measure, size, float(s), k),
                                    d_in=float(sensitivity), d_out=float(budget), T=float)
-    meas = _measurement(measure, size, float(scale), k)
+    meas = opendp_measurement(measure, size, float(scale), k)
     spent = float(meas.map(float(sensitivity)))
     if spent > budget * (1 + 1e-9):
         raise AssertionError(f"calibrated measurement spends {spent} > {budget}")
@@ -206,12 +209,14 @@ def _codes(data: pd.DataFrame, var: str, levels: list) -> np.ndarray:
     return idx
 
 
-def _group_of_records(design: Any, groups: int, rng: np.random.Generator) -> np.ndarray:
+def _group_of_records(design: Any, groups: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Each stage-1 PSU in one of ``groups`` groups, independently and uniformly (so adding or
-    removing a record never moves another record's group)."""
+    removing a record never moves another record's group). Returns (group of each record,
+    group of each PSU)."""
     cl = np.asarray(design.stages[0].cluster)
     g_of_psu = rng.integers(0, groups, size=int(cl.max()) + 1)
-    return g_of_psu[cl]
+    return g_of_psu[cl], g_of_psu
 
 
 def _level_matrices(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.ndarray]]:
@@ -246,9 +251,10 @@ def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------- main
-#: share of the budget spent on the noisy number of PSUs per stratum (the random-group
-#: variance's centring term, see :func:`_centring`), when the table classifies by the strata
-PSU_COUNT_SHARE = 0.02
+#: share of the budget spent on the noisy numbers of PSUs per stratum x random group (the
+#: within-stratum random-group variance, see :func:`_variance`), when the table classifies by
+#: the strata (or the design has none)
+PSU_COUNT_SHARE = 0.03
 
 
 def _check_budget(measure: str, epsilon: Any, rho: Any) -> tuple[float, str]:
@@ -330,7 +336,7 @@ def _bounded(design: Any, values: str | None, bounds: Any, weight_cap: float) ->
 
 def _strata_axis(design: Any, classif: list[str]) -> int | None:
     """The classification axis holding the stage-1 strata (-1: unstratified; None: the strata
-    cross the cells, and the random-group centring term is not available)."""
+    cross the cells, and the groups' ratio adjustment is not available)."""
     if not design.has_strata:
         return -1
     s = design.strata_vars[0]
@@ -345,7 +351,7 @@ def _measure_all(plan: list[tuple], measure: str, name: str, groups: int,
     noisy: dict[str, list] = {}
     for kind, keep, M, sens, b in plan:
         if kind == "psu":
-            size, z_true, lvl = M.shape[0], true["psu"], "PSUs per stratum"
+            size, z_true, lvl = M.shape[0], true["psu"], "PSUs per stratum x random group"
         else:
             size = groups * M.shape[0]
             z_true = (true[kind] @ M.T).ravel()
@@ -363,30 +369,6 @@ def _measure_all(plan: list[tuple], measure: str, name: str, groups: int,
                         "charge": name, "budget": cal["spent"], name: cal["spent"],
                         "sensitivity": cal["sensitivity"], "scale": cal["scale"]})
     return noisy, entries, pd.DataFrame(rows)
-
-
-def _centring(g: dict[str, np.ndarray], lin: dict[str, np.ndarray], Cnoise: dict,
-              stratum_of_cell: np.ndarray | None, n_psu: np.ndarray | None) -> float:
-    """The random-group estimator's excess over the with-replacement variance.
-
-    With PSUs put in groups independently (multinomial group sizes), the random-group
-    estimator's expectation over the assignment is sum_i z_i^2 (z_i: a PSU's contribution to
-    the linearised statistic), not the stratified with-replacement estimator
-    sum_h [sum_i z_hi^2 - T_h^2 / n_h]. The difference sum_h T_h^2 / n_h is estimated from the
-    noisy stratum totals T_h (the interior cells of stratum h), debiased by their known noise
-    variance, over the noisy numbers of PSUs n_h: post-processing only. 0 when unavailable."""
-    if stratum_of_cell is None:
-        return 0.0
-    out = 0.0
-    for h in range(len(n_psu)):
-        at = stratum_of_cell == h
-        t, nv = 0.0, 0.0
-        for k, gk in g.items():
-            gh = np.where(at, gk, 0.0)
-            t += gh @ lin[k]
-            nv += gh @ Cnoise[k] @ gh
-        out += max(t * t - nv, 0.0) / max(n_psu[h], 1.0)
-    return out
 
 
 def dp_tabulate(
@@ -472,13 +454,13 @@ def dp_tabulate(
 
     # --- random groups and the noiseless group x cell sums
     rng = secret_rng(seed)
-    g = _group_of_records(design, groups, rng)
+    g, g_of_psu = _group_of_records(design, groups, rng)
     kinds = {"count": ["count"], "total": ["total"], "mean": ["count", "total"],
              "proportion": ["count"]}[statistic]
     true = {k: np.bincount(g * K + cell, weights=w if k == "count" else w * y,
                            minlength=groups * K).reshape(groups, K) for k in kinds}
 
-    # --- the strata's PSU counts (centring term) when the cells are nested in the strata
+    # --- PSU counts per stratum x group (ratio adjustment) when the cells nest in the strata
     s_axis = _strata_axis(design, classif)
     stratum_of_cell, plan, psu_b = None, [], 0.0
     if s_axis is not None:
@@ -493,9 +475,10 @@ def dp_tabulate(
             rec_level = _codes(data, classif[s_axis], lev[classif[s_axis]])
             psu_stratum = np.zeros(st.n_clusters, dtype=int)
             psu_stratum[np.asarray(st.cluster)] = rec_level
-        true["psu"] = np.bincount(psu_stratum, minlength=n_strata).astype(float)
+        true["psu"] = np.bincount(psu_stratum * groups + g_of_psu[:st.n_clusters],
+                                  minlength=n_strata * groups).astype(float)
         psu_b = budget * PSU_COUNT_SHARE
-        plan.append(("psu", (), np.eye(n_strata), 1.0, psu_b))
+        plan.append(("psu", (), np.eye(n_strata * groups), 1.0, psu_b))
     rest = budget - psu_b
 
     # --- budget: shares per kind and level, each a calibrated OpenDP measurement
@@ -515,7 +498,7 @@ def dp_tabulate(
                              "one account composes one kind of budget.")
         odometer.check(float(sum(p[4] for p in plan)), f"dp_tabulate({statistic} by {cells})")
     noisy, entries, meas_table = _measure_all(plan, measure, name, groups, true, classif, shape)
-    n_psu = noisy["psu"][0][1] if "psu" in noisy else None
+    n_hg = _psu_counts(noisy, groups)
 
     # --- GLS per group (linear: unbiased, known noise covariance), then sum over groups
     est_g, Cnoise = {}, {}
@@ -532,7 +515,7 @@ def dp_tabulate(
     ctx = dict(shape=shape, classif=classif, lev=lev, groups=groups, lin=lin, proj=proj,
                est_g=est_g, Cnoise=Cnoise, nonneg=nonneg, level=level, cv_max=cv_max,
                margin_label=margin_label, statistic=statistic, values=values,
-               stratum_of_cell=stratum_of_cell, n_psu=n_psu,
+               n_hg=n_hg, stratum_of_cell=stratum_of_cell,
                note=f"{name} = {budget:g} ({measure}); OpenDP noise, global sensitivity from "
                     "public bounds; margins are sums of their cells; SE = sampling (random "
                     "groups) + noise.")
@@ -552,8 +535,9 @@ def dp_tabulate(
         ledger, total = odometer.entries, odometer.spent
     else:
         ledger, total = entries, float(sum(e["budget"] for e in entries))
-    conf["centring_term"] = ("computed (cells nested in the strata)" if stratum_of_cell is not None
-                             else "not available (strata cross the cells): SEs conservative")
+    conf["within_stratum_group_variance"] = (
+        "yes (cells nested in the strata)" if stratum_of_cell is not None else
+        "no (strata cross the cells): SEs of counts and totals conservative")
     record = _record(measure, total, ledger, groups, weight_cap, bounds, declared, statistic,
                      margin_share)
     return DPTables(table, tables.get("count"), tables.get("total"), meas_table, record, conf)
@@ -578,24 +562,70 @@ def _gradient(kind_stat: str, a: np.ndarray, ctx: dict) -> tuple:
     return e_pub, e_lin, ({"count": (a - e_lin * den) / Dn} if Dn > 0 else None)
 
 
-def _variance(grad: dict | None, ctx: dict) -> tuple[float, float]:
-    """(sampling variance, noise variance) of one linearised statistic: the random-group
-    estimator over the noisy group estimates, minus the known noise variance and the
-    centring term (:func:`_centring`), floored at 0."""
+def _psu_counts(noisy: dict, groups: int) -> np.ndarray | None:
+    """The noisy PSU counts per stratum x group, rounded (None when not measured)."""
+    return np.rint(noisy["psu"][0][1].reshape(-1, groups)) if "psu" in noisy else None
+
+
+def _variance(grad: dict | None, ctx: dict) -> tuple[float, float, float]:
+    """(sampling variance, noise variance, df) of one linearised statistic.
+
+    PSUs fall in the G groups independently, so a group's share of a stratum is random; the
+    plain random-group estimator then also measures that share's variation (its expectation
+    over the assignment is sum_i z_i^2, not the with-replacement sum_h [sum_i z_hi^2 -
+    T_h^2 / n_h]; for a stratum's count, most of it is the size term). When the cells nest in
+    the strata (or there are none), the variance is estimated within each stratum h from the
+    group means m_hg = S_hg / n_hg of its noisy group sums S_hg and noisy PSU counts n_hg
+    (groups with n_hg >= 1): the between-group mean square
+    B_h = sum_g n_hg (m_hg - m_h)^2 / (J_h - 1) has expectation s_h^2 (the PSU-level variance)
+    for a random partition, whatever the sizes; its noise part sum_g q (1/n_hg - 1/n_h) /
+    (J_h - 1) (q: one group's known noise variance) is subtracted, and
+    v = sum_h n_h B_h is the with-replacement variance (Wolter 2007, ch. 2). df by
+    Satterthwaite over the strata. Otherwise (strata crossing the cells) the plain estimator
+    over the whole sample, conservative for counts and totals, with G - 1 df. The noise
+    variance of the published (summed) estimate is a' C a, known exactly."""
     if grad is None:
-        return np.nan, np.nan
+        return np.nan, np.nan, np.nan
     G = ctx["groups"]
-    lg = sum(ctx["est_g"][k] @ grad[k] for k in grad)  # (G,) linearised group sums
-    v_rg = float(np.sum((G * lg - lg.sum()) ** 2) / (G * (G - 1)))
     noise = float(sum(grad[k] @ ctx["Cnoise"][k] @ grad[k] for k in grad))
-    centre = _centring(grad, ctx["lin"], ctx["Cnoise"], ctx["stratum_of_cell"], ctx["n_psu"])
-    return max(v_rg - noise - centre, 0.0), noise
+    sg = {k: ctx["est_g"][k] @ np.diag(grad[k]) for k in grad}  # (G, K) per-cell group values
+    soc, n_hg = ctx["stratum_of_cell"], ctx["n_hg"]
+    if n_hg is None:
+        lg = sum(v.sum(axis=1) for v in sg.values())
+        v_rg = float(np.sum((G * lg - lg.sum()) ** 2) / (G * (G - 1)))
+        return max(v_rg - noise, 0.0), noise, float(G - 1)
+    parts, dfs = [], []
+    for h in range(n_hg.shape[0]):
+        at = soc == h
+        if not any(np.any(grad[k][at]) for k in grad):
+            continue
+        S = sum(v[:, at].sum(axis=1) for v in sg.values())  # (G,)
+        q = float(sum((grad[k] * at) @ (ctx["Cnoise"][k] / G) @ (grad[k] * at) for k in grad))
+        n = n_hg[h]
+        J = n >= 1
+        if J.sum() < 2:  # a stratum in fewer than 2 groups: the plain, conservative estimator
+            v_h = float(np.sum((G * S - S.sum()) ** 2) / (G * (G - 1))) - G * q
+            parts.append(v_h)
+            dfs.append((max(v_h, 0.0), G - 1))
+            continue
+        nJ, SJ = n[J], S[J]
+        nh = nJ.sum()
+        m = SJ / nJ
+        B = float(np.sum(nJ * (m - SJ.sum() / nh) ** 2) / (J.sum() - 1))
+        noise_B = q * float(np.sum(1 / nJ - 1 / nh)) / (J.sum() - 1)
+        parts.append(nh * (B - noise_B))
+        dfs.append((nh * B, J.sum() - 1))
+    v = max(float(np.sum(parts)), 0.0)
+    # Satterthwaite: the published noise variance is known; each stratum's n_h B_h (sampling
+    # and the noise of its group means) is estimated on J_h - 1 df
+    den = sum(b * b / d for b, d in dfs)
+    df = float((v + noise) ** 2 / den) if den > 0 else float(G - 1)
+    return v, noise, max(df, 1.0)
 
 
 def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
     """The public table of one statistic: every published cell's estimate, SE parts, CI."""
     shape, classif, lev = ctx["shape"], ctx["classif"], ctx["lev"]
-    t_q = stats.t.ppf((1 + ctx["level"]) / 2, ctx["groups"] - 1)
     floor0 = kind_stat in ("count", "proportion") or (
         kind_stat in ("total", "mean") and ctx["nonneg"]["total"])
     n_top = 1 if ctx["statistic"] == "proportion" else 0
@@ -607,8 +637,9 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
             for ax, i in zip(keep, np.unravel_index(r, sub) if keep else (), strict=True):
                 lab[classif[ax]] = lev[classif[ax]][i]
             e_pub, e_lin, grad = _gradient(kind_stat, M[r], ctx)
-            samp, noise = _variance(grad, ctx)
+            samp, noise, df = _variance(grad, ctx)
             se = np.sqrt(samp + noise)
+            t_q = stats.t.ppf((1 + ctx["level"]) / 2, df) if np.isfinite(df) else np.nan
             lo, hi = e_lin - t_q * se, e_lin + t_q * se
             if floor0 and np.isfinite(lo):
                 lo = max(lo, 0.0)
@@ -618,7 +649,7 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
                                          "grand total" if len(keep) == n_top else "margin"),
                          "estimate": e_pub, "estimate_linear": e_lin, "se": se,
                          "se_sampling": np.sqrt(samp), "se_noise": np.sqrt(noise),
-                         "ci_low": lo, "ci_high": hi, "df": ctx["groups"] - 1})
+                         "ci_low": lo, "ci_high": hi, "df": df})
     long = pd.DataFrame(recs)
     cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
                                    np.full(len(long), np.nan), ctx["cv_max"], None)
