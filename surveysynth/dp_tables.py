@@ -255,6 +255,9 @@ def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
 #: within-stratum random-group variance, see :func:`_variance`), when the table classifies by
 #: the strata (or the design has none)
 PSU_COUNT_SHARE = 0.03
+#: floor the estimated sampling variance at 0 before adding the noise variance (True), or only
+#: the total (False: unbiased for the total variance, se may then be below se_noise)
+FLOOR_SAMPLING = True
 
 
 def _check_budget(measure: str, epsilon: Any, rho: Any) -> tuple[float, str]:
@@ -434,7 +437,7 @@ def dp_tabulate(
     >>> d = sdr_sample(sdr_population(seed=1), n=1000, seed=2)
     >>> r = dp_tabulate(d, ["field", "gender"], "salary", "mean", epsilon=50.0,
     ...                 bounds=(0, 500_000), weight_cap=1000.0)
-    >>> r.privacy.guarantee_class, r.privacy.epsilon
+    >>> r.privacy.guarantee_class, round(r.privacy.epsilon, 9)
     ('formal pure DP', 50.0)
     """
     cells, budget, name, bounds, groups = _check_args(
@@ -593,7 +596,7 @@ def _variance(grad: dict | None, ctx: dict) -> tuple[float, float, float]:
     if n_hg is None:
         lg = sum(v.sum(axis=1) for v in sg.values())
         v_rg = float(np.sum((G * lg - lg.sum()) ** 2) / (G * (G - 1)))
-        return max(v_rg - noise, 0.0), noise, float(G - 1)
+        return v_rg - noise, noise, float(G - 1)
     parts, dfs = [], []
     for h in range(n_hg.shape[0]):
         at = soc == h
@@ -615,7 +618,7 @@ def _variance(grad: dict | None, ctx: dict) -> tuple[float, float, float]:
         noise_B = q * float(np.sum(1 / nJ - 1 / nh)) / (J.sum() - 1)
         parts.append(nh * (B - noise_B))
         dfs.append((nh * B, J.sum() - 1))
-    v = max(float(np.sum(parts)), 0.0)
+    v = float(np.sum(parts))
     # Satterthwaite: the published noise variance is known; each stratum's n_h B_h (sampling
     # and the noise of its group means) is estimated on J_h - 1 df
     den = sum(b * b / d for b, d in dfs)
@@ -638,7 +641,9 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
                 lab[classif[ax]] = lev[classif[ax]][i]
             e_pub, e_lin, grad = _gradient(kind_stat, M[r], ctx)
             samp, noise, df = _variance(grad, ctx)
-            se = np.sqrt(samp + noise)
+            if FLOOR_SAMPLING:
+                samp = max(samp, 0.0)
+            se = np.sqrt(max(samp + noise, 0.0))
             t_q = stats.t.ppf((1 + ctx["level"]) / 2, df) if np.isfinite(df) else np.nan
             lo, hi = e_lin - t_q * se, e_lin + t_q * se
             if floor0 and np.isfinite(lo):
@@ -648,7 +653,7 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
             recs.append({**lab, "cell": ("interior" if len(keep) == len(shape) else
                                          "grand total" if len(keep) == n_top else "margin"),
                          "estimate": e_pub, "estimate_linear": e_lin, "se": se,
-                         "se_sampling": np.sqrt(samp), "se_noise": np.sqrt(noise),
+                         "se_sampling": np.sqrt(max(samp, 0.0)), "se_noise": np.sqrt(noise),
                          "ci_low": lo, "ci_high": hi, "df": df})
     long = pd.DataFrame(recs)
     cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
