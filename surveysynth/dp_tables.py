@@ -255,8 +255,9 @@ def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
 #: within-stratum random-group variance, see :func:`_variance`), when the table classifies by
 #: the strata (or the design has none)
 PSU_COUNT_SHARE = 0.03
-#: floor the estimated sampling variance at 0 before adding the noise variance (True), or only
-#: the total (False: unbiased for the total variance, se may then be below se_noise)
+#: floor the estimated sampling variance at 0 before adding the noise variance (True, the
+#: default: conservative when the noise dominates), or only the total (False: unbiased for the
+#: total variance, se may then be below se_noise; docs/dp_tables.md has both studies)
 FLOOR_SAMPLING = True
 
 
@@ -515,7 +516,7 @@ def dp_tabulate(
               else bool(nonnegative)}
     proj = {k: (_nnls_project(lin[k], Cnoise[k]) if nonneg[k] else lin[k].copy()) for k in kinds}
 
-    ctx = dict(shape=shape, classif=classif, lev=lev, groups=groups, lin=lin, proj=proj,
+    ctx = dict(measure=measure, shape=shape, classif=classif, lev=lev, groups=groups, lin=lin, proj=proj,
                est_g=est_g, Cnoise=Cnoise, nonneg=nonneg, level=level, cv_max=cv_max,
                margin_label=margin_label, statistic=statistic, values=values,
                n_hg=n_hg, stratum_of_cell=stratum_of_cell,
@@ -596,7 +597,7 @@ def _variance(grad: dict | None, ctx: dict) -> tuple[float, float, float]:
     if n_hg is None:
         lg = sum(v.sum(axis=1) for v in sg.values())
         v_rg = float(np.sum((G * lg - lg.sum()) ** 2) / (G * (G - 1)))
-        return v_rg - noise, noise, float(G - 1)
+        return (max(v_rg - noise, 0.0) if FLOOR_SAMPLING else v_rg - noise), noise, float(G - 1)
     parts, dfs = [], []
     for h in range(n_hg.shape[0]):
         at = soc == h
@@ -619,6 +620,8 @@ def _variance(grad: dict | None, ctx: dict) -> tuple[float, float, float]:
         parts.append(nh * (B - noise_B))
         dfs.append((nh * B, J.sum() - 1))
     v = float(np.sum(parts))
+    if FLOOR_SAMPLING:
+        v = max(v, 0.0)
     # Satterthwaite: the published noise variance is known; each stratum's n_h B_h (sampling
     # and the noise of its group means) is estimated on J_h - 1 df
     den = sum(b * b / d for b, d in dfs)
