@@ -281,3 +281,12 @@ def test_coverage_vignette_fast():
     summ = mod.main(["--fast", "--quiet"])
     assert set(summ["kind"]) == {"count", "total", "mean"}
     assert (summ["reps"] >= 1).all()
+
+
+def test_exports_publish_no_record_counts(sdr, tmp_path):
+    # a DP table has no n_unweighted: the export leaves it empty (it once cast NaN to a
+    # garbage int64)
+    r = dpt.dp_tabulate(sdr, ["field", "gender"], epsilon=5.0, weight_cap=1000.0, seed=2)
+    assert r.table.export_frame()["n_unweighted"].isna().all()
+    back = pd.read_csv(r.table.to_csv(tmp_path / "t.csv"), comment="#")
+    assert back["n_unweighted"].isna().all()
