@@ -35,7 +35,7 @@ from surveysynth.dp_tables import dp_tabulate  # noqa: E402
 from surveysynth.simulate import monte_carlo  # noqa: E402
 
 #: (label, measure, budget); public settings of every release
-BUDGETS = (("pure eps=10", "pure", 10.0), ("pure eps=50", "pure", 50.0))
+BUDGETS = (("pure eps=10", "pure", 10.0), ("pure eps=50", "pure", 50.0), ("zcdp rho=50", "zcdp", 50.0))
 SETTINGS = dict(bounds=(0.0, 500_000.0), weight_cap=1000.0, groups=10, count_share=0.3)
 LEVELS = {"field": list(range(1, 9)), "gender": ["female", "male"]}
 KINDS = ("count", "total", "mean")
