@@ -190,7 +190,7 @@ class DPTables:
 def _levels(design: Any, var: str, given: dict[str, Sequence[Any]] | None) -> tuple[list, bool]:
     if given and var in given:
         return list(given[var]), True
-    vals = pd.Series(design.full_data[var]).dropna().unique().tolist()
+    vals = pd.Series(design.data[var]).dropna().unique().tolist()
     try:
         vals = sorted(vals)
     except TypeError:
@@ -316,9 +316,11 @@ def _check_args(design: Any, cells: Any, values: Any, statistic: str, measure: s
     return cells, float(budget), name, bounds, int(groups)
 
 
-def _bounded(design: Any, values: str | None, bounds: Any, weight_cap: float) -> tuple:
-    """Trimmed weights, clipped values and their effect (for the confidential report)."""
-    w_raw = np.asarray(design.full_weights, float)
+def _bounded(design: Any, values: str | None, bounds: Any, weight_cap: float,
+             inside: np.ndarray) -> tuple:
+    """Trimmed weights (0 outside a subset's domain), clipped values and their effect (for
+    the confidential report)."""
+    w_raw = np.where(inside, np.asarray(design.full_weights, float), 0.0)
     w = np.minimum(w_raw, weight_cap)
     conf = {"weights_trimmed": int(np.count_nonzero(w_raw > weight_cap)),
             "weight_moved": float(np.sum(w_raw - w)),
@@ -327,14 +329,14 @@ def _bounded(design: Any, values: str | None, bounds: Any, weight_cap: float) ->
     if bounds is None:
         return w, None, conf
     y_raw = pd.to_numeric(design.full_data[values], errors="coerce").to_numpy(float)
-    bad = np.flatnonzero(~np.isfinite(y_raw))
+    bad = np.flatnonzero(~np.isfinite(y_raw) & inside)
     if bad.size:
         raise ValueError(f"dp_tabulate: column {values!r} is missing or not numeric in rows "
                          f"{bad[:5].tolist()}. Fix: impute or drop those rows first (a DP "
                          "table counts every record).")
-    y = np.clip(y_raw, *bounds)
-    conf.update(values_clipped=int(np.count_nonzero(y != y_raw)),
-                value_moved=float(np.sum(np.abs(y - y_raw) * w)))
+    y = np.where(inside, np.clip(np.nan_to_num(y_raw), *bounds), 0.0)
+    conf.update(values_clipped=int(np.count_nonzero((y != y_raw) & inside)),
+                value_moved=float(np.sum(np.abs(y - np.nan_to_num(y_raw)) * w)))
     return w, y, conf
 
 
@@ -453,8 +455,12 @@ def dp_tabulate(
             declared.append(v)
     shape = tuple(len(lev[v]) for v in classif)
     K = int(np.prod(shape))
-    cell = np.ravel_multi_index([_codes(data, v, lev[v]) for v in classif], shape)
-    w, y, conf = _bounded(design, values, bounds, weight_cap)
+    # a subset (domain) design: records outside the domain add nothing but keep their PSUs
+    inside = np.asarray(design.in_subset, dtype=bool)
+    cell = np.zeros(len(data), dtype=np.int64)
+    cell[inside] = np.ravel_multi_index([_codes(data.loc[inside], v, lev[v]) for v in classif],
+                                        shape)
+    w, y, conf = _bounded(design, values, bounds, weight_cap, inside)
 
     # --- random groups and the noiseless group x cell sums
     rng = secret_rng(seed)

@@ -290,3 +290,15 @@ def test_exports_publish_no_record_counts(sdr, tmp_path):
     assert r.table.export_frame()["n_unweighted"].isna().all()
     back = pd.read_csv(r.table.to_csv(tmp_path / "t.csv"), comment="#")
     assert back["n_unweighted"].isna().all()
+
+
+def test_subset_design_counts_only_its_domain(sdr):
+    # a domain (subset) design: records outside it add nothing (kills: tabulating the full
+    # data); noise negligible at epsilon 1e9, so the estimates are the design's own
+    sub = sdr.subset(sdr.data["salary"] > 100_000)
+    r = dpt.dp_tabulate(sub, ["field", "gender"], "salary", "total", epsilon=1e9,
+                        bounds=(0, 5e5), weight_cap=1000.0, levels=LEVELS, seed=1)
+    t = ss.tabulate(sub, rows="field", cols="gender", value="salary", stat="total").long
+    got = r.table.long.set_index(["field", "gender"])["estimate_linear"]
+    want = t.set_index(["field", "gender"])["estimate"]
+    assert np.allclose(got.loc[want.index].to_numpy(float), want.to_numpy(float), rtol=1e-6)
