@@ -254,11 +254,12 @@ def _nnls_project(x: np.ndarray, C: np.ndarray) -> np.ndarray:
 #: share of the budget spent on the noisy numbers of PSUs per stratum x random group (the
 #: within-stratum random-group variance, see :func:`_variance`), when the table classifies by
 #: the strata (or the design has none)
-PSU_COUNT_SHARE = 0.03
-#: floor the estimated sampling variance at 0 before adding the noise variance (True, the
-#: default: conservative when the noise dominates), or only the total (False: unbiased for the
-#: total variance, se may then be below se_noise; docs/dp_tables.md has both studies)
-FLOOR_SAMPLING = True
+PSU_COUNT_SHARE = 0.10
+#: floor the estimated sampling variance at 0 before adding the noise variance (True:
+#: conservative when the noise dominates, 0.97-0.99 coverage at epsilon 10), or not (False,
+#: the default: the total variance estimate is unbiased, coverage at the nominal rate; a
+#: total that comes out <= 0 gives no interval and a flag). docs/dp_tables.md has both studies.
+FLOOR_SAMPLING = False
 
 
 def _check_budget(measure: str, epsilon: Any, rho: Any) -> tuple[float, str]:
@@ -652,7 +653,9 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
             samp, noise, df = _variance(grad, ctx)
             if FLOOR_SAMPLING:
                 samp = max(samp, 0.0)
-            se = np.sqrt(max(samp + noise, 0.0))
+            # the unbiased total variance; not positive (the noise made the sampling part
+            # come out below minus the noise): no interval, flagged
+            se = np.sqrt(samp + noise) if samp + noise > 0 else np.nan
             t_q = stats.t.ppf((1 + ctx["level"]) / 2, df) if np.isfinite(df) else np.nan
             lo, hi = e_lin - t_q * se, e_lin + t_q * se
             if floor0 and np.isfinite(lo):
@@ -662,12 +665,15 @@ def _publish(kind_stat: str, out_levels: list, ctx: dict) -> Table:
             recs.append({**lab, "cell": ("interior" if len(keep) == len(shape) else
                                          "grand total" if len(keep) == n_top else "margin"),
                          "estimate": e_pub, "estimate_linear": e_lin, "se": se,
-                         "se_sampling": np.sqrt(max(samp, 0.0)), "se_noise": np.sqrt(noise),
+                         "var_sampling": samp, "se_sampling": np.sqrt(max(samp, 0.0)),
+                         "se_noise": np.sqrt(noise),
                          "ci_low": lo, "ci_high": hi, "df": df})
     long = pd.DataFrame(recs)
     cv, reason, flag = reliability(long["estimate"].to_numpy(float), long["se"].to_numpy(float),
                                    np.full(len(long), np.nan), ctx["cv_max"], None)
-    long = long.assign(cv=cv, n_unweighted=np.nan, flag=flag, flag_reason=reason)
+    novar = np.isfinite(long["estimate"].to_numpy(float)) & ~np.isfinite(long["se"].to_numpy(float))
+    reason = np.where(novar, "no positive variance estimate", reason)
+    long = long.assign(cv=cv, n_unweighted=np.nan, flag=flag | novar, flag_reason=reason)
     meta = {"cv_max": ctx["cv_max"], "n_min": None, "level": ctx["level"],
             "source": "dp_tables", "source_note": ctx["note"]}
     stat_name = "total" if kind_stat == "count" else kind_stat

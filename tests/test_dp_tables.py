@@ -118,7 +118,8 @@ def test_margins_equal_sums_and_are_non_negative(sdr, margin_share):
                         levels=LEVELS, seed=2)
     for t in (r.counts, r.totals):
         assert_margins_add_up(t.long, ["field", "gender"])
-        assert (t.long["estimate"] >= 0).all() and (t.long["ci_low"] >= 0).all()
+        lo = t.long["ci_low"].dropna()
+        assert (t.long["estimate"] >= 0).all() and (lo >= 0).all()
     assert len(r.counts.long) == 16 + 8 + 2 + 1
     # a mean's margin is its total over its count (post-processing of consistent tables)
     m, c, t = r.table.long, r.counts.long, r.totals.long
@@ -220,8 +221,8 @@ def test_sampling_variance_matches_taylor_on_average(sdr):
     for s in range(60):
         r = dpt.dp_tabulate(sdr, ["field", "gender"], "salary", "mean", epsilon=1e7,
                             bounds=(0, 5e5), weight_cap=1000.0, levels=LEVELS, seed=s)
-        vs["count"].append(r.counts.long["se_sampling"].to_numpy() ** 2)
-        vs["mean"].append(r.table.long["se_sampling"].to_numpy() ** 2)
+        vs["count"].append(r.counts.long["var_sampling"].to_numpy())
+        vs["mean"].append(r.table.long["var_sampling"].to_numpy())
     for k in vs:
         ratio = np.mean(vs[k], axis=0) / taylor[k]
         # 60 assignments, 9 df each: the mean ratio has SE ~ 0.06 per cell; median over 27 cells
@@ -234,7 +235,7 @@ def test_without_the_within_stratum_estimator_counts_are_overestimated(sdr, monk
     monkeypatch.setattr(dpt, "_psu_counts", lambda noisy, groups: None)
     taylor = ss.tabulate(sdr, rows="field", cols="gender").long["se"].to_numpy() ** 2
     v = [dpt.dp_tabulate(sdr, ["field", "gender"], epsilon=1e7, weight_cap=1000.0,
-                         levels=LEVELS, seed=s).table.long["se_sampling"].to_numpy() ** 2
+                         levels=LEVELS, seed=s).table.long["var_sampling"].to_numpy()
          for s in range(60)]
     assert np.median(np.mean(v, axis=0) / taylor) > 1.1
 
@@ -302,3 +303,17 @@ def test_subset_design_counts_only_its_domain(sdr):
     got = r.table.long.set_index(["field", "gender"])["estimate_linear"]
     want = t.set_index(["field", "gender"])["estimate"]
     assert np.allclose(got.loc[want.index].to_numpy(float), want.to_numpy(float), rtol=1e-6)
+
+
+def test_se_parts_and_the_floor_switch(sdr, monkeypatch):
+    # unfloored (default): se^2 = var_sampling + se_noise^2 wherever it is positive, else no
+    # interval and a flag; floored: se >= se_noise everywhere
+    r = dpt.dp_tabulate(sdr, ["field", "gender"], epsilon=2.0, weight_cap=1000.0, seed=5)
+    t = r.table.long
+    ok = t["se"].notna()
+    assert np.allclose(t["se"][ok] ** 2, t["var_sampling"][ok] + t["se_noise"][ok] ** 2)
+    assert (t.loc[~ok, "flag_reason"] == "no positive variance estimate").all()
+    assert t.loc[~ok, "ci_low"].isna().all()
+    monkeypatch.setattr(dpt, "FLOOR_SAMPLING", True)
+    t = dpt.dp_tabulate(sdr, ["field", "gender"], epsilon=2.0, weight_cap=1000.0, seed=5).table.long
+    assert (t["se"] >= t["se_noise"] * (1 - 1e-12)).all()
