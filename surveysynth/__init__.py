@@ -18,6 +18,7 @@ _EXPORTS = {
     "load_release": ".release",
     "tabulate": ".tables",
     "Table": ".tables",
+    "dp_tabulate": ".dp_tables",
     "inclusion_probabilities": ".sampling",
     "pps_systematic": ".sampling",
     "vcov": ".contrasts",

@@ -42,6 +42,7 @@ def test_each_label_is_exact(title, family, kw):
     assert rec.differentially_private is (not not_dp and not pdp)
     assert rec.guarantee_class == ("none" if not_dp else
                                    "asymptotic database-local (epsilon, delta)-pDP" if pdp
+                                   else "formal zCDP" if facts.get("measure") == "zcdp"
                                    else "formal pure DP")
     assert rec.guarantee.startswith("not differentially private") is not_dp
     if facts.get("alpha_source") in ("none", "unweighted"):

@@ -15,6 +15,7 @@ checks that page against these functions).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -327,6 +328,44 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     return Guarantee(label, False, text)
 
 
+def dp_tables(facts: dict[str, Any]) -> Guarantee:
+    """DP survey tables (surveysynth.dp_tables). facts: ``measure`` ("pure" or "zcdp"),
+    ``epsilon`` or ``rho`` (the account's total), ``sampler``, ``weight_cap``, ``bound_low`` /
+    ``bound_high`` (None for counts), ``groups``, ``consistency``."""
+    zcdp = facts.get("measure") == "zcdp"
+    what = ("survey tables: noisy random-group cell sums, global sensitivity from a public "
+            "weight cap and public value bounds, add/remove-one neighbours")
+    if zcdp:
+        rho = facts.get("rho")
+        label = f"rho-zero-concentrated differential privacy, rho = {_fmt(rho)} ({what})"
+        eps6 = (None if rho is None else
+                float(rho) + 2 * math.sqrt(float(rho) * math.log(1e6)))
+        conv = (f" It implies (epsilon, delta)-DP with epsilon = rho + 2 sqrt(rho log(1/delta)) "
+                f"(Bun & Steinke 2016), e.g. epsilon = {_fmt(eps6)} at delta = 1e-6.")
+    else:
+        label = f"pure epsilon-differential privacy, epsilon = {_fmt(facts.get('epsilon'))} ({what})"
+        conv = ""
+    bounds = ("" if facts.get("bound_low") is None else
+              f" and every value clipped to the public bounds [{_fmt(facts.get('bound_low'))}, "
+              f"{_fmt(facts.get('bound_high'))}]")
+    text = (f"{label}. Each record's sampling weight is trimmed to the public cap "
+            f"{_fmt(facts.get('weight_cap'))}{bounds}; the weights are taken as fixed attributes "
+            "of the records (weights recomputed from the whole sample, e.g. by calibration, are "
+            f"outside this guarantee). Every primary sampling unit falls in one of "
+            f"{facts.get('groups')} random groups, independently of the data; the measured "
+            "vectors are the weighted counts and/or totals of every group x cell, each changed "
+            "in one coordinate by at most the cap (counts) or the cap times the larger absolute "
+            "bound (totals) when a record is added or removed; when the table classifies by the "
+            "design's strata, also the number of PSUs in each stratum x group (sensitivity 1), "
+            "for the variance. Noise drawn by "
+            f"{facts.get('sampler')}; each measurement's budget is OpenDP's privacy map at that "
+            "sensitivity, and the measurements compose sequentially (the ledger lists each; the "
+            "stated total is their sum, over every table booked in the same account). Margins, "
+            "non-negativity, means, proportions, standard errors and intervals are "
+            f"post-processing ({facts.get('consistency')}).{conv}")
+    return Guarantee(label, True, text)
+
+
 def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     """The record's ``guarantee_class`` (one of :data:`GUARANTEE_CLASSES`), from the family,
     the facts and the generated guarantee: formal pure DP only where the generator says the
@@ -336,6 +375,8 @@ def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     if g.differentially_private:
         if family in ("kng", "laplace"):
             return FORMAL_PURE
+        if family == "dp_tables":
+            return FORMAL_ZCDP if facts.get("measure") == "zcdp" else FORMAL_PURE
         raise AssertionError(f"family {family!r} claims a formal guarantee the classifier does "
                              "not know; add its class to guarantees.classify")
     if family in ("pseudo_posterior", "pseudo_posterior_sequential") and not g.label.startswith(NOT_DP):
@@ -350,4 +391,5 @@ FAMILIES = {
     "identification_risk": identification_risk,
     "none": no_protection,
     "pseudo_posterior_sequential": pseudo_posterior_sequential,
+    "dp_tables": dp_tables,
 }
