@@ -73,6 +73,12 @@ CASES = [
     ("Sequential synthesis, risk_weights='none'", "pseudo_posterior_sequential",
      dict(epsilon=None, m=3, facts={"alpha_source": "unweighted", "steps": 7, "draws": 4000})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
+    ("AIM / MST (OpenDP marginal-based synthesis), pure DP", "marginal_dp",
+     dict(epsilon=1.0, m=5, facts={"algorithm": "AIM", "measure": "pure", "binned": "api00",
+                                   "weight_classes": 3})),
+    ("AIM / MST (OpenDP marginal-based synthesis), zCDP", "marginal_dp",
+     dict(epsilon=0.5, m=5, facts={"algorithm": "MST", "measure": "zcdp", "binned": "api00",
+                                   "weight_classes": 0})),
 ]
 
 
