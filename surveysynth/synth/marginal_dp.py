@@ -24,7 +24,7 @@ What the package adds around OpenDP's algorithms (docs/marginal_dp.md):
 * **The measurement** runs on the records' cell indices (an integer array), not on a polars
   frame: OpenDP 0.16's polars plugin is built for polars 1.36.1 and refuses other polars
   versions (this project's samplics needs polars >= 1.37). The marginals' stable transformation
-  is this module's (:func:`_stable_marginals`: counts per cell, stability d_in -> d_in per
+  is this module's (:func:`stable_marginals`: counts per cell, stability d_in -> d_in per
   marginal under the symmetric distance); selection, noise, budget split and model fit are
   OpenDP's own code (its AIM / MST ``make_marginals``, one-way marginals by its
   ``make_noise_marginals``) composed by OpenDP's adaptive composition. The privacy loss is
@@ -62,14 +62,16 @@ _WCLASS = "__weight_class__"
 MAX_CELLS = 5_000_000
 
 
-def _opendp() -> Any:
+def opendp_prelude() -> Any:
+    """OpenDP with the features this module uses (contrib; honest-but-curious: a Python-defined
+    transformation whose stability map OpenDP cannot check, :func:`stable_marginals`)."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib", "honest-but-curious")
     return dp
 
 
-def _stable_marginals(dom: Any, metric: Any, lp: Any, cards: dict[str, int],
+def stable_marginals(dom: Any, metric: Any, lp: Any, cards: dict[str, int],
                       cliques: Sequence[Sequence[str]]) -> Any:
     """OpenDP transformation: records' cell indices (n x k int array) -> exact counts of each
     clique's marginal (typed dict of int32 arrays). One record added or removed moves each
@@ -102,6 +104,28 @@ def _stable_marginals(dom: Any, metric: Any, lp: Any, cards: dict[str, int],
         stability_map=lambda d_in: {c: d_in for c in cliques})
 
 
+def oneway_measurement(dom: Any, metric: Any, measure: Any, cards: dict[str, int],
+                       budget: float) -> Any:
+    """OpenDP measurement of every variable's one-way marginal (noisy counts) spending
+    ``budget`` at replace-one neighbours: the noise scale is the analytic one (k marginals of
+    sensitivity 2 each: Laplace scale 2 k / epsilon; zCDP: sigma = 2 / sqrt(2 rho / k)), checked
+    by OpenDP's own map (and moved up by an ulp at a time until the map is within budget)."""
+    dp = opendp_prelude()
+    from opendp.extras.mbi._utilities import get_associated_metric, make_noise_marginals  # noqa: PLC2701
+
+    ones = [(c,) for c in cards]
+    k = len(ones)
+    t_one = stable_marginals(dom, metric, get_associated_metric(measure), cards, ones)
+    pure = measure == dp.max_divergence()
+    scale = D_IN * k / budget if pure else D_IN / math.sqrt(2 * budget / k)
+    for _ in range(64):
+        m = t_one >> make_noise_marginals(*t_one.output_space, measure, ones, scale)
+        if m.map(D_IN) <= budget:
+            return m
+        scale = float(np.nextafter(scale, np.inf)) * (1 + 1e-12)
+    raise AssertionError(f"no noise scale near {scale} spends at most {budget}")  # pragma: no cover
+
+
 def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: str,
                               budget: float, oneway_split: float = 0.5) -> Any:
     """The OpenDP measurement of AIM or MST on records' cell indices: one-way marginals of every
@@ -109,39 +133,28 @@ def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: st
     with the rest, composed adaptively; its output is (marginals, fitted MarkovRandomField).
     ``measurement.map(2)`` is the privacy loss under replace-one neighbours (epsilon for
     ``privacy="pure"``, rho for "zcdp")."""
-    dp = _opendp()
+    dp = opendp_prelude()
     from mbi import Domain
     from opendp._internal import _new_pure_function  # noqa: PLC2701
     from opendp.combinators import make_adaptive_composition
     from opendp.extras.mbi import _aim, _mst  # noqa: PLC2701
-    from opendp.extras.mbi._utilities import (  # noqa: PLC2701
-        Marginals,
-        get_associated_metric,
-        make_noise_marginals,
-        prior,
-    )
-    from opendp.mod import binary_search_chain
+    from opendp.extras.mbi._utilities import Marginals, prior  # noqa: PLC2701
 
     cols = list(cards)
     measure = dp.max_divergence() if privacy == "pure" else dp.zero_concentrated_divergence()
     dom = dp.user_domain("SurveysynthCellIndices",
                          lambda x: isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == len(cols))
     metric = dp.symmetric_distance()
-    lp = get_associated_metric(measure)
-    ones = [(c,) for c in cols]
-    t_one = _stable_marginals(dom, metric, lp, cards, ones)
     d_one = budget * oneway_split
     d_multi = float(prior(prior(budget - d_one)))
-    m_one = binary_search_chain(
-        lambda s: t_one >> make_noise_marginals(*t_one.output_space, measure, ones, s),
-        d_in=D_IN, d_out=d_one, T=float)
+    m_one = oneway_measurement(dom, metric, measure, cards, d_one)
     module = _aim if type(algorithm).__name__ == "AIM" else _mst
 
     class _Columns:  # what OpenDP's make_marginals reads off its input domain
         columns = cols
 
     def stable(_domain: Any, _metric: Any, lp_: Any, cliques: Sequence) -> Any:
-        return _stable_marginals(dom, metric, lp_, cards, cliques)
+        return stable_marginals(dom, metric, lp_, cards, cliques)
 
     def run(qbl: Any) -> Any:
         marg = Marginals().add(*qbl(m_one))
