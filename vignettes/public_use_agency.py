@@ -10,8 +10,7 @@ The same apistrat columns for every method: the strata ``stype`` and ten variabl
   ``--epsilon`` in total; its guarantee is ``rel.guarantee``.
 * **AIM** and **MST** (McKenna et al.; OpenDP's implementations run by the package,
   ``surveysynth.synth.marginal_dp``): pure epsilon-DP at the *same total epsilon* as the
-  Sequential release reports (issue 40; DELTA below is kept in the JSON for older readers,
-  pure DP has delta 0). They model categorical
+  Sequential release reports (issue 40; pure DP: delta 0). They model categorical
   data only: continuous columns are cut into 5 quantile bins whose edges are the quintiles of R's
   population frame ``apipop`` (public here, as in the weekly vignette; no budget spent on them)
   with the public bounds as outer edges; a synthetic bin is turned back into a value by a
@@ -98,7 +97,6 @@ FAST_NAMES = ["yr.rnd", "meals", "enroll", "api00", "sch.wide"]
 MEANS = ["api00", "api99", "meals", "ell", "enroll"]
 FAST_MEANS = ["api00", "meals", "enroll"]
 INTEGER = {"meals", "ell", "mobility", "full", "emer", "enroll", "api99", "api00"}
-DELTA = 1e-9
 #: public outer edges of the bins where the synthesis has no upper bound
 BIN_RANGE = {"enroll": (0, 5000)}
 
@@ -118,7 +116,8 @@ def public_edges(apipop: pd.DataFrame, variables: list[dict]) -> dict[str, np.nd
 
 
 def marginal_dp(method: str, codes: pd.DataFrame, sizes: dict[str, int], epsilon: float,
-                m: int, seed: int, rounds: int | None) -> tuple[list[pd.DataFrame] | None, dict]:
+                m: int, seed: int, rounds: int | None,
+                iters: int = 1000) -> tuple[list[pd.DataFrame] | None, dict]:
     """Run the package's AIM/MST (surveysynth.synth.marginal_dp: OpenDP's algorithms) on the
     coded data with its public domain (every code of every variable), pure epsilon-DP at the
     given epsilon; m sets from one fit (post-processing)."""
@@ -126,7 +125,7 @@ def marginal_dp(method: str, codes: pd.DataFrame, sizes: dict[str, int], epsilon
 
     cols = list(codes.columns)
     kw = dict(variables=cols, categories={c: list(range(int(sizes[c]))) for c in cols},
-              privacy="pure", epsilon=float(epsilon), m=m, random_state=seed)
+              privacy="pure", epsilon=float(epsilon), m=m, iters=iters, random_state=seed)
     syn = AIM(rounds=rounds, **kw) if method == "aim" else MST(**kw)
     rel = syn.fit(codes.astype(int)).release()
     frames = [d.data[cols].astype(int) for d in rel.designs]
@@ -477,7 +476,8 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
                          f"of this epsilon and data, its own seed).")
         else:
             got, info = marginal_dp(method, codes, sizes, eps, a.m, sn_seed,
-                                    rounds=3 * len(cols) if a.fast else a.aim_rounds)
+                                    rounds=3 * len(cols) if a.fast else a.aim_rounds,
+                                    iters=100 if a.fast else 1000)
             info["seconds"] = time.perf_counter() - t
             info["epsilon"] = eps
             if sn_pkl is not None and got is not None:
@@ -587,8 +587,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "a function of the public strata and fpc: Sequential releases them as collected "
           "(design information, no budget; see 'published without budget').", "",
           f"Same total epsilon: AIM and MST get the epsilon the Sequential release reports "
-          f"({eps:.4g}) with delta = {DELTA:g}. The guarantees are of different kinds (stated "
-          "next to each row; full texts below): AIM/MST's is worst-case (epsilon, delta)-DP; "
+          f"({eps:.4g}), pure DP (delta = 0). The guarantees are of different kinds (stated "
+          "next to each row; full texts below): AIM/MST's is worst-case (global) pure "
+          "epsilon-DP; "
           "Sequential's is the pseudo posterior's asymptotic, database-local guarantee; CART has "
           "none.", "",
           "Why this epsilon: " + epsilon_note(a.epsilon, a.m, len(variables), a.shares), "",
@@ -641,7 +642,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     md += [f"- {n}" for n in notes]
     md += ["- Bins (public: apipop quintiles, public bounds outside): "
            + "; ".join(f"{c}: {[float(x) for x in np.round(e, 2)]}" for c, e in edges.items())]
-    numbers = {"epsilon": eps, "delta": DELTA, "means": means, "in_bounds": in_range,
+    numbers = {"epsilon": eps, "delta": 0.0, "means": means, "in_bounds": in_range,
                "design_kept": bool(design_kept), "m": a.m, "chains": chains, "draws": draws,
                "target_epsilon": a.epsilon, "shares": a.shares,
                "convergence": {k: v for k, v in conv.items() if k != "gates"},
