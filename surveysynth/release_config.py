@@ -583,6 +583,22 @@ population_size = 100000
 # public bounds on every variable (required), the public bound on the predictors of the
 # second model (visits <= 60, with the intercept); a short grid and chains for the example
 init = { bounds = { visits = [0, 60], salary = [0, 500000] }, C_X = { visits = 1, salary = 60 }, quantiles = [0.1, 0.25, 0.5, 0.75, 0.9], n_iter = 200 }""",
+    "AIM": """method = "AIM"
+variables = ["field", "gender", "salary"]
+# the budget: epsilon (pure DP; init.privacy = "zcdp" makes it rho)
+epsilon = 4.0
+m = 3
+population_size = 100000
+# public domains: the categories of field and gender, public bin edges of salary (the first
+# and last are public bounds), public weight classes (a synthetic weight is its class's
+# midpoint); fewer mirror-descent iterations for the example
+init = { categories = { field = [1, 2, 3, 4, 5, 6, 7, 8], gender = ["male", "female"] }, bins = { salary = [0, 60000, 90000, 120000, 150000, 200000, 500000] }, weight_bins = [0, 100, 200, 300, 500, 1500], iters = 200 }""",
+    "MST": """method = "MST"
+variables = ["field", "gender", "salary"]
+epsilon = 4.0
+m = 3
+population_size = 100000
+init = { categories = { field = [1, 2, 3, 4, 5, 6, 7, 8], gender = ["male", "female"] }, bins = { salary = [0, 60000, 90000, 120000, 150000, 200000, 500000] }, weight_bins = [0, 100, 200, 300, 500, 1500], iters = 200 }""",
     "mixture": """method = "mixture"
 outcome = "salary"
 predictors = ["field", "gender"]
