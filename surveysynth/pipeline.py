@@ -1215,7 +1215,11 @@ def publish_dp_tables(cfg: ReleaseConfig, design: Any, release: Any,
     return {"measure": measure, "unit": "epsilon" if measure == "pure" else "rho",
             "entries": entries, "total": total, "declared_total": declared,
             "composition": "sequential: the synthesizer and every DP table use the same "
-                           "confidential records, so their budgets add"}
+                           "confidential records, so their budgets add",
+            "neighbours": "the synthesizer's loss is OpenDP's map at symmetric distance 2 "
+                          "(replace-one neighbours), which also bounds add/remove-one; each DP "
+                          "table's is as its own record states (add/remove-one neighbours: "
+                          "under replace-one a table's epsilon counts twice)"}
 
 
 def remove_partial_folders() -> None:

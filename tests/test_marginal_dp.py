@@ -165,3 +165,99 @@ def test_bad_inputs_name_the_column(apistrat):
         md.MST(variables=["stype"], categories={"stype": ["E", "H"]}, weight_bins=[0, 50]).fit(d)
     with pytest.raises(ValueError, match="privacy='dp'"):
         md.MST(variables=["stype"], privacy="dp", weight_bins=[0, 50]).fit(d)
+
+
+# ------------------------------------------------------------------ one budget for a release
+def _raw_config(method: str = "MST", tables: list | None = None, total: float | None = None) -> dict:
+    raw = {"input": {"path": "api.csv"}, "design": {"strata": "stype", "weights": "pw"},
+           "synthesizer": {"method": method, "variables": ["stype", "api00"], "epsilon": 2.0,
+                           "init": {"bins": {"api00": EDGES}, "weight_bins": [0, 12, 18, 30, 50]}},
+           "output": {"folder": "out"}}
+    if method not in ("AIM", "MST"):
+        raw["synthesizer"] = {"method": method, "outcome": "api00", "target_epsilon": 5.0}
+    if tables is not None:
+        raw["dp_tables"] = tables
+    if total is not None:
+        raw["budget"] = {"total": total}
+    return raw
+
+
+TABLE = {"name": "mean_api00", "cells": ["stype"], "values": "api00", "statistic": "mean",
+         "epsilon": 0.5, "bounds": [200, 1000], "weight_cap": 50}
+
+
+def test_config_budget_checks_refuse_before_any_fit():
+    """The composed budget is checked from the config alone: synthesizer 2 + table 0.5 > 2.4
+    is refused naming budget.total and both parts (kills a check of the synthesizer alone);
+    DP tables beside a synthesizer without a formal guarantee are refused."""
+    from surveysynth.release_config import ConfigError, check_keys
+
+    assert check_keys(_raw_config(tables=[TABLE], total=2.5)) == "MST"
+    with pytest.raises(ConfigError, match=r"budget.total = 2.4.*synthesizer \(2\).*0.5.*2.5 in all"):
+        check_keys(_raw_config(tables=[TABLE], total=2.4))
+    with pytest.raises(ConfigError, match=r"budget.total = 1.9"):
+        check_keys(_raw_config(total=1.9))
+    with pytest.raises(ConfigError, match=r"\[\[dp_tables\]\] with synthesizer.method = 'FBS'"):
+        check_keys(_raw_config("FBS", tables=[TABLE]))
+    with pytest.raises(ConfigError, match=r"dp_tables\[0\].values missing"):
+        check_keys(_raw_config(tables=[{k: v for k, v in TABLE.items() if k != "values"}]))
+
+
+@pytest.mark.slow
+def test_release_config_composes_synthesizer_and_dp_tables(tmp_path, apistrat):
+    """A release config with an MST release (and a DP table, where surveysynth.dp_tables is
+    installed: issue 40 item 1) runs end to end; the manifest's budget lists the synthesizer's
+    charge and each table's measurements in one ledger and states their sum."""
+    import importlib.util
+    import json
+
+    from surveysynth.pipeline import run_release
+
+    apistrat[["stype", "pw", "api00"]].to_csv(tmp_path / "api.csv", index=False)
+    with_table = importlib.util.find_spec("surveysynth.dp_tables") is not None
+    table = ("""
+[[dp_tables]]
+name = "mean_api00"
+cells = ["stype"]
+values = "api00"
+statistic = "mean"
+epsilon = 0.5
+bounds = [200, 1000]
+weight_cap = 50
+""" if with_table else "")
+    (tmp_path / "release.toml").write_text(f"""
+[input]
+path = "api.csv"
+
+[design]
+strata = "stype"
+weights = "pw"
+
+[synthesizer]
+method = "MST"
+variables = ["stype", "api00"]
+epsilon = 2.0
+m = 2
+population_size = 6194
+init = {{ bins = {{ api00 = {EDGES} }}, weight_bins = [0, 12, 18, 30, 50], iters = 50 }}
+{table}
+[budget]
+total = 3.0
+
+[report]
+attacks = false
+
+[output]
+folder = "out"
+""")
+    out = run_release(tmp_path / "release.toml", quiet=True)
+    man = json.loads((out / "public" / "manifest.json").read_text())
+    b = man["budget"]
+    assert b["measure"] == "pure" and b["declared_total"] == 3.0
+    assert b["entries"][0]["budget"] == 2.0 and man["epsilon"] == 2.0
+    assert b["total"] == pytest.approx(sum(e["budget"] for e in b["entries"]))
+    if with_table:
+        assert b["total"] == pytest.approx(2.5)
+        assert (out / "public" / "dp_tables" / "mean_api00.csv").exists()
+    else:
+        assert b["total"] == 2.0
