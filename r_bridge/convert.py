@@ -38,7 +38,6 @@ from . import r_session
 
 NA_INTEGER = np.iinfo(np.int32).min
 NA_REAL = np.array([0x7FF00000000007A2], dtype=np.uint64).view(np.float64)[0]  # R's NA_real_
-DTYPES_ATTR = "pandas.dtypes"
 _INT32_MAX = np.iinfo(np.int32).max
 _EXACT_DOUBLE = 2**53
 

@@ -31,16 +31,23 @@ _EXPORTS = {
     "svyranktest": ".analysis",
     "svyvar": ".analysis", "regTermTest": ".analysis", "anova": ".analysis",
     "AIC": ".analysis", "BIC": ".analysis",
+    "marginpred": ".analysis", "svypredmeans": ".analysis", "predict_svyglm": ".analysis",
+    "svykm": ".analysis", "svycoxph": ".analysis", "svylogrank": ".analysis",
+    "svysurvreg": ".analysis", "predict_svycoxph": ".analysis", "svygofchisq": ".analysis",
+    "svyivreg": ".analysis",
+    "svynls": ".analysis", "svystandardize": ".analysis", "svymle": ".analysis",
     "svyprcomp": ".analysis", "svyfactanal": ".analysis", "svycralpha": ".analysis",
     "svycdf": ".analysis", "svyhist": ".analysis", "svyboxplot": ".analysis",
     "svyplot": ".analysis", "svyqqplot": ".analysis", "svyqqmath": ".analysis",
     "svysmooth": ".analysis", "svycoplot": ".analysis", "dotchart": ".analysis",
     "make_panel_svysmooth": ".analysis",
+    "svyolr": ".analysis", "svyloglin": ".analysis",
     "HR": ".variance.pps", "ppsmat": ".variance.pps",
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
+    "Estimate": ".results",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

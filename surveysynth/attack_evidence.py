@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .privacy.attacks import AttackEvidence, RecordColumns, attack_table
+from .release_inputs import build_design, joint_variables, read_input
 
 #: the synthesizers whose unweighted counterpart is a refit with these settings
 _UNWEIGHTED_SETTINGS = {"mixture": {"alpha": None}, "nb": {"alpha": None},
@@ -57,9 +58,7 @@ def record_columns(cfg: Any, data: pd.DataFrame) -> RecordColumns:
     as collected that enter the joint utility (a partial synthesis's predictors), and the known
     variables. Categorical: declared so (sequential types, ``init.categorical``), not numeric,
     or whole numbers with at most 20 levels; every other column is numeric."""
-    from .pipeline import _joint_variables
-
-    synthesized, types, context = _joint_variables(cfg)
+    synthesized, types, context = joint_variables(cfg)
     names = list(dict.fromkeys([*synthesized, *context, *(k for k in cfg.known
                                                             if k in data.columns)]))
     num, cat = [], []
@@ -154,7 +153,6 @@ def evaluate(cfg: Any, design: Any, syn: Any, release: Any,
              settings: AttackSettings) -> tuple[AttackEvidence, list[str]]:
     """The attack evidence of a pipeline release and the paragraphs that say how it was
     computed (which holdout, how the unweighted synthesis was made)."""
-    from .pipeline import build_design, read_input
     from .privacy.randomness import child_seed, secret_rng
 
     data = design.data

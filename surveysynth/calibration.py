@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import first_rows, parse_vars, require_columns
-from .estimate import category_levels, is_categorical
+from .levels import category_levels, is_categorical
 
 CALFUNS = ("linear", "raking", "logit")
 _EPS = np.finfo(float).eps
@@ -393,9 +393,9 @@ def _replicate_analysis(design: Any) -> np.ndarray:
 
 
 def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
-    from .replicate_design import ReplicateDesign
-
-    return ReplicateDesign.from_factors(
+    # the replicate design's own class builds the new one: calibration imports no design
+    # module (the designs' calibrate/rake/... methods import calibration)
+    return type(design).from_factors(
         design.full_data, pw, rep, None, design.type, design.scale, design.rscales,
         design.rho, design.mse, design.in_subset, source=f"{what}; {design!r}".split("\n")[0],
         combined=True)
@@ -768,13 +768,17 @@ def _trim_bound(value: Any, name: str, default: float) -> float:
 
 
 def _trim_matrix(W: np.ndarray, lower: float, upper: float, strict: bool, member: np.ndarray,
-                 labels: list[str], index: pd.Index, maxit: int) -> np.ndarray:
+                 labels: list[str], index: pd.Index, maxit: int,
+                 survey_version: str = "4.5") -> np.ndarray:
     """R's trimming of each column of ``W`` (``trimWeights.survey.design2``, column by
     column): weights outside ``[lower, upper]`` are set to the bound and the trimmed amount
     is shared equally by the weights that were inside, so each column keeps its sum;
-    ``strict``: repeat until no weight is outside (R's recursion). Rows where ``member`` is
-    False (a replicate's dropped rows) are left as they are and take no share."""
+    ``strict``: repeat until no weight is outside. R survey 4.5 (``do_trimWeights``) shares
+    each later round only among weights never trimmed; 4.1.1 (``survey_version="4.1"``)
+    re-shared to weights trimmed in earlier rounds too (its recursion). Rows where
+    ``member`` is False (a replicate's dropped rows) are left as they are, take no share."""
     W = W.copy()
+    trimmed = np.zeros(W.shape, dtype=bool)  # R 4.5's has_trimmed
     n_in = member.sum(axis=0)
     mean = np.where(n_in > 0, (W * member).sum(axis=0) / np.maximum(n_in, 1), 0.0)
     for what, bad in (("above upper", mean > upper), ("below lower", mean < lower)):
@@ -803,13 +807,25 @@ def _trim_matrix(W: np.ndarray, lower: float, upper: float, strict: bool, member
                 f"{first_rows(index, outside[:, j])} (the bounds are too close to the mean "
                 "weight for the trimmings to find room). Fix: widen the bounds.")
         receivers = member & ~outside
+        if survey_version == "4.5":
+            receivers &= ~trimmed
         n_recv = receivers.sum(axis=0)
         if (hit & (n_recv == 0)).any():
             j = int(np.flatnonzero(hit & (n_recv == 0))[0])
+            if it > 1 and survey_version == "4.5":
+                raise CalibrationError(
+                    f"trim_weights(strict=True): in round {it} the {labels[j]} still have "
+                    f"{int(outside[:, j].sum())} weight(s) outside (lower={lower:g}, "
+                    f"upper={upper:g}), at {first_rows(index, outside[:, j])}, and every "
+                    "other weight was trimmed in an earlier round, so the trimmed amount has "
+                    "nowhere to go (R survey 4.5 warns 'trimming failed' and returns weights "
+                    "that no longer keep their total). Fix: widen the bounds, or "
+                    "survey_version='4.1' (R 4.1.1 also re-shared to trimmed weights).")
             raise CalibrationError(
                 f"trim_weights: every weight of the {labels[j]} is outside (lower={lower:g}, "
                 f"upper={upper:g}), so the trimmed amount has nowhere to go. Fix: widen the "
                 "bounds.")
+        trimmed |= outside
         clipped = np.where(member, np.clip(W, lower, upper), W)
         share = (W - clipped).sum(axis=0) / np.maximum(n_recv, 1)
         W = np.where(receivers & hit, clipped + share, clipped)
@@ -819,7 +835,7 @@ def _trim_matrix(W: np.ndarray, lower: float, upper: float, strict: bool, member
 
 
 def trim_weights(design: Any, upper: float | None = None, lower: float | None = None,
-                 strict: bool = False, maxit: int = 1000):
+                 strict: bool = False, maxit: int = 1000, survey_version: str = "4.5"):
     """Trim the weights to ``[lower, upper]`` and share the trimmed amount equally among the
     weights that were within the bounds, so the total weight is kept (R ``trimWeights``).
 
@@ -828,6 +844,11 @@ def trim_weights(design: Any, upper: float | None = None, lower: float | None = 
     ``postStrata`` and only replaces ``prob``: the variance of a trimmed calibrated design is
     R's. ``strict=True`` repeats the trimming until the shares push no weight outside the
     bounds (R's recursion; at most ``maxit`` rounds). Bounds are weights, not ratios.
+    ``survey_version``: ``"4.5"`` (default) shares each later ``strict`` round only among
+    weights never trimmed, as R survey 4.5; where none is left R 4.5 warns "trimming
+    failed" and loses the total, and we raise. ``"4.1"`` re-shares to weights trimmed in
+    earlier rounds too, as R 4.1.1 (R's ?trimWeights example with ``strict=TRUE``: the
+    smallest weight is 20.01 under 4.1.1 and 20 under 4.5).
 
     A :class:`~surveysynth.ReplicateDesign` gets its full-sample weights trimmed and every
     replicate's analysis weights trimmed the same way, column by column, each keeping its own
@@ -850,18 +871,22 @@ def trim_weights(design: Any, upper: float | None = None, lower: float | None = 
         raise ValueError(f"trim_weights: lower={lo:g} is above upper={up:g}. Fix: swap them.")
     if not isinstance(maxit, (int, np.integer)) or maxit < 1:
         raise ValueError(f"trim_weights: maxit={maxit!r} must be a positive integer.")
+    if survey_version not in ("4.5", "4.1"):
+        raise ValueError(f"trim_weights: survey_version={survey_version!r}: choose '4.5' (R "
+                         "survey 4.5, the default) or '4.1' (R survey 4.1.1).")
     frame = design.full_data
     w = np.asarray(design.full_weights, float)
     if kind == "taylor":
         W = _trim_matrix(w[:, None], lo, up, bool(strict), np.ones((w.shape[0], 1), bool),
-                         ["design weights"], frame.index, int(maxit))
+                         ["design weights"], frame.index, int(maxit), survey_version)
         return _with_weights(design, W[:, 0])
     rep = _replicate_analysis(design)
     both = np.column_stack([w, rep])
     member = np.column_stack([np.ones(w.shape[0], bool), rep != 0])
     labels = ["full-sample weights"] + [f"replicate {r + 1} weights"
                                         for r in range(rep.shape[1])]
-    W = _trim_matrix(both, lo, up, bool(strict), member, labels, frame.index, int(maxit))
+    W = _trim_matrix(both, lo, up, bool(strict), member, labels, frame.index, int(maxit),
+                     survey_version)
     return _new_replicate(design, W[:, 0], W[:, 1:], f"trimmed to [{lo:g}, {up:g}]")
 
 

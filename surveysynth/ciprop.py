@@ -34,6 +34,12 @@ t quantile ``qt(1 - alpha/2, df)`` with ``df`` the domain's design df by default
   variance of b_hat over its model variance. R finds them by profiling at a few points and
   interpolating a spline; here the equation is solved to 1e-14, so R's limits differ from
   these by R's interpolation error (observed below 1e-4 relative; tests allow 2e-3).
+  Replicate designs (R survey 4.5): phi is ``summary.svrepglm``'s, sum(w r^2) / sum(w) with
+  r the Pearson residuals scaled by the weights over their mean, i.e. 1 for this
+  intercept-only fit (times the mean weight of the rows without a missing value over that
+  of all the domain's rows, as R's residuals mix the two). R 4.1.1 scaled them by the
+  weights over their sum (phi about n) and returned NA; ``survey_version="4.1"`` gives NaN
+  limits there, as it did.
 
 Degrees of freedom 0 give NaN limits, as R's ``qt``.
 """
@@ -46,6 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from .results import Estimate
 from .variance.replicate_weights import replicate_variance
 
 CI_METHODS = ("logit", "likelihood", "asin", "beta", "mean", "xlogit", "wilson")
@@ -138,7 +145,8 @@ def _domain_facts(design: Any, by: Any, dom: np.ndarray, D: int) -> dict[str, np
             "wmean0": wmean0}
 
 
-def _logit_parts(design: Any, Y: np.ndarray, dom: np.ndarray, D: int, wmean0: np.ndarray):
+def _logit_parts(design: Any, Y: np.ndarray, dom: np.ndarray, D: int, wmean0: np.ndarray,
+                 survey_version: str = "4.5"):
     """beta_hat, its design variance, the naive (model) variance and the dispersion."""
     w = design.full_weights
     V = Y.shape[1]
@@ -180,6 +188,18 @@ def _logit_parts(design: Any, Y: np.ndarray, dom: np.ndarray, D: int, wmean0: np
         ss = np.bincount(ds, weights=ws * (pres[:, v] - m[ds]) ** 2, minlength=D)
         disp[:, v] = ss / Spw[:, 0]
     disp = disp * n_pos / (n_pos - 1.0)
+    if design.design_kind == "replicate":
+        # summary.svrepglm: sum(pw * presid^2) / sum(pw) over the model's rows, its Pearson
+        # residuals (y - mu) sqrt(W / (pw / mean(pw))) / sqrt(mu (1 - mu)) with the mean over
+        # the model's rows and W's over all the domain's rows (R survey 4.5): 1 times that
+        # ratio of means (R 4.1.1 divided by the sum, not the mean: a dispersion about n
+        # times too large, whose profile never reached the cut-off, so NA)
+        if survey_version == "4.1":
+            disp = np.full((D, V), np.nan)
+        else:
+            r2 = R[sel] ** 2 / (mu * (1.0 - mu))[ds]
+            disp = np.column_stack([np.bincount(ds, weights=ws * r2[:, v], minlength=D)
+                                    for v in range(V)]) / Spw * ratio[:, None]
     sy = np.column_stack([np.bincount(dom[sel], weights=W[sel] * Y[sel, v], minlength=D)
                           for v in range(V)])
     return beta, var, naive, disp, sy, np.repeat(S, V, axis=1)
@@ -214,7 +234,8 @@ def _likelihood_limits(beta, var, naive, disp, sy, S, df, level):
 
 
 def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str], by: Any,
-                  na_rm: bool, level: float, df: Any, method: str) -> pd.DataFrame:
+                  na_rm: bool, level: float, df: Any, method: str,
+                  survey_version: str = "4.5") -> Estimate:
     """Replace the Wald limits of ``design.proportion``'s output ``out`` by ``method``'s."""
     if not 0 < level < 1:
         raise ValueError(f"level={level}: must be in (0, 1).")
@@ -255,7 +276,8 @@ def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str]
             lo = stats.beta.ppf(a, n_eff * p, n_eff * (1 - p) + 1)
             hi = stats.beta.ppf(1 - a, n_eff * p + 1, n_eff * (1 - p))
         else:
-            beta, var, naive, disp, sy, S = _logit_parts(design, Yc, dom, D, facts["wmean0"])
+            beta, var, naive, disp, sy, S = _logit_parts(design, Yc, dom, D, facts["wmean0"],
+                                                         survey_version)
             if method == "logit":
                 # confint.svyglm(method="Wald", ddf=df): the t level through the normal
                 tlevel = 1 - 2 * stats.norm.cdf(stats.t.ppf(a, np.where(dmat > 0, dmat, 1.0)))
@@ -269,4 +291,4 @@ def proportion_ci(design: Any, out: pd.DataFrame, Y: np.ndarray, cols: list[str]
     res["ci_high"] = np.asarray(hi, float).ravel()
     res["df"] = np.repeat(dfs, V)
     res.attrs = dict(out.attrs)
-    return res
+    return Estimate.wrap(res, level, method)

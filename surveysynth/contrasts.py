@@ -29,32 +29,24 @@ import pandas as pd
 from scipy import stats
 
 from .estimate import attach_vcov
+from .results import Estimate, stored_covariance
 
 Spec = Mapping[str, float] | Sequence[float] | np.ndarray | Callable[..., Any]
 
 
 def _covmat(result: pd.DataFrame) -> dict[str, Any]:
-    cm = result.attrs.get("covmat") if isinstance(result, pd.DataFrame) else None
-    if cm is None:
-        raise ValueError(
-            "vcov/contrast: this result carries no covariance matrix. Fix: compute it with "
-            "covmat=True, e.g. design.mean(['a', 'b'], by='g', covmat=True) (R: "
-            "svyby(..., covmat=TRUE))."
-        )
-    est = result["estimate"].to_numpy(float)
-    if est.shape != cm["estimate"].shape or not np.array_equal(est, cm["estimate"],
-                                                              equal_nan=True):
-        raise ValueError(
-            "vcov/contrast: the rows of this result are not those its covariance was computed "
-            f"for ({len(result)} rows now, {len(cm['names'])} then, or reordered/edited). Fix: "
-            "take vcov/contrast of the estimator's output as returned, and filter afterwards."
-        )
-    return cm
+    """The covariance stored with ``result`` (an :class:`~surveysynth.results.Estimate`, or a
+    frame that kept its ``attrs["covmat"]``), checked against its current rows."""
+    cov = stored_covariance(result)
+    return {"names": list(cov.names), "estimate": cov.estimate, "vcov": cov.matrix}
 
 
 def vcov(result: pd.DataFrame) -> pd.DataFrame:
     """Covariance matrix of the estimates of an estimator's output computed with
-    ``covmat=True`` (R ``vcov``), indexed both ways by the estimates' names."""
+    ``covmat=True`` (R ``vcov``), indexed both ways by the estimates' names. The same as
+    ``result.vcov()`` on the :class:`~surveysynth.results.Estimate`, except that without a
+    stored covariance this is an error (a contrast needs the covariances), where
+    ``Estimate.vcov`` gives the diagonal with a warning, as R's ``vcov.svyby``."""
     cm = _covmat(result)
     return pd.DataFrame(cm["vcov"], index=cm["names"], columns=cm["names"])
 
@@ -126,7 +118,7 @@ def _jacobian(f: Callable[..., Any], theta: np.ndarray, names: list[str], label:
 
 
 def contrast(result: pd.DataFrame, contrasts: Spec | Mapping[str, Spec],
-             level: float = 0.95, gradient: Callable[..., Any] | None = None) -> pd.DataFrame:
+             level: float = 0.95, gradient: Callable[..., Any] | None = None) -> Estimate:
     """Linear or nonlinear contrasts of estimates with their SEs (R ``svycontrast``).
 
     Parameters
@@ -140,8 +132,9 @@ def contrast(result: pd.DataFrame, contrasts: Spec | Mapping[str, Spec],
     gradient : for a single nonlinear contrast, its gradient as a function of the same dict
         (default: the exact complex-step derivative).
 
-    Returns a DataFrame ``contrast, estimate, se, ci_low, ci_high`` whose covariance (of the
-    contrasts jointly) is again available through :func:`vcov`.
+    Returns an :class:`~surveysynth.results.Estimate` ``contrast, estimate, se, ci_low,
+    ci_high`` whose covariance (of the contrasts jointly) is again available through
+    :func:`vcov` or its ``.vcov()``.
     """
     cm = _covmat(result)
     names, V = cm["names"], cm["vcov"]
@@ -166,7 +159,8 @@ def contrast(result: pd.DataFrame, contrasts: Spec | Mapping[str, Spec],
     est = np.asarray(values, dtype=float)
     se = np.sqrt(np.diag(Vc))
     crit = stats.norm.ppf((1 + level) / 2)
-    out = pd.DataFrame({"contrast": list(specs), "estimate": est, "se": se,
-                        "ci_low": est - crit * se, "ci_high": est + crit * se})
+    out = Estimate.wrap(pd.DataFrame({"contrast": list(specs), "estimate": est, "se": se,
+                                      "ci_low": est - crit * se, "ci_high": est + crit * se}),
+                        level, "normal")
     attach_vcov(out, list(specs), Vc)
     return out

@@ -39,7 +39,7 @@ from ._validate import (
     parse_vars,
     require_columns,
 )
-from .estimate import Estimators
+from .estimate import Estimators, check_survey_version
 from .variance.pps import build_pps, parse_pps, pps_popsize
 from .variance.taylor import (
     LONELY_OPTIONS,
@@ -191,7 +191,8 @@ class _WeightedColumns:
 
 
 def _stage_pass(pairs: DomainPairs, cols: _WeightedColumns, number: int, est, Tx,
-                var: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool):
+                var: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool,
+                survey_version: str = "4.5"):
     """Add one stage's variance of every column to ``var`` (D, V), one column at a time:
     its pair totals, its influence totals ``(ty - R tx) / X`` in place, its variance
     (pair-sized arrays: V + 1 of them at once exceed the rows' own arrays when PSUs x
@@ -219,7 +220,8 @@ def _stage_pass(pairs: DomainPairs, cols: _WeightedColumns, number: int, est, Tx
             if tx is not None:  # the influence totals, in place
                 t -= pairs.spread(est[:, v]) * tx[c]
                 t /= pairs.spread(Tx[:, c])
-        var[:, v] += pairs.variance([t], lonely_psu, adjust_domain_lonely, number)[:, 0]
+        var[:, v] += pairs.variance([t], lonely_psu, adjust_domain_lonely, number,
+                                    survey_version)[:, 0]
         if ty is not None:
             ty[v] = None
         del t
@@ -274,6 +276,11 @@ class SurveyDesign(Estimators):
         with R's ``options(survey.lonely.psu=)`` meaning.
     adjust_domain_lonely : R's ``options(survey.adjust.domain.lonely=)``: apply ``"adjust"``
         and ``"average"`` also to strata where a domain reaches a single PSU.
+    survey_version : ``"4.5"`` (default) or ``"4.1"``: which R survey's ``"adjust"`` to
+        follow. R 4.5 centres a lonely PSU's total on the mean PSU total over all strata (of
+        the stage, within the domain); R 4.1.1 did not centre it (on mu284 with a lonely
+        third stratum, R's tests/multistage-rcpp.R example, the SE of the y1 total is 7,261
+        under 4.5 and 10,723 under 4.1.1). Other lonely-PSU rules are the same in both.
     pps : PPS sampling without replacement (R's ``svydesign(pps=)``): ``"brewer"`` (fpc =
         the PSUs' inclusion probabilities, any number of stages), ``"overton"``, ``"hr"`` or
         ``HR(psum)`` (Hartley-Rao), or ``ppsmat(joint)`` (joint inclusion probabilities); see
@@ -321,6 +328,7 @@ class SurveyDesign(Estimators):
         adjust_domain_lonely: bool = False,
         pps: Any = None,
         variance: str = "HT",
+        survey_version: str = "4.5",
     ) -> None:
         data = as_pandas(data, "data")
         pps_spec = parse_pps(pps, variance)  # None without pps=
@@ -328,6 +336,7 @@ class SurveyDesign(Estimators):
             raise ValueError("data has no rows: a design needs at least two PSUs.")
         if lonely_psu not in LONELY_OPTIONS:
             raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
+        check_survey_version(survey_version)
         if not data.columns.is_unique:
             dup = data.columns[data.columns.duplicated()].tolist()
             raise ValueError(f"data has duplicated column names {dup[:5]}: rename them first.")
@@ -337,6 +346,7 @@ class SurveyDesign(Estimators):
         self.nest = bool(nest)
         self.lonely_psu = lonely_psu
         self.adjust_domain_lonely = bool(adjust_domain_lonely)
+        self.survey_version = survey_version
         n = frame.shape[0]
 
         ids_vars = parse_vars(ids, "ids") or []
@@ -435,6 +445,8 @@ class SurveyDesign(Estimators):
         self._pps = None if pps_spec is None else build_pps(
             pps_spec, stages, 1.0 / self._w, popsize, frame, ids_vars,
             strata_vars[0] if strata_vars else None, lonely_psu)
+        if self._pps is not None:
+            self._pps.survey_version = survey_version  # lonely_psu="adjust" (Brewer stages)
         self._in = np.ones(n, dtype=bool)
         self._in.setflags(write=False)
 
@@ -756,12 +768,20 @@ class SurveyDesign(Estimators):
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
             var = taylor_variance(self._variance_stages, Z, np.zeros(Z.shape[0], np.int64), 1,
-                                  self.lonely_psu, self.adjust_domain_lonely)
+                                  self.lonely_psu, self.adjust_domain_lonely,
+                                  self._survey_version)
             return est, var.reshape(est.shape), z
         var = taylor_variance(
-            self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely
+            self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely,
+            self._survey_version
         )
         return est, var, z
+
+    @property
+    def _survey_version(self) -> str:
+        """The R survey version whose ``lonely_psu="adjust"`` this design follows (designs
+        built without the attribute, e.g. by engines, follow 4.5)."""
+        return self.__dict__.get("survey_version", "4.5")
 
     def _weights_positive(self) -> bool:
         """True when every full-sample weight is > 0 (cached per weight vector)."""
@@ -812,7 +832,7 @@ class SurveyDesign(Estimators):
                     dfs = pairs.df()
                 n_dom = pairs.row_counts()
             est, Tx = _stage_pass(pairs, cols, number, est, Tx, var, self.lonely_psu,
-                                  self.adjust_domain_lonely)
+                                  self.adjust_domain_lonely, self._survey_version)
             del pairs
         if want_df and dfs is None:
             dfs = self._df_core(dom, D)
@@ -842,7 +862,8 @@ class SurveyDesign(Estimators):
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
             cov = taylor_covariance(self._variance_stages, Z, np.ones(Z.shape[0], dtype=bool),
-                                    self.lonely_psu, self.adjust_domain_lonely)
+                                    self.lonely_psu, self.adjust_domain_lonely,
+                                    self._survey_version)
             return est, cov, z
         V = Y.shape[1]
         rows = np.flatnonzero(dom >= 0)
@@ -851,7 +872,7 @@ class SurveyDesign(Estimators):
         if self._pps is not None:
             return est, self._pps.covariance(Z), z
         cov = taylor_covariance(self._variance_stages, Z, np.asarray(self._in), self.lonely_psu,
-                                self.adjust_domain_lonely)
+                                self.adjust_domain_lonely, self._survey_version)
         return est, cov, z
 
     def _engine(self, engine: str):

@@ -29,6 +29,11 @@ from scipy import special, stats
 
 from ._validate import as_list, first_rows, require_columns
 from .engines import get_engine
+from .levels import category_levels, is_categorical  # public here too (levels.py)
+from .results import Covariance, Estimate, confidence_interval, t_critical
+
+__all__ = ["Estimate", "Estimators", "category_levels", "confidence_interval", "is_categorical",
+           "t_critical"]  # and the helpers
 
 
 class Domains(NamedTuple):
@@ -60,17 +65,6 @@ def _zero_nan(a: np.ndarray) -> np.ndarray:
     """``a`` with NaN replaced by 0 (``a`` itself when it has none: no copy)."""
     nan = np.isnan(a)
     return np.where(nan, 0.0, a) if nan.any() else a
-
-
-def category_levels(series: pd.Series) -> list:
-    """Levels of a categorical variable in R's order (factor levels, else sorted values)."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        return list(series.cat.categories)
-    values = series.dropna().unique()
-    try:
-        return sorted(values.tolist())
-    except TypeError:
-        return sorted(values.tolist(), key=str)
 
 
 def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
@@ -121,18 +115,19 @@ def _level_codes(s: pd.Series, inside: np.ndarray) -> tuple[list, np.ndarray]:
     return levels, pd.Index(levels).get_indexer(s)
 
 
-def is_categorical(series: pd.Series) -> bool:
-    """True unless the column is numeric (booleans count as categorical, as R factors)."""
-    return not (pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
-
-
-def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """R ``survey:::qrule_math``: the weighted quantile R 4.1 uses by default.
+def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray,
+               survey_version: str = "4.5") -> np.ndarray:
+    """R ``survey:::qrule_math``: the weighted quantile R uses by default.
 
     The smallest x whose cumulative weight share reaches p, taking x at an exact boundary.
     Cumulative sums are accumulated in extended precision as R's ``cumsum``/``sum`` do, so the
     boundary comparisons give R's answers. ``p`` may be an array; NaN in p gives NaN.
+    ``survey_version``: R survey 4.5 (default) takes the lower value when the gap
+    ``wlow = p - F(x_pos)`` is ``<= 0``; 4.1 only when it is exactly 0, so a gap of -1e-17
+    left by rounding (or p = 0) gave the next value up (R's Chile example: a domain's first
+    quartile 551,525 above its median 449,613). ``"4.1"`` restores that.
     """
+    check_survey_version(survey_version)
     keep = w != 0
     x, w = x[keep], w[keep]
     if x.shape[0] == 0:  # no row with weight (a replicate deleting the whole domain)
@@ -149,8 +144,24 @@ def qrule_math(x: np.ndarray, w: np.ndarray, p: np.ndarray) -> np.ndarray:
     pos = np.where(pos < 0, 0, pos)  # R's last() returns 1 when nothing qualifies
     wlow = p[ok] - cumw[pos] / total
     nxt = np.minimum(pos + 1, xs.shape[0] - 1)
-    out[ok] = np.where(wlow == 0, xs[pos], xs[nxt])
+    out[ok] = np.where(_at_boundary(wlow, survey_version), xs[pos], xs[nxt])
     return out
+
+
+SURVEY_VERSIONS = ("4.5", "4.1")
+
+
+def check_survey_version(survey_version: str) -> None:
+    """Refuse a ``survey_version`` other than ``"4.5"`` and ``"4.1"`` (docs/r_survey_functions.md:
+    R survey 4.5's changed defaults, and the switch back to 4.1.1's)."""
+    if survey_version not in SURVEY_VERSIONS:
+        raise ValueError(f"survey_version={survey_version!r}: choose '4.5' (R survey 4.5, the "
+                         "default) or '4.1' (R survey 4.1.1's old behaviour).")
+
+
+def _at_boundary(wlow: np.ndarray, survey_version: str) -> np.ndarray:
+    """R's test for an exact cumulative-share boundary: ``wlow <= 0`` (4.5), ``== 0`` (4.1)."""
+    return wlow <= 0 if survey_version == "4.5" else wlow == 0
 
 
 QRULES = ("math", "school", "shahvaish", "hf1", "hf2", "hf3", "hf4", "hf5", "hf6", "hf7",
@@ -182,17 +193,22 @@ def _approx(pk: np.ndarray, xs: np.ndarray, p: np.ndarray, constant: bool) -> np
     return xs[j]
 
 
-def weighted_quantile(x: np.ndarray, w: np.ndarray, p: Any, rule: str = "math") -> np.ndarray:
-    """R 4.1 ``survey``'s quantile rules (``qrule=``), read from ``survey:::qrule_*``.
+def weighted_quantile(x: np.ndarray, w: np.ndarray, p: Any, rule: str = "math",
+                      survey_version: str = "4.5") -> np.ndarray:
+    """R ``survey``'s quantile rules (``qrule=``), read from ``survey:::qrule_*``.
 
     ``math``/``hf1``: smallest x whose cumulative weight share reaches p; ``school``/``hf2``:
     the midpoint at an exact boundary; ``hf3``: the nearest even order statistic at a boundary
     (on distinct values); ``hf4``: interpolation by weight share; ``hf5``-``hf9``: Hyndman
     and Fan's interpolation rules with weights; ``shahvaish``: Shah and Vaish's rule.
     Zero weights are dropped first; cumulative sums in extended precision as R's.
+    ``survey_version``: the boundary test of ``math``/``school``/``hf3`` (see
+    :func:`qrule_math`); one row gives that row's value for every rule (R 4.5; R 4.1's
+    continuous rules fail on one row, so there is nothing to restore).
     """
     if rule in ("math", "hf1"):
-        return qrule_math(x, w, p)
+        return qrule_math(x, w, p, survey_version)
+    check_survey_version(survey_version)
     keep = w != 0
     x, w = x[keep], w[keep]
     p = np.atleast_1d(np.asarray(p, dtype=float))
@@ -211,10 +227,11 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, p: Any, rule: str = "math") 
     n = xs.shape[0]
     if rule in ("school", "hf2", "hf3", "hf4"):
         pos, nxt, wlow, wup = _qs(xs, cumw, total, pp)
+        at = _at_boundary(wlow, survey_version)
         if rule in ("school", "hf2"):
-            val = np.where(wlow == 0, (xs[pos] + xs[nxt]) / 2, xs[nxt])
+            val = np.where(at, (xs[pos] + xs[nxt]) / 2, xs[nxt])
         elif rule == "hf3":
-            val = np.where((wlow == 0) & ((pos + 1) % 2 == 0), xs[pos], xs[nxt])
+            val = np.where(at & ((pos + 1) % 2 == 0), xs[pos], xs[nxt])
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 gamma = wlow / (wup + wlow)
@@ -263,33 +280,6 @@ def woodruff_share_limits(m: np.ndarray, var: np.ndarray, crit: np.ndarray, meth
                 stats.beta.ppf(1 - alpha / 2, n_eff * m + 1, n_eff * (1 - m)))
 
 
-def t_critical(df: Any, level: float) -> np.ndarray:
-    """Two-sided critical value of a ``level`` interval: t with ``df``, normal where df is
-    infinite, NaN where df <= 0 or NaN (R's ``qt(p, 0)`` is NaN: a domain with no design
-    degrees of freedom has no t interval, rather than a zero-width one)."""
-    q = (1 + level) / 2
-    d = np.asarray(df, dtype=float)
-    ok = np.isfinite(d) & (d > 0)
-    with np.errstate(invalid="ignore"):
-        tq = stats.t.ppf(q, np.where(ok, d, 1.0))
-    return np.where(np.isposinf(d), stats.norm.ppf(q), np.where(ok, tq, np.nan))
-
-
-def confidence_interval(est: Any, se: Any, df: Any, level: float,
-                        ci: str) -> tuple[np.ndarray, np.ndarray]:
-    """Wald interval ``est -+ crit * se``: normal (R ``confint``) or t with ``df`` (``ci="t"``,
-    normal where df is infinite, NaN where df <= 0 as R's ``qt``)."""
-    if ci not in ("normal", "t"):
-        raise ValueError(f"ci={ci!r}: choose 'normal' (R confint) or 't' (design df).")
-    if not 0 < level < 1:
-        raise ValueError(f"level={level}: must be in (0, 1).")
-    if ci == "normal":
-        crit = stats.norm.ppf((1 + level) / 2)
-    else:
-        crit = t_critical(df, level)
-    return est - crit * se, est + crit * se
-
-
 def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> list[str]:
     """Names of the rows of an estimator's output, for :func:`surveysynth.contrasts.vcov` and
     ``contrast``: ``variable`` plus the level (R's ``svymean`` names, ``"sch.wideYes"``), led
@@ -303,20 +293,23 @@ def estimate_names(by_df: pd.DataFrame | None, D: int, labels: list[tuple]) -> l
 
 
 def attach_vcov(out: pd.DataFrame, names: list[str], cov: np.ndarray) -> None:
-    """Store the covariance of the rows of ``out`` (in ``out.attrs["covmat"]``) with their
-    names and estimates, so :func:`surveysynth.contrasts.vcov` can check the rows it is given
-    are still those it was computed for."""
-    out.attrs["covmat"] = {
-        "names": list(names),
-        "estimate": out["estimate"].to_numpy(float).copy(),
-        "vcov": np.asarray(cov, dtype=float),
-    }
+    """Store the covariance of the rows of ``out`` with their names and estimates (on an
+    :class:`~surveysynth.results.Estimate`, and in ``out.attrs["covmat"]``), so
+    :meth:`Estimate.vcov` and :func:`surveysynth.contrasts.vcov` can check the rows they are
+    given are still those it was computed for."""
+    covariance = Covariance(tuple(names), out["estimate"].to_numpy(float).copy(),
+                            np.asarray(cov, dtype=float))
+    if isinstance(out, Estimate):
+        out.set_covariance(covariance)
+    else:
+        out.attrs["covmat"] = covariance.as_attrs()
 
 
 def estimate_frame(by_df, D, labels, est, se, df, level, ci, deff=None, level_name="level",
-                   extra: dict[str, Any] | None = None, n=None) -> pd.DataFrame:
-    """The estimator output frame: by-variable columns, ``variable`` (and ``level``), estimate,
-    se, CI, df, cv, and optionally n, deff and extra columns (one row per domain x variable)."""
+                   extra: dict[str, Any] | None = None, n=None) -> Estimate:
+    """The estimator output frame, an :class:`~surveysynth.results.Estimate`: by-variable
+    columns, ``variable`` (and ``level``), estimate, se, CI, df, cv, and optionally n, deff and
+    extra columns (one row per domain x variable)."""
     V = len(labels)
     rows = {}
     if by_df is not None:
@@ -341,7 +334,7 @@ def estimate_frame(by_df, D, labels, est, se, df, level, ci, deff=None, level_na
     if extra:
         for k, v in extra.items():
             rows[k] = v
-    return pd.DataFrame(rows)
+    return Estimate.wrap(pd.DataFrame(rows), level, ci)
 
 
 class Estimators:
@@ -358,6 +351,8 @@ class Estimators:
 
     #: the design kind engines are chosen for (``"taylor"`` or ``"replicate"``)
     design_kind: str = "taylor"
+    #: statistics of :class:`~surveysynth.results.EstimatorProtocol` not computed (none)
+    unsupported_estimators: tuple[str, ...] = ()
 
     @property
     def data(self) -> pd.DataFrame:
@@ -633,6 +628,16 @@ class Estimators:
         est, var, z = self._ratio_core(Y, X, dom, D)
         return est, var, z, None, None
 
+    def domain_covariance(self, Y: np.ndarray, X: np.ndarray | None, codes: np.ndarray,
+                          count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
+
+        :meth:`domain_ratios` with the (count*V, count*V) covariance of all the estimates
+        (domain-major: estimate (d, v) is row d*V + v), as ``covmat=True`` computes it.
+        Returns ``(estimate (count, V), covariance)``."""
+        est, cov, _ = self._ratio_cov(Y, X, codes, count)
+        return est, cov
+
     def domain_df(self, codes: np.ndarray, count: int) -> np.ndarray:
         """Engine API, internal (engines, tables, privacy mechanisms; not for analysis).
 
@@ -751,7 +756,7 @@ class Estimators:
         return None if eng.native else eng
 
     def _ratio_family(self, kind, Y, X, labels, cols, by, na_rm, deff, engine, level, ci,
-                      R_call, df=None, covmat=False, levels=None) -> pd.DataFrame:
+                      R_call, df=None, covmat=False, levels=None) -> Estimate:
         """The estimators' common body. ``levels``: ``(codes, L)`` of one categorical
         variable (proportions); Y and X are then None and the (n, L) indicator matrix is
         built only where a path needs it."""
@@ -812,7 +817,7 @@ class Estimators:
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
               na_rm: bool = False, deff: bool | str = False, engine: str = "native",
               level: float = 0.95, ci: str = "normal", df: float | str | None = None,
-              covmat: bool = False) -> pd.DataFrame:
+              covmat: bool = False) -> Estimate:
         """Estimated population totals (R ``svytotal`` / ``svyby(..., svytotal)``).
 
         A categorical variable gives the estimated count of each level, as in R.
@@ -833,7 +838,7 @@ class Estimators:
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
              na_rm: bool = False, deff: bool | str = False, engine: str = "native",
              level: float = 0.95, ci: str = "normal", df: float | str | None = None,
-             covmat: bool = False) -> pd.DataFrame:
+             covmat: bool = False) -> Estimate:
         """Estimated population means (Hajek), R ``svymean``; categorical gives level shares.
 
         ``df`` and ``covmat`` as in :meth:`total`.
@@ -847,7 +852,8 @@ class Estimators:
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
                    na_rm: bool = False, deff: bool | str = False, engine: str = "native",
                    level: float = 0.95, ci: str = "normal", df: float | str | None = None,
-                   covmat: bool = False, ci_method: str = "wald") -> pd.DataFrame:
+                   covmat: bool = False, ci_method: str = "wald",
+                   survey_version: str = "4.5") -> Estimate:
         """Share of every level of categorical variables (R ``svymean`` on a factor).
 
         Numeric variables are treated as categorical here (each distinct value a level).
@@ -858,8 +864,11 @@ class Estimators:
         logistic fit, R's default), ``"likelihood"`` (Rao-Scott scaled profile likelihood),
         ``"asin"``, ``"beta"`` (Korn-Graubard), ``"mean"`` (Wald with t), ``"xlogit"``
         (delta method on the logit) and ``"wilson"`` (Wilson score, R survey 4.5). See :mod:`surveysynth.ciprop`. ``covmat`` as in
-        :meth:`total`.
+        :meth:`total`. ``survey_version``: ``"4.5"`` (default) or ``"4.1"``; only
+        ``"likelihood"`` on replicate designs differs (R 4.5's dispersion 1; R 4.1.1 gave NA,
+        and so does ``"4.1"``).
         """
+        check_survey_version(survey_version)
         cols = as_list(variables)
         require_columns(self._frame, cols, "variables")
         call = {"stat": "proportion", "variables": cols}
@@ -884,7 +893,8 @@ class Estimators:
                 raise ValueError(f"ci_method={ci_method!r} needs engine='native'.")
             out = self._ratio_family("proportion", Y, _ones(Y), labels, cols, by, na_rm,
                                      deff, engine, level, "t", call, df, covmat)
-            return proportion_ci(self, out, Y, cols, by, na_rm, level, df, ci_method)
+            return proportion_ci(self, out, Y, cols, by, na_rm, level, df, ci_method,
+                                 survey_version)
         return self._ratio_family("proportion", Y, _ones(Y), labels, cols, by, na_rm,
                                   deff, engine, level, ci, call, df, covmat)
 
@@ -892,7 +902,7 @@ class Estimators:
               by: str | Sequence[str] | None = None, na_rm: bool = False,
               deff: bool | str = False, engine: str = "native", level: float = 0.95,
               ci: str = "normal", df: float | str | None = None,
-              covmat: bool = False) -> pd.DataFrame:
+              covmat: bool = False) -> Estimate:
         """Ratio of two totals, R ``svyratio`` (every numerator over every denominator).
 
         ``df`` and ``covmat`` as in :meth:`total`.
@@ -911,8 +921,8 @@ class Estimators:
                  by: str | Sequence[str] | None = None, na_rm: bool = False,
                  engine: str = "native", level: float = 0.95,
                  df: float | str | None = None, qrule: str = "math",
-                 interval_type: str = "mean") -> pd.DataFrame:
-        """Quantiles with R 4.1's default rule (``qrule="math"``) and Woodruff interval.
+                 interval_type: str = "mean", survey_version: str = "4.5") -> Estimate:
+        """Quantiles with R's default rule (``qrule="math"``) and Woodruff interval.
 
         The interval inverts a confidence interval for the share of the population at or below
         the estimate (mean of ``x <= q``, t with the design df, as R ``svyquantile``); the SE
@@ -928,8 +938,17 @@ class Estimators:
         only, ``"quantile"``: the replicate variance of the quantile itself and a symmetric
         interval (R's ``repCI``; R warns it may be invalid for jackknife weights, so do we).
         R's ``"score"`` (Francisco-Fuller) is not available. R 4.1 ignores ``interval.type``
-        other than ``"quantile"`` on replicate designs (always ``"mean"``); here it is applied.
+        other than ``"quantile"`` on replicate designs (always ``"mean"``); here it is applied
+        (as R 4.5 does).
+
+        ``survey_version``: ``"4.5"`` (default) reads an exact cumulative-share boundary as
+        R survey 4.5 does (``wlow <= 0``); ``"4.1"`` as 4.1.1 (``wlow == 0``), which differs
+        at p = 0, where rounding leaves a gap of -1e-17, and so in small domains (R's Chile
+        example: a first quartile of 551,525 under 4.1.1, 449,613 under 4.5). See
+        :func:`qrule_math` and docs/r_survey_functions.md. ``engine="r"`` computes with the
+        installed R survey, whatever ``survey_version`` says.
         """
+        check_survey_version(survey_version)
         if qrule not in QRULES:
             raise ValueError(f"qrule={qrule!r}: choose one of {QRULES} (R 4.1's qrule).")
         if interval_type not in INTERVAL_TYPES:
@@ -968,25 +987,30 @@ class Estimators:
                 x = self.numeric_values(c)
                 sl = slice(j * ps.shape[0], (j + 1) * ps.shape[0])
                 if interval_type == "quantile":
-                    q, l_, h_ = self._replicate_quantile_ci(x, ps, dom, D, crit, qrule)
+                    q, l_, h_ = self._replicate_quantile_ci(x, ps, dom, D, crit, qrule,
+                                                            survey_version)
                 else:
-                    q, l_, h_ = self._woodruff(x, ps, dom, D, crit, alpha, qrule, interval_type)
+                    q, l_, h_ = self._woodruff(x, ps, dom, D, crit, alpha, qrule, interval_type,
+                                               survey_version)
                 est[:, sl], lo[:, sl], hi[:, sl] = q, l_, h_
                 se[:, sl] = (h_ - l_) / (2 * crit[:, None])
         out = self._frame_out(by_df, D, labels, est, se, df, level, "t", level_name="quantile",
                               n=self._domain_n(dom, D))
-        out["ci_low"] = np.asarray(lo, float).reshape(D * V)
-        out["ci_high"] = np.asarray(hi, float).reshape(D * V)
+        # Woodruff limits are not estimate -+ t se; the replicate "quantile" interval is
+        out.set_intervals(np.asarray(lo, float).reshape(D * V),
+                          np.asarray(hi, float).reshape(D * V),
+                          "t" if interval_type == "quantile" and eng is None else "woodruff")
         return out
 
-    def _woodruff(self, x, ps, dom, D, crit, alpha, qrule="math", interval_type="mean"):
+    def _woodruff(self, x, ps, dom, D, crit, alpha, qrule="math", interval_type="mean",
+                  survey_version="4.5"):
         """Quantiles and Woodruff limits for every domain, one variable."""
         w = self._w
         P = ps.shape[0]
         q = np.empty((D, P))
         groups = [np.flatnonzero(dom == d) for d in range(D)] if D > 1 else [np.flatnonzero(dom == 0)]
         for d, rows in enumerate(groups):
-            q[d] = weighted_quantile(x[rows], w[rows], ps, qrule)
+            q[d] = weighted_quantile(x[rows], w[rows], ps, qrule, survey_version)
         # share at or below the estimate: a mean per (domain, p), variance from the design
         sel = dom >= 0
         ind = np.zeros((x.shape[0], P))
@@ -1001,6 +1025,6 @@ class Estimators:
         for d, rows in enumerate(groups):
             okl = ~(np.isnan(pl[d]) | (pl[d] < 0))
             oku = ~(np.isnan(pu[d]) | (pu[d] > 1))
-            lo[d, okl] = weighted_quantile(x[rows], w[rows], pl[d, okl], qrule)
-            hi[d, oku] = weighted_quantile(x[rows], w[rows], pu[d, oku], qrule)
+            lo[d, okl] = weighted_quantile(x[rows], w[rows], pl[d, okl], qrule, survey_version)
+            hi[d, oku] = weighted_quantile(x[rows], w[rows], pu[d, oku], qrule, survey_version)
         return q, lo, hi

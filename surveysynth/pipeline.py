@@ -39,7 +39,6 @@ import inspect
 import io
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -65,6 +64,11 @@ from .release_config import (
     check_keys,
     synth_class,
 )
+from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
+from .release_inputs import INPUT_FORMATS, build_design, read_input
+from .release_inputs import apply_value_labels as apply_value_labels
+from .release_inputs import joint_variables as _joint_variables
+from .synth.progress import listening
 
 __all__ = ["SYNTHESIZERS", "ConfigError", "ReleaseConfig", "TableSpec", "check_config",
            "load_config", "run_release"]
@@ -351,26 +355,6 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
     return tables
 
 
-def build_design(design: dict[str, Any], data: pd.DataFrame) -> Any:
-    """The survey design of the input: a SurveyDesign, or a ReplicateDesign when
-    ``repweights`` is given (R svrepdesign's arguments)."""
-    try:
-        if "repweights" in design:
-            from .replicate_design import ReplicateDesign
-
-            d = ReplicateDesign(data, **design)
-            # the synthesizers read the design's sampling structure; a replicate design has none
-            for name, value in (("strata_vars", None), ("ids_vars", []), ("nest", False)):
-                if not hasattr(d, name):
-                    setattr(d, name, value)
-            return d
-        from .design import SurveyDesign
-
-        return SurveyDesign(data, **design)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"[design]: {exc}") from exc
-
-
 def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     """Validate a parsed configuration against the schema (surveysynth.release_config) and the
     data it names (no MCMC); every error names its key and the fix."""
@@ -523,108 +507,6 @@ def _check_regressions(raw: list[dict[str, Any]], design: Any,
     return out
 
 
-def _joint_variables(cfg: ReleaseConfig) -> tuple[list[str], dict[str, str], list[str]]:
-    """The joint utility's variables: (synthesized, declared types, released-as-collected
-    context). A partial synthesis of one outcome is measured jointly with its predictors."""
-    syn = cfg.synth
-    if cfg.method == "sequential":
-        return ([v["name"] for v in syn["variables"]],
-                {v["name"]: v["type"] for v in syn["variables"]}, [])
-    if cfg.method in MARGINAL_METHODS:  # binned variables are numeric, the others categories
-        binned = {**syn.get("init", {}), **syn.get("fit", {})}.get("bins", {})
-        names = _as_list(syn.get("variables"))
-        return names, {v: "categorical" for v in names if v not in binned}, []
-    if cfg.method in VARIABLE_METHODS:
-        return _as_list(syn.get("variables")), {}, []
-    predictors = _as_list(syn.get("predictors"))
-    settings = {**syn.get("init", {}), **syn.get("fit", {})}
-    types = {v: "categorical" for v in _as_list(settings.get("categorical"))}
-    if cfg.method == "PBP":
-        return [syn["outcome"], *predictors], types, []
-    return [syn["outcome"]], types, predictors
-
-
-#: input file formats by suffix: CSV, Parquet, and the statistical packages' files through
-#: pyreadstat (value labels become pandas Categoricals, categories in code order)
-INPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".dta": "stata",
-                 ".sas7bdat": "sas", ".xpt": "xport", ".sav": "spss", ".zsav": "spss"}
-_FORMAT_NAMES = "CSV, Parquet, Stata, SAS, SAS transport, SPSS"
-
-
-def read_input(path: str | Path | Any) -> pd.DataFrame:
-    """The confidential file as a pandas DataFrame, by its suffix (:data:`INPUT_FORMATS`); a
-    pandas or polars DataFrame given instead of a path is returned as pandas (polars converted
-    at the boundary with ``to_pandas()``, see :func:`surveysynth.design.as_pandas`).
-
-    Stata (.dta), SAS (.sas7bdat, with a ``.sas7bcat`` catalog of formats beside it if there
-    is one; .xpt) and SPSS (.sav, .zsav) files are read with pyreadstat. A variable with value
-    labels becomes a pandas Categorical whose categories are the labels in the order of their
-    codes (so tables print labels, in the order the agency coded them); a code that occurs in
-    the data without a label keeps its code (as text) as its label, nothing is dropped; labels
-    of codes that occur in no record are not categories (an empty category would be an empty
-    cell of every table and a cell with no records for the models). Missing-value codes
-    (Stata's .a-.z, SAS's special missings, SPSS's system missing) become missing values.
-    """
-    if not isinstance(path, (str, Path)):
-        from .design import as_pandas
-
-        return as_pandas(path, "input")
-    path = Path(path)
-    kind = INPUT_FORMATS.get(path.suffix.lower())
-    if kind == "csv":
-        return pd.read_csv(path)
-    if kind == "parquet":
-        return pd.read_parquet(path)
-    if kind is None:
-        raise ValueError(f"input {path.name!r}: unknown file type {path.suffix!r}. Fix: give one "
-                         f"of {', '.join(INPUT_FORMATS)} ({_FORMAT_NAMES}).")
-    try:
-        import pyreadstat
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ImportError(f"reading {path.name!r} needs pyreadstat: pip install pyreadstat") from exc
-    if kind == "stata":
-        frame, meta = pyreadstat.read_dta(str(path))
-    elif kind == "sas":
-        catalog = path.with_suffix(".sas7bcat")
-        frame, meta = pyreadstat.read_sas7bdat(
-            str(path), catalog_file=str(catalog) if catalog.exists() else None)
-    elif kind == "xport":
-        frame, meta = pyreadstat.read_xport(str(path))
-    else:
-        frame, meta = pyreadstat.read_sav(str(path))
-    return apply_value_labels(frame, meta.variable_value_labels or {})
-
-
-def apply_value_labels(frame: pd.DataFrame, labels: dict[str, dict[Any, str]]) -> pd.DataFrame:
-    """A copy of ``frame`` with each labelled column as a Categorical of its labels, categories
-    in code order (see :func:`read_input`). ``labels``: {column: {code: label}}."""
-    out = frame.copy()
-    for col, mapping in labels.items():
-        if col not in out.columns or not mapping:
-            continue
-        values = out[col]
-        present = pd.unique(values.dropna())
-        codes = sorted(set(present.tolist()), key=lambda v: (isinstance(v, str), v))
-        names = [str(mapping.get(c, _code_text(c))) for c in codes]
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise ValueError(
-                f"input column {col!r}: value labels {dup[:5]} label more than one code "
-                f"({ {c: mapping.get(c) for c in codes if str(mapping.get(c)) in dup} }). Fix: "
-                "give each code its own label in the source file (a Categorical needs distinct "
-                "categories).")
-        # get_indexer gives -1 (missing) for a missing value: codes hold no missing value
-        out[col] = pd.Categorical.from_codes(pd.Index(codes).get_indexer(values),
-                                             categories=names, ordered=True)
-    return out
-
-
-def _code_text(code: Any) -> str:
-    if isinstance(code, float) and code.is_integer():
-        return str(int(code))
-    return str(code)
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -639,14 +521,12 @@ class Console:
     (``--quiet``); at 2 (``--verbose``) also pystan's and the synthesizers' own progress (with
     Stan's informational messages about our models filtered, synth/_stan.py).
 
-    At verbosity 1 the fit's console output is read line by line and turned into at most one
-    line per Stan run (with its time) and, for long runs, a line with an ETA every 30 s; lines
-    that are neither progress nor Stan's known notes (real errors) are shown as they are."""
+    At verbosity 1 the console is the fit's progress listener (:mod:`surveysynth.synth.progress`):
+    the fitting code's events become at most one line per Stan run (with its time) and, for long
+    runs, a line with an ETA every 30 s; lines of the sampler's output that are neither progress
+    nor Stan's known notes (real errors) are shown as they are."""
 
     STEPS = ("design", "compile", "fit", "synthesis", "tables", "writing")
-    _SAMPLING = re.compile(r"Sampling:\s+(\d+)%(?: \((\d+)/(\d+)\))?")
-    _TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<([\d:?]+)")
-    _NOISE = re.compile(r"Building|Sampling:|^\s*(FBS|FBP|PBP) (tuning|final) fit|it/s\]|s/it\]")
 
     def __init__(self, verbosity: int = 1, stream: Any = None) -> None:
         self.verbosity = verbosity
@@ -655,6 +535,7 @@ class Console:
         self.runs = 0
         self._last = self.t0
         self._run_start = self.t0
+        self._steps_start = self.t0
         self._quantiles = (0, 0)
 
     def say(self, msg: str) -> None:
@@ -672,39 +553,40 @@ class Console:
     def elapsed(self) -> str:
         return _duration(time.perf_counter() - self.t0)
 
-    def line(self, text: str) -> None:
-        """One line of the synthesizer's console output during the fit (verbosity 1)."""
+    # ---- the progress listener (synth/progress.py): events of the fit at verbosity 1
+    def on_fit_start(self, label: str) -> None:
+        self._run_start = self._last = time.perf_counter()
+
+    def on_compile(self, label: str, status: str, seconds: float) -> None:
+        if status != "cached":  # step 2 said whether the model is compiled; a cached one is
+            self.note(f"Stan model {status} ({seconds:0.1f}s)")  # not repeated per run
+
+    def on_fit_progress(self, label: str, done: int, total: int) -> None:
         now = time.perf_counter()
-        m = self._SAMPLING.search(text)
-        if m:
-            if "done" in text:
-                self.runs += 1
-                self.step("fit", f"Stan run {self.runs} done in "
-                                 f"{_duration(now - self._run_start)}")
-                self._run_start = self._last = now
-            elif m.group(2) and now - self._last > 30 and int(m.group(2)) > 0:
-                done, total = int(m.group(2)), int(m.group(3))
-                eta = (now - self._run_start) * (total - done) / done
-                self.note(f"Stan run {self.runs + 1}: {m.group(1)}% ({done}/{total}), about "
-                          f"{_duration(eta)} left")
-                self._last = now
-            return
-        m = self._TQDM.search(text)
-        if m:
-            done, total = int(m.group(1)), int(m.group(2))
-            if (done, total) != self._quantiles and (done == total or now - self._last > 30):
-                self._quantiles = (done, total)
-                self.step("fit", f"quantile regressions {done}/{total}"
-                                 + ("" if done == total else f", about {m.group(3)} left"))
-                self._last = now
-            return
-        if "Building:" in text and "done" in text:
-            self.note("Stan model " + ("found in the cache" if "cache" in text else
-                                       "compiled (" + text.split("Building:")[1].split(",")[0]
-                                       .strip() + ")"))
-            return
-        if self._NOISE.search(text):
-            return
+        if now - self._last > 30 and done > 0:
+            eta = (now - self._run_start) * (total - done) / done
+            self.note(f"Stan run {self.runs + 1}: {round(100 * done / total)}% "
+                      f"({done}/{total}), about {_duration(eta)} left")
+            self._last = now
+
+    def on_fit_end(self, label: str, gates: Any) -> None:
+        now = time.perf_counter()
+        self.runs += 1
+        self.step("fit", f"Stan run {self.runs} done in {_duration(now - self._run_start)}")
+        self._run_start = self._last = now
+
+    def on_step(self, label: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == 0:
+            self._steps_start = now
+        elif (done, total) != self._quantiles and (done == total or now - self._last > 30):
+            self._quantiles = (done, total)
+            eta = (now - self._steps_start) * (total - done) / done
+            self.step("fit", f"quantile regressions {done}/{total}"
+                             + ("" if done == total else f", about {_duration(eta)} left"))
+            self._last = now
+
+    def on_message(self, text: str) -> None:
         self.say(text)
 
 
@@ -727,29 +609,6 @@ def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
-
-
-class _LineStream(io.TextIOBase):
-    """A text stream handing complete lines (ended by \\n or \\r) to a callback."""
-
-    def __init__(self, on_line: Any) -> None:
-        super().__init__()
-        self._on_line = on_line
-        self._buf = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return False
-
-    def write(self, s: str) -> int:
-        self._buf += s
-        *lines, self._buf = re.split(r"\r\n|\r|\n", self._buf)
-        for line in lines:
-            if line.strip():
-                self._on_line(line)
-        return len(s)
 
 
 def _stan_compile_note(method: str, synth: dict[str, Any] | None = None) -> str:
@@ -830,16 +689,19 @@ def _construct(method: str, s: dict[str, Any]):
 def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,
                     console: Console | None = None):
     """Run the configured synthesizer through the protocol; returns (synthesizer, release,
-    warnings). With a console at verbosity 1 the synthesizer's own output is turned into step
-    lines; Python warnings are collected (shown briefly, and kept for the report)."""
+    warnings). With a console at verbosity 1 the console is the fit's progress listener
+    (synth/progress.py: one line per Stan run) and what the libraries print themselves is not
+    shown (pystan's "Building..." line); Python warnings are collected (shown briefly, and kept
+    for the report)."""
     syn = _construct(cfg.method, cfg.synth)
     translate = console is not None and console.verbosity == 1
     if "progress" in syn.get_params():
-        syn.set_params(progress=bool(progress or translate))
+        syn.set_params(progress=bool(progress))
     with warnings.catch_warnings(record=True) as caught:
         if translate:
-            stream = _LineStream(console.line)
-            with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+            quiet = io.StringIO()
+            with listening(console), contextlib.redirect_stdout(quiet), \
+                    contextlib.redirect_stderr(quiet):
                 syn.fit(design)
         else:
             syn.fit(design)

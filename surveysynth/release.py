@@ -5,9 +5,12 @@ an analyst should use on it (weights, strata, clusters), the synthesis kind that
 combining rule (partial or full synthesis, METHODS section 4) and a privacy record (mechanism,
 epsilon, Lipschitz bound, guarantee label and its exact text).
 
-Its estimators (``total``, ``mean``, ``ratio``, ``proportion`` with ``by=``) run the same
-estimator on every synthetic design and combine the m results with :func:`surveysynth.combine`
-under the release's rule, so analysts never do combining-rule arithmetic by hand.
+Its estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``, with the options
+of every design kind: ``by``, ``na_rm``, ``level``, ``ci``, ``df``, ``engine``;
+:class:`surveysynth.results.EstimatorProtocol`) run the same estimator on every synthetic
+design and combine the m results with :func:`surveysynth.combine` under the release's rule, so
+analysts never do combining-rule arithmetic by hand. They return a :class:`ReleaseEstimate`,
+an :class:`~surveysynth.results.Estimate` whose intervals are the rule's.
 
 ``save(path)`` writes only what may be published: one Parquet file per synthetic data set, and a
 JSON manifest with the design specification (column names of ids/strata/weights/fpc), the kind,
@@ -20,7 +23,7 @@ Decisions (docs/tables.md):
   totals and counts the set's estimate is 0 with variance 0 (an empty domain has total 0), which
   keeps released counts additive; for means, ratios and proportions the combined cell is NaN
   and ``note`` says in how many sets the domain was empty.
-* The full-synthesis fallback needs the confidential sample size n: ``n_original`` when given
+* The full-synthesis floor T_s needs the confidential sample size n: ``n_original`` when given
   (a count, not a confidential value; kept in the manifest). Without it n is taken equal to the
   synthetic set size (the synthesizers here generate n records) and ``note`` says so.
 """
@@ -40,6 +43,7 @@ from scipy import stats
 from .combine import combine_sets, low_df_note, rule_note
 from .privacy.confidential import write_confidential
 from .privacy.record import PrivacyRecord
+from .results import Covariance, Estimate, confidence_interval, stored_covariance
 
 RELEASE_KINDS = ("partial", "full")
 MANIFEST = "manifest.json"
@@ -50,8 +54,11 @@ _WEIGHT_COLUMN = "__surveysynth_weight__"
 _VALUE_COLS = ("estimate", "se", "ci_low", "ci_high", "df", "deff", "cv", "n", "variance")
 
 
-class ReleaseEstimate(pd.DataFrame):
-    """A combined estimate of a release: a pandas DataFrame that prints every column.
+class ReleaseEstimate(Estimate):
+    """A combined estimate of a release: an :class:`~surveysynth.results.Estimate` (a pandas
+    DataFrame with ``.vcov()``, ``.conf_int(level=)``, ``.se``, ``.estimate``) that prints
+    every column. Its intervals are the rule's: ``ci="t"`` on the rule's df (the ``df``
+    column), so ``conf_int(level)`` at another level is ``estimate -+ t_df se`` as well.
 
     Printed (``repr``), it shows all columns, ``df``, ``ci_low`` and ``ci_high`` included
     (pandas would otherwise elide middle columns in a narrow terminal), then the rule, its df
@@ -61,13 +68,10 @@ class ReleaseEstimate(pd.DataFrame):
     plain DataFrame.
     """
 
-    _metadata = ["release_kind", "design_df"]
+    # Estimate's covariance, level and interval kind, then the release's own
+    _metadata = ["_covariance", "_level", "_ci", "release_kind", "design_df"]
     release_kind: str = "full"  # the release's rule ("partial" / "full"), set by the release
     design_df: Any = None  # per row: the synthetic designs' df that capped the rule's df
-
-    @property
-    def _constructor(self) -> type[pd.DataFrame]:
-        return pd.DataFrame
 
     def df_note(self) -> str | None:
         """The df < 2 explanation (None when every row has df >= 2)."""
@@ -93,6 +97,22 @@ class ReleaseEstimate(pd.DataFrame):
         html = f"{html}<p>{escape(self.rule_note())}</p>"
         note = self.df_note()
         return html if note is None else f"{html}<p>{escape(note)}</p>"
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a plain DataFrame without ``attrs`` (the same columns, no copy)."""
+    out = pd.DataFrame(frame)
+    out.attrs = {}
+    return out
+
+
+def _check_ci(ci: str, level: float) -> None:
+    """A release's ``ci`` and ``level``, checked before any synthetic set is estimated."""
+    if ci not in ("t", "normal"):
+        raise ValueError(f"ci={ci!r}: choose 't' (the combining rule's t on its df, the "
+                         "default) or 'normal' (the large-sample normal reference).")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level}: must be in (0, 1).")
 
 
 def _as_record(privacy: Any, m: int) -> PrivacyRecord:
@@ -163,7 +183,7 @@ class SyntheticRelease:
     privacy : PrivacyRecord
         Built by :func:`surveysynth.privacy.record.build_record` (the one builder: guarantee
         label and text generated from what was done, scalars only, no seed).
-    n_original : the confidential sample size (a count), used by the full-synthesis fallback.
+    n_original : the confidential sample size (a count), used by the full-synthesis floor T_s.
         It is published in the manifest when given (listed there as published without budget).
     confidential : dict, optional
         What the disclosure review needs (tuning path, diagnostics, seed, ...): kept in memory
@@ -188,6 +208,9 @@ class SyntheticRelease:
     >>> rel.mean("salary").columns.tolist()[:6]
     ['variable', 'estimate', 'variance', 'se', 'cv', 'df']
     """
+
+    #: statistics of :class:`~surveysynth.results.EstimatorProtocol` not computed (none)
+    unsupported_estimators: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -300,11 +323,13 @@ class SyntheticRelease:
         return out
 
     def _combine_frames(self, frames: list[pd.DataFrame], additive: bool,
-                        level: float) -> pd.DataFrame:
-        """Align the m per-set result frames on their label columns and combine each row."""
+                        level: float, ci: str = "t") -> ReleaseEstimate:
+        """Align the m per-set result frames on their label columns and combine each row.
+        ``ci="t"``: the rule's interval (t on its df); ``"normal"``: qbar -+ z sqrt(T)."""
+        _check_ci(ci, level)
         keys = [c for c in frames[0].columns if c not in _VALUE_COLS]
-        stacked = pd.concat(
-            [f.assign(_set=i) for i, f in enumerate(frames)], ignore_index=True
+        stacked = pd.concat(  # without attrs: pandas compares them, a covariance is an array
+            [_plain(f).assign(_set=i) for i, f in enumerate(frames)], ignore_index=True
         )
         labels = stacked[keys].drop_duplicates(ignore_index=True)
         # order cells as the first set orders them, new cells (absent from set 0) after
@@ -336,46 +361,116 @@ class SyntheticRelease:
         for c in keys:
             if isinstance(frames[0][c].dtype, pd.CategoricalDtype):
                 res[c] = pd.Categorical(res[c], categories=frames[0][c].cat.categories)
-        est = ReleaseEstimate(pd.concat([res, out], axis=1))
+        if ci == "normal":
+            out["ci_low"], out["ci_high"] = confidence_interval(
+                out["estimate"].to_numpy(float), out["se"].to_numpy(float),
+                out["df"].to_numpy(float), level, "normal")
+        est = ReleaseEstimate.wrap(pd.concat([res, out], axis=1), level, ci)
         est.release_kind = self._kind
         est.design_df = nu
         return est
 
-    def _run(self, method: str, args: tuple, by, na_rm: bool, level: float,
-             additive: bool) -> pd.DataFrame:
-        frames = [getattr(d, method)(*args, by=by, na_rm=na_rm) for d in self._designs]
-        return self._combine_frames(frames, additive, level)
+    def _run(self, method: str, args: tuple, by, na_rm: bool, level: float, additive: bool,
+             ci: str = "t", df: Any = None, engine: str = "native",
+             covmat: bool = False) -> ReleaseEstimate:
+        _check_ci(ci, level)
+        extra = {"covmat": True} if covmat else {}
+        frames = [getattr(d, method)(*args, by=by, na_rm=na_rm, df=df, engine=engine, **extra)
+                  for d in self._designs]
+        out = self._combine_frames(frames, additive, level, ci)
+        if covmat:
+            out.set_covariance(self._combined_covariance(frames, out))
+        return out
+
+    def _combined_covariance(self, frames: list[pd.DataFrame], out: ReleaseEstimate) -> Covariance:
+        """The release's rule applied to the m covariance matrices (``covmat=True``): with
+        ``Ubar`` the mean of the sets' matrices and ``B`` the between-set covariance of their
+        estimates, ``Ubar + B/m`` (partial synthesis, Reiter 2003) or ``(1 + 1/m) B - Ubar``
+        (full synthesis, Raghunathan, Reiter & Rubin 2003; Reiter 2005 for several estimands),
+        ``Ubar`` for m = 1. Its diagonal is set to the ``variance`` column (the same formulas
+        per row; the matrix products differ from it only by rounding). A full-synthesis row
+        that fell back to ``T_f*`` has no matrix version: an error, as are sets whose rows
+        differ (a domain empty in some set)."""
+        covs = [stored_covariance(f) for f in frames]
+        names = covs[0].names
+        differ = [i for i, c in enumerate(covs) if c.names != names]
+        if differ or len(names) != len(out):
+            raise ValueError(
+                f"covmat=True: synthetic sets {differ[:5] or 'some'} give other rows than set 0 "
+                "(a domain empty in some set), so no common covariance matrix exists. Fix: "
+                "merge rare domains, or take covmat=False (the variances are still combined).")
+        fell_back = out["note"].astype(str).str.contains("T_f*", regex=False).to_numpy()
+        if fell_back.any():
+            raise ValueError(
+                "covmat=True: the full-synthesis variance fell back to T_f* = (n_syn/n) ubar "
+                f"for rows {np.flatnonzero(fell_back)[:5].tolist()} (T_f <= 0), which has no "
+                "matrix version. Fix: more synthetic sets (a larger m), or covmat=False.")
+        m = len(covs)
+        Q = np.vstack([c.estimate for c in covs])
+        Ubar = np.mean([c.matrix for c in covs], axis=0)
+        if m == 1:
+            T = Ubar.copy()
+        else:
+            B = np.atleast_2d(np.cov(Q, rowvar=False, ddof=1))
+            T = Ubar + B / m if self._kind == "partial" else (1 + 1 / m) * B - Ubar
+        np.fill_diagonal(T, out["variance"].to_numpy(float))
+        return Covariance(tuple(names), out["estimate"].to_numpy(float).copy(), T)
 
     def total(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
-              na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
+              na_rm: bool = False, level: float = 0.95, ci: str = "t",
+              df: float | str | None = None, engine: str = "native",
+              covmat: bool = False) -> ReleaseEstimate:
         """Combined totals (counts for categorical variables) over the m synthetic sets.
 
         Columns: the ``by`` columns, ``variable`` (and ``level``), ``estimate``, ``variance``,
         ``se``, ``df``, ``ci_low``, ``ci_high``, ``between``, ``within``, ``m``, ``note``.
         A :class:`ReleaseEstimate` (a DataFrame whose print shows every column and, when a
         row has df < 2, one line explaining it).
+
+        The options are a design's (:class:`~surveysynth.results.EstimatorProtocol`), with
+        the combining rule's meaning: ``ci="t"`` (default) is the rule's interval, qbar -+ t
+        sqrt(T) on the rule's df (the ``df`` column); ``ci="normal"`` uses the normal
+        quantile instead (the large-sample reference). ``df`` is each synthetic set's
+        complete-data df, as on a design (None: each domain's own design df; ``"design"``:
+        the whole synthetic design's; a number; ``np.inf``: none), which caps the rule's df
+        (issue 36, D8). ``engine`` is passed to every synthetic design's estimator.
+        ``covmat=True``: the covariance of all the combined estimates, read with ``.vcov()``
+        or :func:`surveysynth.vcov` (the rule applied to the sets' matrices: ``Ubar + B/m``
+        for partial synthesis, ``(1 + 1/m) B - Ubar`` for full synthesis, where it may fail to
+        be positive definite; an error where a row used the T_f* fallback or a domain is
+        empty in some set).
         """
-        return self._run("total", (variables,), by, na_rm, level, additive=True)
+        return self._run("total", (variables,), by, na_rm, level, True, ci, df, engine, covmat)
 
     def mean(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
-             na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
-        """Combined (Hajek) means over the m synthetic sets (see :meth:`total` for columns)."""
-        return self._run("mean", (variables,), by, na_rm, level, additive=False)
+             na_rm: bool = False, level: float = 0.95, ci: str = "t",
+             df: float | str | None = None, engine: str = "native",
+             covmat: bool = False) -> ReleaseEstimate:
+        """Combined (Hajek) means over the m synthetic sets (see :meth:`total` for columns
+        and options)."""
+        return self._run("mean", (variables,), by, na_rm, level, False, ci, df, engine, covmat)
 
     def proportion(self, variables: str | Sequence[str], by: str | Sequence[str] | None = None,
-                   na_rm: bool = False, level: float = 0.95) -> pd.DataFrame:
-        """Combined level shares of categorical variables over the m synthetic sets."""
-        return self._run("proportion", (variables,), by, na_rm, level, additive=False)
+                   na_rm: bool = False, level: float = 0.95, ci: str = "t",
+                   df: float | str | None = None, engine: str = "native",
+                   covmat: bool = False) -> ReleaseEstimate:
+        """Combined level shares of categorical variables over the m synthetic sets (options
+        as :meth:`total`)."""
+        return self._run("proportion", (variables,), by, na_rm, level, False, ci, df, engine,
+                         covmat)
 
     def ratio(self, numerator: str | Sequence[str], denominator: str | Sequence[str],
               by: str | Sequence[str] | None = None, na_rm: bool = False,
-              level: float = 0.95) -> pd.DataFrame:
-        """Combined ratios of totals over the m synthetic sets."""
-        return self._run("ratio", (numerator, denominator), by, na_rm, level, additive=False)
+              level: float = 0.95, ci: str = "t", df: float | str | None = None,
+              engine: str = "native", covmat: bool = False) -> ReleaseEstimate:
+        """Combined ratios of totals over the m synthetic sets (options as :meth:`total`)."""
+        return self._run("ratio", (numerator, denominator), by, na_rm, level, False, ci, df,
+                         engine, covmat)
 
     def quantile(self, variables: str | Sequence[str], quantiles: float | Sequence[float],
                  by: str | Sequence[str] | None = None, na_rm: bool = False,
-                 level: float = 0.95) -> pd.DataFrame:
+                 level: float = 0.95, df: float | str | None = None,
+                 engine: str = "native") -> ReleaseEstimate:
         """Combined quantiles over the m synthetic sets (R ``svyquantile`` per set).
 
         Each set's quantile (R's ``qrule="math"``) and its Woodruff SE (interval length over
@@ -384,9 +479,12 @@ class SyntheticRelease:
         quantile) and the Woodruff SE estimates its sampling variance consistently, which is
         what the partial and full synthesis rules assume of the per-set estimates. The combined
         interval is therefore symmetric (qbar -+ t sqrt(T)), unlike a per-set Woodruff interval.
-        Columns as :meth:`total`, with ``quantile``.
+        Columns as :meth:`total`, with ``quantile``; ``df`` (each set's Woodruff df and the
+        cap of the rule's df) and ``engine`` as :meth:`total`.
         """
-        frames = [d.quantile(variables, quantiles, by=by, na_rm=na_rm, level=level)
+        _check_ci("t", level)
+        frames = [d.quantile(variables, quantiles, by=by, na_rm=na_rm, level=level, df=df,
+                             engine=engine)
                   for d in self._designs]
         return self._combine_frames(frames, additive=False, level=level)
 
@@ -428,7 +526,7 @@ class SyntheticRelease:
                 np.isfinite(df) & (df > 0), df, 1.0)), 2 * stats.norm.sf(np.abs(t)))
         out["t"] = t
         out["p"] = p
-        est = ReleaseEstimate(out)
+        est = ReleaseEstimate.wrap(out, level, "t")
         est.release_kind = self._kind
         est.design_df = nu
         return est
@@ -442,7 +540,7 @@ class SyntheticRelease:
         pwb = list(record["published_without_budget"])
         if self._n_original is not None:
             pwb.append({"item": f"confidential sample size n = {self._n_original}",
-                        "reason": "the full-synthesis combining rule needs n (T_f* fallback)"})
+                        "reason": "the full-synthesis combining rule needs n (its floor T_s)"})
         record["published_without_budget"] = pwb
         return {
             "format": FORMAT,

@@ -40,6 +40,7 @@ from scipy import sparse
 
 from ._validate import first_rows, numeric_column, parse_vars, require_columns
 from .estimate import Estimators, weighted_quantile
+from .variance.generators import canty_davison_factors
 from .variance.replicate_weights import (
     as_generator,
     brr_factors,
@@ -77,7 +78,11 @@ class ReplicateDesign(Estimators):
         ACS / successive-difference: 4/R; JK2: 1; other: given, else 1 with a warning).
     scale, rscales : the overall and per-replicate multipliers of R's variance formula.
     rho : Fay's coefficient (required for ``type="Fay"``).
-    mse : centre replicates on the full-sample estimate (R ``mse=TRUE``).
+    mse : centre replicates on the full-sample estimate (R ``mse=TRUE``). ``None`` (default):
+        ``True`` for ``type="ACS"`` and ``False`` otherwise, as R survey 4.5 (which also warns
+        when ``mse=False`` is given for ACS, as we do); with ``survey_version="4.1"``,
+        ``False`` for every type (R survey 4.1.1's ``getOption("survey.replicates.mse")``).
+    survey_version : ``"4.5"`` (default) or ``"4.1"``: which R survey's ``mse`` default.
     combined_weights : the replicate columns already include the sampling weights (R's
         default, as in ACS files); ``False``: they are factors multiplied by ``weights``.
     bootstrap_average : for ``type="bootstrap"``, how many bootstrap samples each column
@@ -122,12 +127,13 @@ class ReplicateDesign(Estimators):
         scale: float | None = None,
         rscales: float | Sequence[float] | np.ndarray | None = None,
         rho: float | None = None,
-        mse: bool = False,
+        mse: bool | None = None,
         combined_weights: bool = True,
         bootstrap_average: float | None = None,
         fpc: Sequence[float] | np.ndarray | None = None,
         fpctype: str | None = None,
         dtype: Any = np.float64,
+        survey_version: str = "4.5",
     ) -> None:
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"data must be a pandas DataFrame, got {type_name(data)}.")
@@ -138,6 +144,7 @@ class ReplicateDesign(Estimators):
             raise ValueError(f"data has duplicated column names {dup[:5]}: rename them first.")
         if type not in SVREP_TYPES:
             raise ValueError(f"type={type!r}: choose one of {SVREP_TYPES} (R svrepdesign).")
+        mse = _default_mse(type, mse, survey_version)
         frame = data.copy(deep=False)
         n = frame.shape[0]
         rep, rep_names = _repweights_matrix(frame, repweights, n)
@@ -347,7 +354,7 @@ class ReplicateDesign(Estimators):
         est, thetas, _ = self._replicate_thetas(Y, X, codes, count)
         return est, thetas
 
-    def _replicate_quantile_ci(self, x, ps, dom, D, crit, qrule):
+    def _replicate_quantile_ci(self, x, ps, dom, D, crit, qrule, survey_version="4.5"):
         """Quantiles with R's ``repCI``: each replicate's quantile (one call per replicate and
         domain), ``svrVar`` of them centred as the design says, estimate -+ crit * SE."""
         if self.type in ("JK1", "JKn"):
@@ -362,8 +369,8 @@ class ReplicateDesign(Estimators):
             pwf = np.ones(rows.shape[0]) if self.combined_weights else self._w[rows]
             W = np.asarray(self._rep[k], dtype=np.float64) * pwf[:, None]
             xd = x[rows]
-            q[d] = weighted_quantile(xd, self._w[rows], ps, qrule)
-            reps = np.vstack([weighted_quantile(xd, W[:, r], ps, qrule)
+            q[d] = weighted_quantile(xd, self._w[rows], ps, qrule, survey_version)
+            reps = np.vstack([weighted_quantile(xd, W[:, r], ps, qrule, survey_version)
                               for r in range(W.shape[1])])
             var, dropped = replicate_variance(reps, q[d], self.scale, self.rscales, self.mse)
             warn_dropped(dropped)
@@ -543,6 +550,21 @@ def _repweights_matrix(frame: pd.DataFrame, repweights: Any, n: int) -> tuple[np
     return mat, cols
 
 
+def _default_mse(type_: str, mse: bool | None, survey_version: str) -> bool:
+    """R's ``mse`` for ``svrepdesign``: survey 4.5 makes ACS designs ``mse=TRUE`` unless
+    ``mse=FALSE`` is given (then warns: the ACS's published SEs are MSE ones); 4.1.1 used
+    ``options(survey.replicates.mse)``, FALSE, for every type."""
+    if survey_version not in ("4.5", "4.1"):
+        raise ValueError(f"survey_version={survey_version!r}: choose '4.5' (R survey 4.5, the "
+                         "default) or '4.1' (R survey 4.1.1's mse default).")
+    if mse is None:
+        return type_ == "ACS" and survey_version == "4.5"
+    if type_ == "ACS" and not mse and survey_version == "4.5":
+        warnings.warn("The ACS uses MSE standard errors but you have specified mse=False "
+                      "(R survey 4.5's warning).", UserWarning, stacklevel=3)
+    return bool(mse)
+
+
 def _scales(type_, scale, rscales, rho, R, combined, rep, bootstrap_average, fpc, fpctype):
     """scale and rscales exactly as R's svrepdesign.default sets them."""
     rscales = _check_scale_args(type_, scale, rscales, rho, R)
@@ -643,9 +665,9 @@ def _fpc_rscales(type_, rscales, R, fpc, fpctype):
 
 # ---------------------------------------------------------------------- from SurveyDesign
 def _check_design(design: Any) -> None:
-    from .design import SurveyDesign
-
-    if not isinstance(design, SurveyDesign):
+    # a SurveyDesign, told by its kind: design.py imports this module (d.bootstrap() and
+    # friends), so this module does not import design.py
+    if not isinstance(design, Estimators) or design.design_kind != "taylor":
         raise ValueError(f"design must be a SurveyDesign, got {type_name(design)}.")
 
 
@@ -662,13 +684,11 @@ def bootstrap(design: Any, replicates: int = 500, method: str = "preston", seed:
     over replicates, strata and clusters, in blocks of replicates, and stored compactly
     (one row per last-stage cluster; ``dtype="float32"`` halves memory).
     ``method="canty-davison"``: R's ``type="bootstrap"``
-    (:func:`surveysynth.replicate_generators.canty_davison`).
+    (:func:`canty_davison`, also exported by :mod:`surveysynth.replicate_generators`).
     The same ``seed`` gives the same replicate weights.
     """
     _check_design(design)
-    if method == "canty-davison":  # R type="bootstrap"; see surveysynth.replicate_generators
-        from .replicate_generators import canty_davison
-
+    if method == "canty-davison":  # R type="bootstrap"
         return canty_davison(design, replicates, seed=seed, mse=mse)
     if method not in ("preston", "rao-wu"):
         raise ValueError(f"method={method!r}: choose 'preston', 'rao-wu' or 'canty-davison'.")
@@ -744,3 +764,33 @@ def brr(design: Any, fay_rho: float = 0.0, mse: bool = False,
     return ReplicateDesign.from_factors(design.full_data, design.full_weights, fac, index, type_, scale,
                                          np.ones(fac.shape[1]), fay_rho, mse, design.in_subset,
                                          f"{type_}, {fac.shape[1]} half-samples")
+
+
+def canty_davison(design: Any, replicates: int = 50, seed: Any = None,
+                  mse: bool = False) -> ReplicateDesign:
+    """Canty-Davison bootstrap of stage-1 PSUs, R ``as.svrepdesign(type="bootstrap")``.
+
+    Per stratum, n_h PSUs drawn with replacement, or with a stage-1 fpc without replacement
+    from a pseudo-population of N_h units (R ``bootweights``); the factor is the number of
+    draws. ``scale = nbar / ((nbar - 1)(R - 1))``, nbar the harmonic mean of the PSUs per
+    stratum, rscales 1. Later-stage fpcs are dropped with R's warning. Random: checked by its
+    defining properties and against R's own replicate weights (docs/weighting.md).
+    """
+    _check_design(design)
+    if not isinstance(replicates, (int, np.integer)) or replicates < 2:
+        raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
+    st = design.stages[0]
+    popsize = None
+    if design.has_fpc:
+        if design.n_stages > 1:
+            warnings.warn("Finite population corrections after first stage have been dropped",
+                          UserWarning, stacklevel=3)
+        row_str = np.asarray(st.stratum_of_cluster)[st.cluster]
+        popsize = np.empty(st.n_strata)
+        popsize[row_str[::-1]] = np.asarray(design.popsize, dtype=float)[::-1, 0]
+    fac, scale = canty_davison_factors(st.stratum_of_cluster, int(replicates),
+                                       as_generator(seed), popsize, st.labels)
+    return ReplicateDesign.from_factors(
+        design.full_data, design.full_weights, fac, np.asarray(st.cluster, dtype=np.int64),
+        "bootstrap", scale, np.ones(replicates), None, mse, design.in_subset,
+        f"Canty-Davison bootstrap, {replicates} replicates")

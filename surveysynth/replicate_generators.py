@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .replicate_design import ReplicateDesign, _check_design
+from .replicate_design import ReplicateDesign, _check_design, canty_davison  # noqa: F401 (re-exported)
 from .variance.generators import (
-    canty_davison_factors,
     fays_gen_rep_factors,
     gen_boot_factors,
     nearest_psd,
@@ -102,38 +101,6 @@ def sdr(design: Any, replicates: int, sort_variable: str, mse: bool = True,
         design.full_data, design.full_weights, fac, unit, "successive-difference", 4.0 / R,
         np.ones(R), None, mse, design.in_subset,
         f"successive-difference replication sorted by {sort_variable}, {R} replicates")
-
-
-def canty_davison(design: Any, replicates: int = 50, seed: Any = None,
-                  mse: bool = False) -> ReplicateDesign:
-    """Canty-Davison bootstrap of stage-1 PSUs, R ``as.svrepdesign(type="bootstrap")``.
-
-    Per stratum, n_h PSUs drawn with replacement, or with a stage-1 fpc without replacement
-    from a pseudo-population of N_h units (R ``bootweights``); the factor is the number of
-    draws. ``scale = nbar / ((nbar - 1)(R - 1))``, nbar the harmonic mean of the PSUs per
-    stratum, rscales 1. Later-stage fpcs are dropped with R's warning. Random: checked by its
-    defining properties and against R's own replicate weights (docs/weighting.md).
-    """
-    import warnings
-
-    _check_design(design)
-    if not isinstance(replicates, (int, np.integer)) or replicates < 2:
-        raise ValueError(f"replicates={replicates!r}: need an integer >= 2.")
-    st = design.stages[0]
-    popsize = None
-    if design.has_fpc:
-        if design.n_stages > 1:
-            warnings.warn("Finite population corrections after first stage have been dropped",
-                          UserWarning, stacklevel=3)
-        row_str = np.asarray(st.stratum_of_cluster)[st.cluster]
-        popsize = np.empty(st.n_strata)
-        popsize[row_str[::-1]] = np.asarray(design.popsize, dtype=float)[::-1, 0]
-    fac, scale = canty_davison_factors(st.stratum_of_cluster, int(replicates),
-                                       as_generator(seed), popsize, st.labels)
-    return ReplicateDesign.from_factors(
-        design.full_data, design.full_weights, fac, np.asarray(st.cluster, dtype=np.int64),
-        "bootstrap", scale, np.ones(replicates), None, mse, design.in_subset,
-        f"Canty-Davison bootstrap, {replicates} replicates")
 
 
 def quad_form(design: Any, variance_estimator: str) -> tuple[np.ndarray, np.ndarray]:

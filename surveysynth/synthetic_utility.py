@@ -425,3 +425,338 @@ def ci_overlap(lower_orig: Any, upper_orig: Any, lower_syn: Any, upper_syn: Any)
         raise ValueError("each interval needs upper > lower.")
     inter = np.minimum(uo, us) - np.maximum(lo, ls)
     return 0.5 * (inter / (uo - lo) + inter / (us - ls))
+
+
+# ----------------------------------------------------------------------------- joint utility
+# The joint measures of the confidential report ("Utility: joint", issue 22): every synthesized
+# variable coded once from the confidential data (_Coder), then pMSE with all pairwise
+# interactions, k-marginal scores, CI overlap of estimates and of regression coefficients.
+# (Moved from report.py, which presents them: issue 38.)
+#: sequential variable types coded as categories (one-hot / one bin per level) in the joint
+#: utility; every other type is numeric
+CATEGORICAL_TYPES = ("binary", "categorical", "ordinal")
+_MISSING = "(missing)"
+
+
+def _level_strings(col: pd.Series) -> np.ndarray:
+    """Values as level labels (object array, None for missing): whole numbers print without a
+    decimal point, so a level 1 of the confidential data and 1.0 of a synthetic set agree."""
+    if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+        v = col.to_numpy(dtype=float)
+        whole = np.isfinite(v) & (v == np.round(v)) & (np.abs(v) < 1e15)
+        out = np.where(whole, np.where(whole, v, 0).astype(np.int64).astype(str), v.astype(str))
+        return np.where(np.isnan(v), None, out).astype(object)
+    na = col.isna().to_numpy()
+    return np.where(na, None, col.astype(str).to_numpy(dtype=object)).astype(object)
+
+
+def _is_categorical(col: pd.Series, declared: str | None) -> bool:
+    if declared is not None:
+        return declared in CATEGORICAL_TYPES
+    return bool(pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col))
+
+
+class _Coder:
+    """How one variable enters the joint measures, fixed from the confidential data (and the
+    levels the synthetic sets add): a numeric variable is one column (plus a missing indicator
+    when a value is missing anywhere; missing values then sit at 0 in the value column) and is
+    cut for the k-marginal at the confidential min, Q1, median, Q3, max (as
+    :func:`surveysynth.synthetic_utility.k_marginal_score`); a categorical one is one-hot with
+    the first confidential level as reference (K - 1 columns) and one bin per level."""
+
+    def __init__(self, name: str, conf: pd.Series, syns: list[pd.Series], categorical: bool):
+        self.name = name
+        self.categorical = categorical
+        if categorical:
+            lab_c = _level_strings(conf)
+            if isinstance(conf.dtype, pd.CategoricalDtype):
+                order = [str(c) for c in conf.cat.categories]
+                present = {x for x in lab_c if x is not None}
+                first = [c for c in order if c in present]
+            else:
+                first = sorted({x for x in lab_c if x is not None})
+            extra = sorted({x for s in syns for x in _level_strings(s) if x is not None}
+                           - set(first))
+            missing = any(x is None for x in lab_c) or any(
+                s.isna().any() for s in syns)
+            self.levels = first + extra + ([_MISSING] if missing else [])
+            self.n_bins = len(self.levels)
+            self.columns = [f"{name}={lv}" for lv in self.levels[1:]]
+        else:
+            v = pd.to_numeric(conf, errors="coerce").to_numpy(dtype=float)
+            self.has_missing = bool(np.isnan(v).any() or any(
+                pd.to_numeric(s, errors="coerce").isna().any() for s in syns))
+            fin = v[np.isfinite(v)]
+            self.breaks = np.quantile(fin, [0, 0.25, 0.5, 0.75, 1.0]) if fin.size else np.zeros(5)
+            self.n_bins = 6 + int(self.has_missing)
+            self.columns = [name] + ([f"{name} missing"] if self.has_missing else [])
+
+    def _codes_cat(self, col: pd.Series) -> np.ndarray:
+        lab = _level_strings(col)
+        lab = np.where(pd.isna(lab), _MISSING, lab).astype(object)
+        return pd.Index(self.levels).get_indexer(lab)
+
+    def matrix(self, col: pd.Series) -> np.ndarray:
+        """The variable's columns of the propensity model (records x len(columns))."""
+        if self.categorical:
+            codes = self._codes_cat(col)
+            return (codes[:, None] == np.arange(1, self.n_bins)[None, :]).astype(float)
+        v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        if not self.has_missing:
+            return v[:, None]
+        miss = np.isnan(v)
+        return np.column_stack([np.where(miss, 0.0, v), miss.astype(float)])
+
+    def bins(self, col: pd.Series) -> np.ndarray:
+        """The variable's k-marginal bin of every record (0 .. n_bins - 1)."""
+        if self.categorical:
+            return self._codes_cat(col)
+        v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        b = np.searchsorted(self.breaks, np.where(np.isnan(v), 0.0, v), side="left")
+        return np.where(np.isnan(v), 6, b) if self.has_missing else b
+
+    def coding(self) -> str:
+        if self.categorical:
+            miss = f"; missing values are the level {_MISSING}" if _MISSING in self.levels else ""
+            return (f"one-hot, {self.n_bins - 1} indicator(s), reference level "
+                    f"{self.levels[0]!r}; {self.n_bins} k-marginal bins (one per level){miss}")
+        miss = "; a missing indicator (values 0 where missing)" if self.has_missing else ""
+        return "standardised value; 6 k-marginal bins at the confidential quartiles" + miss
+
+
+def _independent_columns(X: np.ndarray) -> np.ndarray:
+    """Indices of a maximal set of linearly independent columns of ``X`` beside an intercept
+    (pivoted QR of the standardised columns): an indicator product that is constant, or equal
+    to another column, would make the propensity model singular."""
+    from scipy.linalg import qr
+
+    sd = X.std(axis=0)
+    ok = np.flatnonzero(sd > 0)
+    if ok.size == 0:
+        return ok
+    S = np.column_stack([np.ones(X.shape[0]), (X[:, ok] - X[:, ok].mean(axis=0)) / sd[ok]])
+    _, R, piv = qr(S, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    rank = int((diag > diag.max() * max(S.shape) * np.finfo(float).eps * 10).sum())
+    chosen = np.sort(piv[:rank])
+    chosen = chosen[chosen > 0] - 1  # drop the intercept
+    return ok[chosen]
+
+
+def joint_design_matrix(coders: list[_Coder], frame: pd.DataFrame,
+                        interactions: bool = True) -> tuple[np.ndarray, list[str]]:
+    """Main-effect columns of every variable and (``interactions``) the products of every
+    pair of columns of DIFFERENT variables, with their names. Products are of the raw
+    columns: :func:`surveysynth.synthetic_utility.pmse` standardises each column of the
+    pooled data, which spans the same space as products of standardised columns."""
+    blocks = [c.matrix(frame[c.name]) for c in coders]
+    names = [n for c in coders for n in c.columns]
+    owner = np.concatenate([np.full(b.shape[1], i) for i, b in enumerate(blocks)])
+    X = np.column_stack(blocks)
+    if not interactions:
+        return X, names
+    a, b = np.triu_indices(X.shape[1], k=1)
+    cross = owner[a] != owner[b]
+    a, b = a[cross], b[cross]
+    return (np.column_stack([X, X[:, a] * X[:, b]]),
+            names + [f"{names[i]} x {names[j]}" for i, j in zip(a, b, strict=True)])
+
+
+def _pmse_null(X_o: np.ndarray, X_s: np.ndarray) -> dict[str, float]:
+    """pMSE of one synthetic set (logistic propensity model on the independent columns of
+    the pooled matrix) with its null expectation (k - 1)(1 - c)^2 c / N (Snoke et al. 2018,
+    k parameters including the intercept, N pooled records, c = n_syn / N)."""
+    keep = _independent_columns(np.vstack([X_o, X_s]))
+    N = X_o.shape[0] + X_s.shape[0]
+    c = X_s.shape[0] / N
+    k = keep.size + 1
+    null = (k - 1) * (1 - c) ** 2 * c / N
+    if keep.size == 0:  # nothing varies: the propensity is c for every record
+        return {"pMSE": 0.0, "k": 1.0, "null": 0.0, "ratio": float("nan"), "converged": True}
+    res = pmse(X_o[:, keep], X_s[:, keep], interactions=False)
+    return {"pMSE": res["pMSE"], "k": float(k), "null": null, "ratio": res["pMSE"] / null,
+            "converged": res["converged"]}
+
+
+def k_marginal_codes(codes_o: np.ndarray, codes_s: np.ndarray, n_bins: np.ndarray,
+                     k: int) -> float:
+    """k-marginal score (Task et al. 2021) of pre-binned records: 1000 (2 - TD) / 2 averaged
+    over the k-subsets of variables, TD the total absolute difference of the cell shares. On
+    numeric columns cut as :func:`~surveysynth.synthetic_utility.k_marginal_score` cuts them
+    it is that function's score; here categorical variables get one bin per level."""
+    from itertools import combinations
+
+    per = []
+    for sub in combinations(range(codes_o.shape[1]), k):
+        sub = list(sub)
+        radix = np.concatenate([[1], np.cumprod(n_bins[sub][:-1])]).astype(np.int64)
+        size = int(np.prod(n_bins[sub]))
+        fo = np.bincount(codes_o[:, sub] @ radix, minlength=size) / codes_o.shape[0]
+        fs = np.bincount(codes_s[:, sub] @ radix, minlength=size) / codes_s.shape[0]
+        per.append(1000.0 * (2.0 - np.abs(fo - fs).sum()) / 2.0)
+    return float(np.mean(per))
+
+
+def _overlap(lo_c, hi_c, lo_s, hi_s) -> np.ndarray:
+    """Karr et al. CI overlap (:func:`surveysynth.synthetic_utility.ci_overlap`: negative =
+    the gap of disjoint intervals); NaN where an interval has no width or is missing."""
+    arrs = [np.asarray(a, dtype=float) for a in (lo_c, hi_c, lo_s, hi_s)]
+    ok = np.all([np.isfinite(a) for a in arrs], axis=0) & (arrs[1] > arrs[0]) & (
+        arrs[3] > arrs[2])
+    out = np.full(arrs[0].shape, np.nan)
+    if ok.any():
+        out[ok] = ci_overlap(*(a[ok] for a in arrs))
+    return out
+
+
+def estimate_overlap(design: Any, release: Any, coders: list[_Coder],
+                     level: float = 0.95) -> pd.DataFrame:
+    """Per synthesized variable: the confidential design's mean (numeric) or level
+    proportions (categorical) against the release's combined estimate (its own rule), with
+    both CIs and their overlap. Missing values are left out of both (``na_rm``)."""
+    rows = []
+    for c in coders:
+        stat = "proportion" if c.categorical else "mean"
+        conf = getattr(design, stat)(c.name, na_rm=True)
+        syn = getattr(release, stat)(c.name, na_rm=True, level=level)
+        for f in (conf, syn):
+            f["_key"] = _level_strings(f["level"]) if c.categorical else ""
+        mg = conf.merge(syn, on="_key", how="outer", suffixes=("_c", "_s"))
+        mg = mg.sort_values("_key", key=lambda s: s.map(
+            {lv: i for i, lv in enumerate(getattr(c, "levels", [""]))}).fillna(1e9))
+        rows.append(pd.DataFrame({
+            "variable": c.name, "statistic": stat,
+            "level": mg["_key"].to_numpy(object),
+            "confidential": mg["estimate_c"].to_numpy(float),
+            "conf_se": mg["se_c"].to_numpy(float),
+            "conf_ci_low": mg["ci_low_c"].to_numpy(float),
+            "conf_ci_high": mg["ci_high_c"].to_numpy(float),
+            "release": mg["estimate_s"].to_numpy(float),
+            "rel_se": mg["se_s"].to_numpy(float),
+            "rel_ci_low": mg["ci_low_s"].to_numpy(float),
+            "rel_ci_high": mg["ci_high_s"].to_numpy(float),
+        }))
+    out = pd.concat(rows, ignore_index=True)
+    out["overlap"] = _overlap(out["conf_ci_low"], out["conf_ci_high"], out["rel_ci_low"],
+                              out["rel_ci_high"])
+    return out
+
+
+def regression_overlap(design: Any, release: Any, formula: str,
+                       family: str = "gaussian") -> pd.DataFrame:
+    """One user-listed regression: the confidential svyglm
+    (:func:`surveysynth.analysis.svyglm`, t intervals on its residual df) against the
+    release's combined coefficients (:meth:`SyntheticRelease.glm`, the release's rule), per
+    term with the standardised difference (release - confidential) / SE_confidential and the
+    CI overlap."""
+    from .analysis import svyglm
+
+    conf = svyglm(formula, design, family=family).coef_table()
+    syn = release.glm(formula, family=family).set_index("term")
+    terms = list(conf.index)
+    extra = [t for t in syn.index if t not in terms]
+    if extra:
+        raise ValueError(f"the release gives terms {extra[:5]} that the confidential fit "
+                         "does not (a level absent from the confidential data).")
+    s = syn.reindex(terms)
+    out = pd.DataFrame({
+        "term": terms, "confidential": conf["estimate"].to_numpy(float),
+        "conf_se": conf["se"].to_numpy(float),
+        "conf_ci_low": conf["lower"].to_numpy(float), "conf_ci_high": conf["upper"].to_numpy(float),
+        "release": s["estimate"].to_numpy(float), "rel_se": s["se"].to_numpy(float),
+        "rel_ci_low": s["ci_low"].to_numpy(float), "rel_ci_high": s["ci_high"].to_numpy(float),
+    })
+    out["std_diff"] = (out["release"] - out["confidential"]) / out["conf_se"]
+    out["overlap"] = _overlap(out["conf_ci_low"], out["conf_ci_high"], out["rel_ci_low"],
+                              out["rel_ci_high"])
+    return out
+
+
+def joint_utility(design: Any, release: Any, synthesized: list[str],
+                  types: dict[str, str] | None = None, context: list[str] | None = None,
+                  regressions: list[dict] | None = None) -> dict[str, Any]:
+    """The numbers of :func:`joint_utility_section` (confidential): a dict of DataFrames.
+
+    ``synthesized``: the variables the synthesizer modelled; ``context``: variables released
+    as collected that enter the joint measures with them (a partial synthesis's predictors);
+    ``types``: declared types (sequential: ``binary``/``categorical``/``ordinal`` are coded
+    as categories, other types as numbers; undeclared: non-numeric columns are categories);
+    ``regressions``: ``{"name", "formula", "family"}`` dicts.
+
+    Keys: ``pmse`` (per synthetic set: pMSE with all pairwise interactions, parameters k,
+    null expectation, ratio, converged), ``kmarginal`` (k, score, per set), ``estimates``
+    (:func:`estimate_overlap`), ``variables`` (per synthesized variable: coding, pMSE with
+    its main effects alone, 1-marginal score, mean and min CI overlap), ``regressions``
+    (name -> :func:`regression_overlap` frame, or the error text), ``coders``."""
+    types = dict(types or {})
+    context = [c for c in (context or []) if c not in synthesized]
+    names = list(dict.fromkeys([*synthesized, *context]))
+    cols = set(release.columns)
+    absent = [v for v in names if v not in cols or v not in design.data.columns]
+    if absent:
+        raise ValueError(f"joint utility: variables {absent} are not in both the confidential "
+                         "data and the release. Fix: list released variables only.")
+    conf = design.data
+    frames = [d.data for d in release.designs]
+    coders = [_Coder(v, conf[v], [f[v] for f in frames], _is_categorical(conf[v], types.get(v)))
+              for v in names]
+    X_o, _ = joint_design_matrix(coders, conf, interactions=len(coders) > 1)
+    per_set = []
+    for i, f in enumerate(frames):
+        X_s, _ = joint_design_matrix(coders, f, interactions=len(coders) > 1)
+        per_set.append({"set": i + 1, "n_synthetic": X_s.shape[0], **_pmse_null(X_o, X_s)})
+    pm = pd.DataFrame(per_set)
+    pm["k"] = pm["k"].astype(int)
+    n_bins = np.array([c.n_bins for c in coders])
+    B_o = np.column_stack([c.bins(conf[c.name]) for c in coders])
+    B_s = [np.column_stack([c.bins(f[c.name]) for c in coders]) for f in frames]
+    km = []
+    for k in range(2, min(3, len(coders)) + 1):
+        each = [k_marginal_codes(B_o, b, n_bins, k) for b in B_s]
+        km.append({"k": k, "subsets": int(round(_comb(len(coders), k))),
+                   "score": float(np.mean(each)), "min_over_sets": float(np.min(each)),
+                   "max_over_sets": float(np.max(each))})
+    kmarg = pd.DataFrame(km, columns=["k", "subsets", "score", "min_over_sets", "max_over_sets"])
+    syn_coders = [c for c in coders if c.name in synthesized]
+    est = estimate_overlap(design, release, syn_coders)
+    var_rows = []
+    for j, c in enumerate(coders):
+        if c.name not in synthesized:
+            continue
+        X1 = c.matrix(conf[c.name])
+        p1 = [_pmse_null(X1, c.matrix(f[c.name])) for f in frames]
+        k1 = [k_marginal_codes(B_o[:, [j]], b[:, [j]], n_bins[[j]], 1) for b in B_s]
+        ov = est.loc[est["variable"] == c.name, "overlap"].to_numpy(float)
+        var_rows.append({"variable": c.name,
+                         "type": types.get(c.name, "categorical" if c.categorical else "numeric"),
+                         "coding": c.coding(),
+                         "pMSE_main": float(np.mean([p["pMSE"] for p in p1])),
+                         "pMSE_ratio": float(np.mean([p["ratio"] for p in p1])),
+                         "one_marginal": float(np.mean(k1)),
+                         "mean_overlap": float(np.nanmean(ov)) if np.isfinite(ov).any() else np.nan,
+                         "min_overlap": float(np.nanmin(ov)) if np.isfinite(ov).any() else np.nan})
+    regs: dict[str, Any] = {}
+    for i, r in enumerate(regressions or []):
+        name = str(r.get("name") or f"regression_{i + 1}")
+        try:
+            regs[name] = regression_overlap(design, release, r["formula"],
+                                            r.get("family", "gaussian"))
+        except ValueError as exc:  # reported in the section, never a failed release
+            regs[name] = f"{r['formula']}: could not be compared: {exc}"
+    return {"pmse": pm, "kmarginal": kmarg, "estimates": est, "variables": pd.DataFrame(var_rows),
+            "regressions": regs, "coders": coders, "context": context,
+            "synthesized": list(synthesized)}
+
+
+def _comb(n: int, k: int) -> float:
+    from math import comb
+
+    return float(comb(n, k))
+
+
+#: a regression coefficient of the release more than this many confidential standard errors
+#: from the confidential one is flagged and listed among the report's warnings. Under a
+#: synthesis that preserves the model the standardised difference is roughly standard normal
+#: (wider with the between-set variance), so 3 is seldom passed by chance over a few terms,
+#: while a coefficient the synthesis has lost (issue 37: -37.8) is far beyond it
+STD_DIFF_FLAG = 3.0

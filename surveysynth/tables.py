@@ -513,11 +513,11 @@ def _share_block(design: Any, by: list[str], num: list[str], grid: pd.MultiIndex
 
 def _quantile_block(design: Any, by: list[str], grid: pd.MultiIndex | None, value: str,
                     ps: np.ndarray, na_rm: bool, level: float, qrule: str,
-                    interval_type: str) -> dict[str, np.ndarray]:
+                    interval_type: str, survey_version: str = "4.5") -> dict[str, np.ndarray]:
     """Quantiles of ``value`` in the domains of ``by`` (R svyquantile / svyby), with their
     Woodruff limits and SE, on the grid of ``by`` x quantile."""
     out = design.quantile(value, ps, by=by or None, na_rm=na_rm, level=level, qrule=qrule,
-                          interval_type=interval_type)
+                          interval_type=interval_type, survey_version=survey_version)
     res = {"e": out["estimate"].to_numpy(float), "v": out["se"].to_numpy(float) ** 2,
            "d": out["df"].to_numpy(float), "n": out["n"].to_numpy(float),
            "lo": out["ci_low"].to_numpy(float), "hi": out["ci_high"].to_numpy(float)}
@@ -668,6 +668,7 @@ def tabulate(
     qrule: str = "math",
     interval_type: str = "mean",
     ci_method: str = "wald",
+    survey_version: str = "4.5",
 ) -> Table:
     """Tabulate counts, totals, means, proportions, percentages or quantiles by ``rows`` x
     ``cols`` with margins, SE, CV, CI and flags.
@@ -695,7 +696,8 @@ def tabulate(
     of : for ``"percent"``: ``"total"`` (share of the grand total: R ``svymean`` of the cell
         factor), ``"row"`` (share of its row: ``svyby(~col, ~row, svymean)``) or ``"col"``.
     quantiles, qrule, interval_type : for quantiles, as :meth:`SurveyDesign.quantile` (R
-        4.1's ``qrule`` and ``interval.type``).
+        4.1's ``qrule`` and ``interval.type``); ``survey_version``: R survey 4.5's
+        quantile boundary rule (default) or 4.1.1's (``"4.1"``), see docs/r_survey_functions.md.
     ci_method : interval of proportions and percentages of counts on a design: ``"wald"``
         (default, as ``ci``) or R ``svyciprop``'s ``"logit"``, ``"likelihood"``,
         ``"asin"``, ``"beta"``, ``"mean"``, ``"xlogit"`` (t on each domain's df).
@@ -745,7 +747,7 @@ def tabulate(
             parts.append([_block(d, by, g, value, stat, na_rm) for d in designs])
         elif stat in ("median", "quantile"):
             parts.append([_quantile_block(d, by, g, value, ps, na_rm, level, qrule,
-                                          interval_type) for d in designs])
+                                          interval_type, survey_version) for d in designs])
         else:
             numv = [value] if stat == "proportion" else num
             parts.append([_share_block(d, by, numv, g, levels, value, stat == "percent",

@@ -100,7 +100,8 @@ def test_printed_rule_df_and_assumptions(apiclus1):
 
 def test_large_sample_limit_and_no_cap():
     rng = np.random.default_rng(5)
-    q, u = rng.normal(size=(4, 3)), rng.uniform(0.5, 1.0, size=(4, 3))
+    # between-set spread well above ubar: the full rule's T_f (not its floor, df inf) applies
+    q, u = 3 * rng.normal(size=(4, 3)), rng.uniform(0.5, 1.0, size=(4, 3))
     for kind in ("partial", "full"):
         plain = combine(q, u, kind=kind, n=100, n_syn=100)
         inf = combine(q, u, kind=kind, n=100, n_syn=100, df_complete=np.inf)
@@ -110,6 +111,7 @@ def test_large_sample_limit_and_no_cap():
         small = combine(q, u, kind=kind, n=100, n_syn=100, df_complete=[3.0, 10.0, np.nan])
         assert (small["df"].to_numpy()[:2] < [3.0, 10.0]).all()
         assert small["df"].iloc[2] == plain["df"].iloc[2]  # NaN: no design df, no cap
+        assert (plain["note"] == "").all()
     with pytest.raises(ValueError, match="non-positive design df"):
         combine(q, u, kind="partial", df_complete=0)
 

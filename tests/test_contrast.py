@@ -170,7 +170,7 @@ def test_vcov_with_a_lonely_psu(R, api, lonely):
     keep = (x.stype != "H") | (x.dnum == h_districts[0])
     sub = x[keep].reset_index(drop=True)
     d = ss.SurveyDesign(sub, ids="dnum", strata="stype", weights="pw", nest=True,
-                        lonely_psu=lonely)
+                        lonely_psu=lonely, survey_version="4.1")  # live R 4.1.1's "adjust"
     out = d.mean(["api00", "api99"], by="awards", covmat=True)
     V = vcov(out).to_numpy()
     with r_session_assign(sub):

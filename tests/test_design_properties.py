@@ -63,7 +63,7 @@ def test_native_equals_r_on_random_designs(R, case):
     from r_bridge.convert import pandas_to_r
 
     df, spec, lonely = case
-    d = ss.SurveyDesign(df, lonely_psu=lonely, **spec)
+    d = ss.SurveyDesign(df, lonely_psu=lonely, survey_version="4.1", **spec)  # live R 4.1.1
     with r_session("survey") as (ro, _):
         ro.globalenv["df"] = pandas_to_r(df)
     code = (

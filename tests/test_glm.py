@@ -236,7 +236,8 @@ def _hand_rule(q, u, kind, n, n_syn, nu_com=np.inf):
     else:
         T = (1 + 1 / m) * b - ubar
         df = (m - 1) * (1 - m * ubar / ((m + 1) * b)) ** 2
-        T, df, gamma = np.where(T > 0, T, n_syn / n * ubar), np.where(T > 0, df, np.inf), 0.0
+        Ts = ubar * (n_syn / n + (1 + n_syn / n) / m)  # the floor (Raab et al. 2016)
+        T, df, gamma = np.where(T >= Ts, T, Ts), np.where(T >= Ts, df, np.inf), 0.0
     nu_com = np.asarray(nu_com, dtype=float)
     with np.errstate(divide="ignore"):
         capped = 1 / (1 / df + 1 / (nu_com * (nu_com + 1) / (nu_com + 3) * (1 - gamma)))
@@ -250,7 +251,7 @@ def test_release_glm_equals_hand_combining_rule(api, kind):
     base = api["apistrat"]
     m = 4
     # large noise on api00 makes the between-set variance exceed the within for some terms
-    # (the full rule's T_f > 0 branch), small effects on others (its fallback)
+    # (the full rule's T_f >= T_s branch), small effects on others (its floor T_s)
     frames = [base.assign(api00=base["api00"] + rng.normal(0, 300, len(base)),
                           ell=base["ell"] + rng.normal(0, 1, len(base))) for _ in range(m)]
     rel, designs = _release(frames, kind, n_original=180)
@@ -273,7 +274,8 @@ def test_release_glm_equals_hand_combining_rule(api, kind):
     assert_rel(got["p"], p, 1e-12, "p")
     if kind == "full":
         Tf = (1 + 1 / m) * q.var(axis=0, ddof=1) - u.mean(axis=0)
-        assert (Tf > 0).any() and (Tf <= 0).any(), "test data must reach both branches"
+        Ts = u.mean(axis=0) * (200 / 180 + (1 + 200 / 180) / m)
+        assert (Tf > Ts).any() and (Tf < Ts).any(), "test data must reach both branches"
 
 
 def test_release_glm_binomial_copies_and_level_mismatch(api):

@@ -230,23 +230,26 @@ def test_unconverged_fit_stops_release_unless_allowed(nb_data):
 
 
 def test_released_weights_population_and_order(nb_data):
-    """Released weights: equal, summing to the public population size; the confidential weights
-    are not released; rows in random order; without population_size the manifest lists N."""
+    """Released weights (issue 36, D5): the collected ones rescaled to the public population
+    size, with the strata as collected and log(weight) in the model (unequal weights); rows in
+    random order; without population_size the manifest lists N. (Before issue 36: equal N/n.)"""
     df = nb_data.assign(w=np.random.default_rng(2).uniform(1, 9, len(nb_data)), g=np.arange(len(nb_data)) % 3)
     design = SurveyDesign(df, weights="w", strata="g")
     syn = NBSynthesizer("y", known=["g"], m=2, population_size=50_000, random_state=4, **NB_FAST).fit(design)
+    assert syn.x_names_ == ["(Intercept)", "log(weight)"]
     rel = syn.release()
-    for d in rel.designs:
+    perm = rel.confidential["_row_permutations"]
+    for d, p in zip(rel.designs, perm, strict=True):
         w = d.data["w"].to_numpy()
-        np.testing.assert_allclose(w, 50.0)
+        np.testing.assert_allclose(w, df["w"].to_numpy()[p] * 50_000 / df["w"].sum(), rtol=1e-12)
         assert w.sum() == pytest.approx(50_000) and d.strata_vars == ["g"]
         assert list(d.data.columns) == ["y", "g", "w"]
         assert not np.array_equal(d.data["g"].to_numpy(), df["g"].to_numpy())  # shuffled
         assert sorted(d.data["g"]) == sorted(df["g"])
-    # a public N: not declared; the only item is the known column released as collected (with
-    # its per-value counts), neither the outcome nor the confidential weights
+    # a public N: not declared; the only item is the columns released as collected (the known
+    # column, which is also the stratum, and the weights), not the outcome
     items = [e["item"] for e in rel.privacy.published_without_budget]
-    assert len(items) == 1 and "released as collected (not synthesized): ['g']" in items[0]
+    assert len(items) == 1 and "released as collected (not synthesized): ['g', 'w']" in items[0]
     assert not any("population size" in i for i in items)
     syn2 = NBSynthesizer("y", m=2, random_state=4, **NB_FAST).fit(design)
     rel2 = syn2.release()

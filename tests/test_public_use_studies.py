@@ -157,7 +157,7 @@ def test_unbin_from_public_reference_values_draws_within_the_bin():
 
 def test_combined_means_apply_the_partial_and_full_rules():
     """Two stratified designs: combined SE by hand, T_p = ubar + b/m and T_f = (1 + 1/m) b -
-    ubar (or the fallback). Kills: the full rule used for a partial release, SE per set
+    ubar (or its floor T_s). Kills: the full rule used for a partial release, SE per set
     reported as the combined SE."""
     import surveysynth as ss
 
@@ -173,8 +173,8 @@ def test_combined_means_apply_the_partial_and_full_rules():
     assert res["se"].iloc[0] == pytest.approx(np.sqrt(u.mean() + b / 2))
     assert res["se_per_set"].iloc[0] == pytest.approx(np.sqrt(u).mean())
     full = common.combined_means(designs, ["y"], "full", n_original=100)
-    tf = 1.5 * b - u.mean()
-    assert full["se"].iloc[0] == pytest.approx(np.sqrt(tf if tf > 0 else u.mean()))
+    tf, ts = 1.5 * b - u.mean(), u.mean() * (1 + 2 / 2)  # n_syn = n: T_s = ubar (1 + 2/m)
+    assert full["se"].iloc[0] == pytest.approx(np.sqrt(max(tf, ts)))
 
 
 # ------------------------------------------------------------------------------ simulation

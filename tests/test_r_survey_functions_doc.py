@@ -27,15 +27,24 @@ HEADER = re.compile(
 
 
 def _rows(text: str) -> list[tuple[str, str]]:
-    """(R cell, status cell) of every table row (header and separator rows skipped)."""
+    """(R cell, status cell) of every row of the status tables (those whose header's first
+    cell is "R"; other tables, e.g. the one of R 4.5's changed defaults, are skipped)."""
     rows = []
-    for line in text.splitlines():
-        if not line.startswith("|") or set(line) <= set("|-: "):
+    lines = text.splitlines()
+    in_status_table = False
+    for i, line in enumerate(lines):
+        if not line.startswith("|"):
+            in_status_table = False
+            continue
+        if set(line) <= set("|-: "):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or cells[0] == "R":
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if nxt.startswith("|") and set(nxt) <= set("|-: "):  # a header row
+            in_status_table = cells[0] == "R"
             continue
-        rows.append((cells[0], cells[-1]))
+        if in_status_table and len(cells) >= 3:
+            rows.append((cells[0], cells[-1]))
     return rows
 
 

@@ -73,3 +73,30 @@ def test_errors(d):
         predict_ratio(d, "api.stu", "enroll", {"E": 1, "H": 2, "X": 3}, separate=True)
     with pytest.raises(ValueError, match="one number"):
         predict_ratio(d, "api.stu", "enroll", [1, 2])
+
+
+def test_results_are_estimates(R, d):
+    """Both return the package's Estimate (issue 38): the predicted totals' normal intervals at
+    ``level`` (R: total -+ qnorm * se) and, at another level, ``conf_int(level=)``; the
+    separate ratios' intervals are R's confint of each stratum's ratio. Mutants killed: the
+    level ignored (always 0.95), the separate interval summed from the strata's limits
+    (sum R_h X_h -+ z sum SE_h X_h, wider than -+ z sqrt(sum SE_h^2 X_h^2))."""
+    exp = R(f"local({{ {R_D}; sep <- svyratio(~api.stu, ~enroll, dstrat, separate=TRUE); "
+            "st <- list(E=1877350, H=1013824, M=920298); ps <- predict(sep, total=st); "
+            "c(ps$total + c(-1, 1) * qnorm(0.95) * ps$se, "
+            "ps$total + c(-1, 1) * qnorm(0.975) * ps$se, "
+            "sapply(sep$ratios, function(r) confint(r, level=0.8))) })")
+    ps = predict_ratio(d, "api.stu", "enroll", TOTALS, separate=True, level=0.9)
+    assert isinstance(ps, ss.Estimate) and ps.conf_level == 0.9
+    assert_rel(np.r_[ps["ci_low"], ps["ci_high"]], exp[0:2], 1e-10)
+    assert_rel(ps.conf_int(level=0.95).to_numpy().ravel(), exp[2:4], 1e-10)
+    pc = predict_ratio(d, "api.stu", "enroll", 3811472)
+    assert isinstance(pc, ss.Estimate) and pc.conf_level == 0.95
+    assert_rel(np.r_[pc["ci_low"], pc["ci_high"]],
+               pc["estimate"].to_numpy() + np.r_[-1, 1] * 1.959963984540054 * pc["se"].to_numpy(),
+               1e-12)
+    sep = svyratio_separate(d, "api.stu", "enroll")
+    assert isinstance(sep, ss.Estimate)
+    assert sep.names == ["E:api.stu/enroll", "H:api.stu/enroll", "M:api.stu/enroll"]
+    # R: confint(ratio, level=0.8) is (lower, upper) per stratum
+    assert_rel(sep.conf_int(level=0.8).to_numpy().ravel(), exp[4:10], 1e-9)

@@ -78,12 +78,13 @@ def test_full_release_uses_n_original_in_fallback(apistrat):
     rel = SyntheticRelease([d, d], "full", _privacy(2), n_original=400)
     out = rel.mean("api00")
     ref = d.mean("api00")
-    assert out.note[0] == NOTE_FALLBACK  # b = 0 -> T_f = -ubar <= 0
-    assert out["variance"][0] == pytest.approx(200 / 400 * ref.se[0] ** 2, rel=1e-12)
+    assert out.note[0] == NOTE_FALLBACK  # b = 0 -> T_f = -ubar < T_s
+    r = 200 / 400  # T_s = ubar (n_syn/n + (1 + n_syn/n)/m), m = 2
+    assert out["variance"][0] == pytest.approx((r + (1 + r) / 2) * ref.se[0] ** 2, rel=1e-12)
     rel2 = SyntheticRelease([d, d], "full", _privacy(2))
     out2 = rel2.mean("api00")
     assert "n taken as n_syn" in out2.note[0]
-    assert out2["variance"][0] == pytest.approx(ref.se[0] ** 2, rel=1e-12)
+    assert out2["variance"][0] == pytest.approx(2 * ref.se[0] ** 2, rel=1e-12)
 
 
 def test_empty_domain_counts_zero_and_means_nan(apistrat):

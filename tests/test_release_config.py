@@ -100,10 +100,10 @@ def test_kng_example_end_to_end_with_dropped_missing_and_replicate_weights(tmp_p
         frame[f"rep{j + 1}"] = frame["w1"] * rng.poisson(1.0, len(frame))
     frame.loc[[3, 17, 40], "salary"] = np.nan
     example = example_config("quantile")
-    assert example.count('strata = "field"\n') == 1
+    assert example.count('[design]\n') == 1
     text = (example
-            .replace('strata = "field"\n',
-                     'weights = "w1"\nrepweights = "^rep"\ntype = "bootstrap"\nscale = 0.125\n')
+            .replace('[design]\n',
+                     '[design]\nweights = "w1"\nrepweights = "^rep"\ntype = "bootstrap"\nscale = 0.125\n')
             .replace('policy = "refuse"', 'policy = "drop"'))
     cfg = _write(tmp_path, text, frame)
     loaded = load_config(cfg)

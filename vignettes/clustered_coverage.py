@@ -183,7 +183,7 @@ def confidential_estimates(design) -> pd.DataFrame:
     dom = design.mean("y", by="x")
     out["mean y | x=1"] = _row(dom, dom["x"].astype(float).to_numpy() == 1)
     g = svyglm("y ~ x", design)
-    ci = g.conf_int(0.05)
+    ci = g.conf_int(level=0.95)
     out["slope y~x"] = {"estimate": float(g.params["x"]), "se": float(g.bse["x"]),
                         "ci_low": float(ci.loc["x", "lower"]),
                         "ci_high": float(ci.loc["x", "upper"]), "df": float(g.df_resid)}

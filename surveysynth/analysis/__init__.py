@@ -1,6 +1,9 @@
 """Design-based analysis: survey-weighted GLMs and tests (R ``svyglm``, ``svychisq``,
 ``svyttest``, ``svyranktest``, ``regTermTest``, ``anova.svyglm``, ``AIC``/``BIC`` for svyglm),
-``svyvar``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs; the
+``svyvar``, ``svyolr``, ``svyloglin``, and R's ``pchisqsum``/``pFsum``, on linearization and replicate designs;
+prediction (``predict.svyglm``, ``marginpred``, ``svypredmeans``), survival (``svykm``,
+``svycoxph``, ``svylogrank``, ``svysurvreg``) and other models (``svyivreg``, ``svynls``,
+``svymle``, ``svygofchisq``, ``svystandardize``); the
 multivariate summaries (``svyprcomp``, ``svyfactanal``, ``svycralpha``, ``svycdf``), ``svysmooth`` and the
 graphics (``svyhist``, ``svyboxplot``, ``svyplot``, ``svyqqplot``, ``svyqqmath``; matplotlib,
 imported only when drawing).
@@ -13,8 +16,11 @@ from __future__ import annotations
 
 from .chisqsum import pchisqsum, pFsum
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
+from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
 from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .loglin import LoglinResults, svyloglin
+from .loglin import anova as loglin_anova
 from .multivariate import (
     FactanalResult,
     PrcompResult,
@@ -24,13 +30,40 @@ from .multivariate import (
     svyfactanal,
     svyprcomp,
 )
+from .olr import OLRResults, svyolr
+from .othermodels import (
+    MLEResults,
+    RegressionResults,
+    svygofchisq,
+    svyivreg,
+    svymle,
+    svynls,
+    svystandardize,
+)
+from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
+from .survival import (
+    CoxResults,
+    KMCurve,
+    KMCurves,
+    predict_svycoxph,
+    svycoxph,
+    svykm,
+    svylogrank,
+    svysurvreg,
+)
 from .variance_matrix import svyvar
 
 __all__ = ["AIC", "BIC", "GLMResults", "GLMSummary", "TestResult", "anova", "pFsum",
            "pchisqsum", "regTermTest", "reg_term_test", "svychisq", "svyglm", "svyranktest",
-           "svyttest", "svyvar"]
+           "svyttest", "svyvar", "OLRResults", "svyolr", "LoglinResults", "loglin_anova",
+           "svyloglin"]
+__all__ += ["CoxResults", "KMCurve", "KMCurves", "marginpred", "predict_svyglm", "quasi",
+            "svycoxph", "svykm", "svylogrank", "svypredmeans", "svysurvreg"]
+__all__ += ["predict_svycoxph"]
+__all__ += ["MLEResults", "svymle"]
+__all__ += ["RegressionResults", "svygofchisq", "svyivreg", "svynls", "svystandardize"]
 __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplot"]
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",

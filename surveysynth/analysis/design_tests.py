@@ -25,7 +25,6 @@ default; the other R tests drop rows silently too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,38 +35,7 @@ from ..estimate import category_levels
 from .covariance import influence_covariance, mean_covariance, total_covariance
 from .formulas import formula_columns, formula_matrix, quote_dotted
 from .glm import svyglm
-
-
-@dataclass(frozen=True)
-class TestResult:
-    """A design-based test: statistic, its reference distribution's parameters, p value.
-
-    ``parameter`` holds the df (``{"df": ...}`` or ``{"ndf": ..., "ddf": ...}``); ``estimate``
-    and ``conf_int`` are set by the t-type tests; ``details`` keeps intermediate quantities
-    (Pearson X^2, Delta's eigenvalues, ...).
-    """
-
-    __test__ = False  # not a pytest class
-
-    method: str
-    statistic: float
-    statistic_name: str
-    parameter: dict[str, float]
-    p_value: float
-    estimate: float | None = None
-    conf_int: tuple[float, float] | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        par = ", ".join(f"{k} = {v:.6g}" for k, v in self.parameter.items())
-        lines = [self.method, f"{self.statistic_name} = {self.statistic:.6g}, {par}, "
-                 f"p-value = {self.p_value:.6g}"]
-        if self.estimate is not None:
-            lines.append(f"estimate: {self.estimate:.6g}")
-        if self.conf_int is not None:
-            lines.append(f"95 percent confidence interval: {self.conf_int[0]:.6g} "
-                         f"{self.conf_int[1]:.6g}")
-        return "\n".join(lines)
+from .htest import TestResult
 
 
 def _scope(design: Any, columns: list[str], na_rm: bool, what: str) -> np.ndarray:

@@ -73,3 +73,33 @@ def formula_matrix(formula: str, data: pd.DataFrame, what: str, r_logicals: bool
             f"{what}: cannot evaluate formula {formula!r} on the design's data: {exc}. Fix: "
             f"check the names (columns: {list(map(str, data.columns))[:12]}...) and the syntax."
         ) from exc
+
+
+_OFFSET = re.compile(r"\boffset\s*\(")
+
+
+def split_offset(formula: str) -> tuple[str, list[str]]:
+    """Remove ``offset(expr)`` terms from the right-hand side; return the formula and exprs."""
+    exprs: list[str] = []
+    text = formula
+    while True:
+        m = _OFFSET.search(text)
+        if m is None:
+            break
+        depth, k = 1, m.end()
+        while k < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            k += 1
+        if depth:
+            raise ValueError(f"formula {formula!r}: unbalanced parentheses in offset(...).")
+        exprs.append(text[m.end(): k - 1].strip())
+        before = text[: m.start()].rstrip()
+        if before.endswith("+"):
+            before = before[:-1].rstrip()
+        after = text[k:].lstrip()
+        if before.endswith("~") and after.startswith("+"):
+            after = after[1:].lstrip()
+        text = f"{before} {after}".strip()
+        if text.endswith("~"):
+            text += " 1"
+    return text, exprs

@@ -90,13 +90,17 @@ def _halve(start, coefold, X, offset, family, y, prior, bad, maxit, what):
 
 
 def irls(X: np.ndarray, y: np.ndarray, prior: np.ndarray, offset: np.ndarray, family: Family,
-         start: np.ndarray | None = None, maxit: int = 25, epsilon: float = 1e-8) -> IRLSFit:
-    """Fit a GLM by R's ``glm.fit``: X (n, p) full rank, prior weights, offset, family."""
+         start: np.ndarray | None = None, maxit: int = 25, epsilon: float = 1e-8,
+         mustart: np.ndarray | None = None) -> IRLSFit:
+    """Fit a GLM by R's ``glm.fit``: X (n, p) full rank, prior weights, offset, family.
+    ``mustart`` replaces ``family$initialize``'s (R's binomial with a two-column response
+    starts from ``(n y + 0.5) / (n + 1)`` with n the trials, not the prior weights)."""
     link = family.link
     y = np.asarray(y, dtype=float).copy()
     if family.kind == "binomial":
         y[prior == 0] = 0.0  # binomial()$initialize
-    mustart = family.initialize(y, prior)
+    init = family.initialize(y, prior)
+    mustart = init if mustart is None else mustart
     coefold = None
     if start is not None:
         coefold = np.asarray(start, dtype=float).copy()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -40,10 +40,12 @@ from formulaic import Formula
 from scipy import linalg, stats
 
 from .chisqsum import pFsum
-from .design_tests import TestResult
-from .formulas import quote_dotted
-from .glm import GLMResults, _split_offset, svyglm
+from .formulas import quote_dotted, split_offset
+from .htest import TestResult
 from .irls import irls
+
+if TYPE_CHECKING:  # glm.py imports this module (GLMResults.regTermTest, anova, aic, bic)
+    from .glm import GLMResults
 
 _METHODS = ("Wald", "WorkingWald", "LRT")
 
@@ -51,6 +53,13 @@ _METHODS = ("Wald", "WorkingWald", "LRT")
 def _key(term: Any) -> frozenset[str]:
     return frozenset(str(f) for f in term.factors)
 
+
+
+def _is_glm_result(model: Any) -> bool:
+    """A :class:`~surveysynth.analysis.GLMResults`, told by what the tests read and call
+    (this module does not import glm.py at run time: glm.py imports it)."""
+    return all(hasattr(model, a) for a in ("params", "vcov", "naive_cov", "df_resid",
+                                           "deviance", "refit_arguments", "update"))
 
 def _terms(res: GLMResults) -> tuple[list[tuple[frozenset[str], str, list[int]]], bool]:
     """The model's terms other than the intercept: (factor set, label, columns), and whether
@@ -177,7 +186,7 @@ def regTermTest(model: GLMResults, test_terms: Any, null: Any = None,  # noqa: N
     statistic), ``details["lambda"]`` the design-effect eigenvalues and
     ``details["working_statistic"]`` ``chisq / mean(lambda)``, the value R prints.
     """
-    if not isinstance(model, GLMResults):
+    if not _is_glm_result(model):
         raise TypeError(f"regTermTest: model must be a svyglm result, got {type(model).__name__}.")
     if method not in _METHODS:
         raise ValueError(f"method={method!r}: choose one of {_METHODS}.")
@@ -219,18 +228,16 @@ reg_term_test = regTermTest
 
 def _refit_without(res: GLMResults, label: str) -> GLMResults:
     """The model refitted on its design without the term ``label`` (R ``update(m, .~.-t)``)."""
-    r = res.refit_arguments
-    if r is None:
+    if res.refit_arguments is None:
         raise ValueError("anova: this model was not made by svyglm(); cannot refit it.")
     terms, intercept = _terms(res)
     lhs = res.formula.split("~", 1)[0]
-    _, exprs = _split_offset(res.formula)
+    _, exprs = split_offset(res.formula)
     rhs = [lab for _, lab, _ in terms if lab != label]
     rhs += [] if intercept else ["0"]
     rhs += [f"offset({e})" for e in exprs]
     formula = f"{lhs}~ {' + '.join(rhs) if rhs else '1'}"
-    return svyglm(formula, r["design"], family=r["family"], offset=r["offset"], na_rm=r["na_rm"],
-                  maxit=r["maxit"], epsilon=r["epsilon"])
+    return res.update(formula)
 
 
 def anova(object: GLMResults, object2: GLMResults | None = None,  # noqa: A002
@@ -340,7 +347,7 @@ def _dispersion_41(fit: GLMResults) -> float:
 
 def _aic_one(fit: GLMResults, k: float, null_has_intercept: bool,
              survey_version: str) -> np.ndarray:
-    if not isinstance(fit, GLMResults):
+    if not _is_glm_result(fit):
         raise TypeError(f"AIC: expected svyglm results, got {type(fit).__name__}.")
     if survey_version not in ("4.5", "4.1"):
         raise ValueError(f"survey_version={survey_version!r}: choose '4.5' or '4.1'.")

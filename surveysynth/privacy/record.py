@@ -96,10 +96,6 @@ class PrivacyRecord:
             raise ValueError(f"privacy record: missing key(s) {sorted(missing)}.")
         return cls(**d)
 
-    def with_m(self, m: int) -> PrivacyRecord:
-        """The same record for a release of a different m (only where m is free)."""
-        return PrivacyRecord(**{**asdict(self), "m": int(m)})
-
 
 def build_record(
     family: str,

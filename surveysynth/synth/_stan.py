@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import io
 import json
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import progress as _progress
 from .stan_build import ensure_compiled
 
 __all__ = [
@@ -235,18 +237,25 @@ class StanMessageFilter(io.TextIOBase):
     Metropolis proposal is about to be rejected ..." blocks (early warmup rejections, e.g. at
     lkj_corr_cholesky_lpdf), stanc's "has N priors" notes (the models put two priors on a
     parameter on purpose), the gradient-timing lines and the headers these leave empty. Every
-    other line (real errors included) is passed through. Lines end at ``\\n`` or ``\\r``."""
+    other line (real errors included) is passed through. Lines end at ``\\n`` or ``\\r``.
+
+    ``target=None`` passes nothing on. With a ``label``, the lines also become events for the
+    progress listener (:mod:`surveysynth.synth.progress`): pystan's "Sampling: p% (done/total)"
+    lines ``on_fit_progress(label, done, total)``, every other kept line except pystan's build
+    lines ``on_message(line)``. Reading pystan's progress text is pystan's quirk, kept here."""
 
     _DROP = re.compile(
         r"has \d+ priors|Gradient evaluation took|transitions using \d+ leapfrog|"
         r"Adjust your expectations|Messages received during sampling|Messages from stanc|"
         r"^\s*$")
     _BLOCK_START = re.compile(r"Informational Message")
+    _PROGRESS = re.compile(r"Sampling:\s+\d+%(?: \((\d+)/(\d+)\))?")
     _BLOCK_END = re.compile(r"misspecified\.?\s*$")
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, label: str | None = None) -> None:
         super().__init__()
         self._target = target
+        self._label = label
         self._buf = ""
         self._in_block = False
 
@@ -263,12 +272,25 @@ class StanMessageFilter(io.TextIOBase):
             if self._in_block or self._BLOCK_START.search(line):
                 self._in_block = not self._BLOCK_END.search(line)
                 continue
-            if not self._DROP.search(line):
+            if self._DROP.search(line):
+                continue
+            if self._label is not None:
+                self._report(line)
+            if self._target is not None:
                 self._target.write(line + "\n")
         return len(s)
 
+    def _report(self, line: str) -> None:
+        m = self._PROGRESS.search(line)
+        if m:
+            if m.group(1):
+                _progress.emit("on_fit_progress", self._label, int(m.group(1)), int(m.group(2)))
+        elif "Building" not in line:  # the runner reports the build itself (on_compile)
+            _progress.emit("on_message", line)
+
     def flush(self) -> None:
-        self._target.flush()
+        if self._target is not None:
+            self._target.flush()
 
 
 class _CompilerLog:
@@ -323,10 +345,13 @@ def _compiler_output(shown: bool):
         fh.close()
 
 
-def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs):
+def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample_kwargs,
+         label="Stan"):
     stan = _require_stan()
+    listened = _progress.active()
     sink = contextlib.redirect_stderr(
-        StanMessageFilter(sys.stderr) if progress else io.StringIO())
+        StanMessageFilter(sys.stderr if progress else None, label if listened else None)
+        if progress or listened else io.StringIO())
     t0 = time.perf_counter()
     with sink, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -338,7 +363,8 @@ def _run(program_code, data, chains, draws, warmup, seed, progress, init, sample
             with _compiler_output(shown=False) as compiler_log:
                 # compiled (or repaired) outside pystan's HTTP client first: no client timeout
                 # on a slow machine, no build/ folder in the working directory (stan_build)
-                ensure_compiled(program_code)
+                status = ensure_compiled(program_code)
+                _progress.emit("on_compile", label, status, time.perf_counter() - t0)
                 post = stan.build(program_code, data=data, random_seed=int(seed))
             compiler_log.remove()
             if post is None:  # pystan returns None when Ctrl-C interrupts its build
@@ -468,6 +494,7 @@ def run_stan(
     rhat_max: float = 1.01,
     ess_min: float | None = None,
     warn: bool = True,
+    label: str = "Stan",
     **sample_kwargs: Any,
 ) -> StanDraws:
     """Compile (cached) and sample a Stan program with NUTS; return draws and diagnostics.
@@ -481,7 +508,9 @@ def run_stan(
     A ``ConvergenceWarning`` is issued when the largest R-hat exceeds ``rhat_max``, the
     smallest bulk ESS is below ``ess_min`` (default 100 per chain), or there are divergences.
     Runs in a worker thread when called from inside a running asyncio loop (e.g. Jupyter),
-    where pystan cannot run.
+    where pystan cannot run. The run is reported to the progress listener, if one is installed
+    (:mod:`surveysynth.synth.progress`), under ``label``: its start, build, sampling progress
+    and end with its gates (the ``summary``).
     """
     check_stan_kwargs(sample_kwargs, "sampler arguments")
     if isinstance(seed, np.random.Generator):
@@ -489,10 +518,13 @@ def run_stan(
     if seed is None:
         seed = int(np.random.default_rng().integers(0, 2**31 - 1))
     args = (program_code, data, int(chains), int(draws), int(warmup), int(seed), progress, init,
-            sample_kwargs)
+            sample_kwargs, label)
+    _progress.emit("on_fit_start", label)
     if _in_running_loop():
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
-            post, fit, t_build, t_sample = ex.submit(_run, *args).result()
+            # the worker thread sees this thread's progress listener
+            post, fit, t_build, t_sample = ex.submit(
+                contextvars.copy_context().run, _run, *args).result()
     else:
         post, fit, t_build, t_sample = _run(*args)
 
@@ -529,6 +561,7 @@ def run_stan(
     if divergences:
         problems.append(f"{divergences} divergent transitions")
     summary["problems"] = problems
+    _progress.emit("on_fit_end", label, summary)
     if problems and warn:
         warnings.warn(
             "Stan sampling may be unreliable: " + "; ".join(problems)

@@ -184,10 +184,6 @@ def _log_lengths(count: np.ndarray) -> np.ndarray:
         return np.log(np.asarray(count, dtype=float))
 
 
-def _log_factorial(r: np.ndarray) -> np.ndarray:
-    return gammaln(np.asarray(r, dtype=float) + 1)
-
-
 def _convolve(w: np.ndarray, alpha: float, c: float) -> np.ndarray:
     """out[i] = log sum_{d=1}^{i} exp(w[i - d] - alpha |d - c|), i = 0..len(w)-1 (out[0] = -inf)."""
     size = w.size

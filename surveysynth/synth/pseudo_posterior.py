@@ -853,7 +853,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 warnings.simplefilter("always")
                 res = run_stan(program, data, chains=int(self.chains), draws=draws,
                                warmup=warmup, seed=seed, progress=progress, init=init,
-                               **stan_kwargs)
+                               label=f"{self.name} {label}", **stan_kwargs)
             for wmsg in caught:  # re-issue convergence problems with the fit's label
                 if issubclass(wmsg.category, ConvergenceWarning):
                     warnings.warn(f"{self.name} {label} fit: {wmsg.message}",

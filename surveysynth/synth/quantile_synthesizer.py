@@ -94,7 +94,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from .._validate import as_list
 from ..privacy.randomness import secret_rng
@@ -107,6 +106,7 @@ from .kng import (
 )
 from .kng.mechanism import _check_epsilon
 from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
+from .progress import progress_bar
 
 __all__ = ["QuantileSynthesizer", "paper_quantile_grid", "split_budget"]
 
@@ -567,8 +567,8 @@ class QuantileSynthesizer(Synthesizer):
         self._cfg = cfg
         self.design_plan_ = plan
         q = cfg.quantiles.size
-        bar = tqdm(total=len(cfg.variables) * q * (len(plan.labels) if plan is not None and plan.stratified else 1),
-                   desc=f"KNG {cfg.method}", disable=not self.progress)
+        bar = progress_bar(total=len(cfg.variables) * q * (len(plan.labels) if plan is not None and plan.stratified else 1),
+                           desc=f"KNG {cfg.method}", disable=not self.progress)
         pareto = cfg.method == "jointexp" and cfg.transform == "pareto"
         if plan is None or not plan.stratified:
             coefs, diag, used_start, hull = _fit_block(cfg, frame, budget, splan, rng, bar)

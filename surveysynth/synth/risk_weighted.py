@@ -20,13 +20,21 @@ collected. They follow :class:`surveysynth.synth.base.Synthesizer`:
   Delta_alpha = max_{i,s} |alpha_i log p(y_i | theta_s)| over the S posterior draws (labelled
   not differentially private unless the caller's alpha is independent of the data); ``None`` ->
   family ``none``.
-* Released weights (**Decision**): the design's sampling weights are confidential and are not
-  released; each synthetic record gets the equal weight N/n, so the released weights sum to the
-  public population size N (``population_size``; when it is not given, the sum of the
-  confidential weights is used and the public manifest lists it as published without budget).
-  With equal weights, released means are the unweighted synthetic means (as seed 002 computes
-  them) and totals are scaled to N. The design's strata are carried only when their columns
-  are released anyway (predictors, known or ``release_columns``).
+* Design and weights (**Decision**, issue 36 D5; docs/identification_risk.md, "Weights and
+  strata"): the release keeps the design as collected, as the other partial synthesizers do:
+  the strata, the fpc and the sampling weights (rescaled to sum to the public population size
+  N, ``population_size``; when it is not given, N is the sum of the confidential weights and
+  the public manifest lists it as published without budget). They are design information,
+  public like the quantile synthesizer's strata and weights, and are listed with the columns
+  released as collected. The outcome is synthesized conditionally on them: with unequal
+  weights the standardised log weight is a predictor of the model (a continuous public
+  predictor, as in Sequential), unless it adds no rank to the predictors (weights that are a
+  function of predictor cells, e.g. apistrat's pw of stype); strata enter through the
+  weights or as predictors the user lists. So weighted synthetic means target the population,
+  not the sample. (Before issue 36 every synthetic record got the equal weight N/n and the
+  weighted means tracked the unweighted sample: apistrat mean api00 653-655 against the
+  weighted 662.3.) With equal weights (a DataFrame, or a design without weights) nothing
+  changes: log w is constant and the released weights are N/n.
 * Clustered designs are refused (**Decision**, issue 36 D6; docs/identification_risk.md,
   "Clustered designs"): the outcome models have no cluster effect, so every synthetic outcome
   is drawn independently of its PSU given the predictors and the design effect is lost
@@ -34,8 +42,7 @@ collected. They follow :class:`surveysynth.synth.base.Synthesizer`:
   clustered api samples). Carrying a PSU random intercept is not cheap here: the mixture's
   components are label-switching (a shared random intercept per PSU makes the component
   assignment and the cluster effect compete), the identification-risk weights would have to be
-  recomputed with the cluster effect, and the released weights are equal (N/n), so the design
-  (unequal weights, clusters) is not carried anyway. Sequential has a negative binomial step
+  recomputed with the cluster effect. Sequential has a negative binomial step
   and carries the design (count outcomes of clustered designs go there).
 * The m synthetic outcome vectors are drawn at ``fit`` from m posterior draws spaced evenly over
   the retained draws (``synthetic_``, confidential row order), so the curator's risk assessment
@@ -65,7 +72,7 @@ from ..privacy.identification import (
 from ..privacy.identification_weights import risk_weights
 from ..privacy.randomness import child_seed
 from ._stan import StanDraws, convergence_diagnostics, load_program, run_stan
-from .base import CONVERGENCE_DEFAULTS, Synthesizer, convergence_verdict
+from .base import CONVERGENCE_DEFAULTS, Synthesizer, collected_design, convergence_verdict
 
 __all__ = ["RiskWeightedSynthesizer", "even_draws"]
 
@@ -80,6 +87,27 @@ def even_draws(S: int, m: int) -> np.ndarray:  # noqa: N803 - the usual symbol
 
 def _first(mask: np.ndarray, index: pd.Index, k: int = 5) -> list:
     return index[np.flatnonzero(mask)[:k]].tolist()
+
+
+#: the name of the log-weight column of the model's design matrix (issue 36, D5)
+LOG_WEIGHT = "log(weight)"
+
+
+def with_log_weight(X: np.ndarray, names: list[str], w: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The design matrix with the standardised log sampling weight appended (issue 36, D5):
+    the weights are released as collected, so log w is a public continuous predictor and the
+    outcome model conditions on it. Not added when the weights are equal (nothing to model) or
+    when log w adds no rank to X (its residual on X below 1e-8 of its norm: weights that are a
+    function of the predictor cells, which X already carries)."""
+    lw = np.log(np.asarray(w, dtype=float))
+    sd = float(lw.std())
+    if not sd > 1e-12 * max(1.0, float(np.abs(lw).max())):
+        return X, names
+    z = (lw - lw.mean()) / sd
+    coef, *_ = np.linalg.lstsq(X, z, rcond=None)
+    if np.linalg.norm(z - X @ coef) <= 1e-8 * np.linalg.norm(z):
+        return X, names
+    return np.column_stack([X, z]), [*names, LOG_WEIGHT]
 
 
 class RiskWeightedSynthesizer(Synthesizer):
@@ -230,23 +258,28 @@ class RiskWeightedSynthesizer(Synthesizer):
                                  f"{list(frame.columns)[:30]}).")
         y = outcome_values(frame, self.outcome, "the design's data")
         wname = design.weights_var or "weight"
-        released = list(dict.fromkeys([*s["predictors"], *s["known"], *s["extra"], self.outcome]))
+        coll = collected_design(design)  # D2/D5: strata and fpc released as collected
+        design_cols = [c for c in dict.fromkeys(coll["strata"] + coll["fpc"]) if c != self.outcome]
+        released = list(dict.fromkeys([*s["predictors"], *s["known"], *s["extra"], *design_cols,
+                                       self.outcome]))
         if wname in released:
             raise ValueError(
-                f"column {wname!r} is the design's sampling weight, which is confidential and is "
-                "replaced in the release by equal weights summing to the population size; remove it "
-                "from predictors / known / release_columns."
+                f"column {wname!r} is the design's sampling weight: it is released as collected "
+                "(rescaled to the population size) and enters the model as log(weight) by itself; "
+                "remove it from predictors / known / release_columns."
             )
         N = self._population(design)
+        w = np.asarray(design.weights, dtype=float)
         alpha, kind = self._alpha(frame, s)
         X, xnames = self._design_matrix(frame, s["predictors"], s["categorical"])
+        X, xnames = with_log_weight(X, xnames, w)
         prep = self._prepare_y(y, frame)
         need_ll = bool(self.log_lik) or kind == "caller"
         draws = run_stan(
             load_program(self.program), self._stan_data(X, prep, alpha, need_ll),
             chains=int(self.chains), draws=int(self.draws), warmup=int(self.warmup),
             seed=child_seed(rng), progress=bool(self.progress), warn=False,
-            **dict(self.stan_kwargs or {}),
+            label=f"{type(self).__name__} fit", **dict(self.stan_kwargs or {}),
         )
         self.alpha_ = alpha
         self.alpha_kind_ = kind
@@ -260,6 +293,9 @@ class RiskWeightedSynthesizer(Synthesizer):
         self._prep_ = prep
         self._released_columns_ = [c for c in frame.columns if c in set(released)]
         self._weights_name_ = wname
+        # the collected weights scaled to N (equal weights: exactly N/n, as before issue 36)
+        self._weights_out_ = (np.full(len(w), N / len(w)) if np.ptp(w) == 0
+                              else w * (N / w.sum()))
         self._spec_ = self._design_spec(design, released)
         self._convergence(draws, X, s["gates"])
         self.log_lik_ = draws["log_lik"] if need_ll else None
@@ -280,7 +316,7 @@ class RiskWeightedSynthesizer(Synthesizer):
             design, f"{type(self).__name__} (risk-weighted partial synthesis)",
             f"its {self.model_label} has no cluster effect: each synthetic outcome is drawn "
             "independently of its PSU given the predictors, so the within-cluster correlation "
-            "is lost (and the released weights are equal, N/n, so the design is not carried)")
+            "is lost")
 
     @staticmethod
     def _design_spec(design: Any, released: list[str]) -> dict[str, Any]:
@@ -350,13 +386,19 @@ class RiskWeightedSynthesizer(Synthesizer):
                  "epsilon": eps}]
 
     def released_as_collected(self) -> list[str]:
+        """The released columns that are confidential values as collected: predictors, known
+        and declared columns, the design's strata and fpc, and (when they are unequal) the
+        sampling weights, rescaled to N (issue 36, D5)."""
         self._check_fitted()
-        return [c for c in self._released_columns_ if c != self.outcome]
+        out = [c for c in self._released_columns_ if c != self.outcome]
+        if np.ptp(self._weights_out_) > 0:
+            out.append(self._weights_name_)
+        return out
 
     def _synthesize(self, m: int, rng: np.random.Generator) -> tuple[list[pd.DataFrame], dict]:
         ys = self.synthesize(m)
         base = self._frame_[self._released_columns_].reset_index(drop=True)
-        w = np.full(self.n_, self.population_size_ / self.n_)
+        w = self._weights_out_
         frames = []
         for k in range(m):
             f = base.copy()
@@ -375,13 +417,18 @@ class RiskWeightedSynthesizer(Synthesizer):
 
     def _privacy_facts(self, m: int) -> dict[str, Any]:
         name = type(self).__name__
-        unsyn = [c for c in self._released_columns_ if c != self.outcome]
+        unsyn = self.released_as_collected()
+        given = (f" and the standardised {LOG_WEIGHT}" if LOG_WEIGHT in self.x_names_ else "")
         notes = [
             f"partially synthetic: outcome {self.outcome!r} drawn from the posterior predictive of "
-            f"{name} ({self.description}) at {m} posterior draws spaced evenly over the retained draws",
+            f"{name} ({self.description}) at {m} posterior draws spaced evenly over the retained "
+            f"draws, given the predictors{given}",
             f"released unsynthesized (as collected): {unsyn}",
-            "the confidential sampling weights are not released: every synthetic record has the "
-            "equal weight N/n, summing to the population size N; rows in random order",
+            ("the design is released as collected (strata, fpc and the sampling weights rescaled "
+             "to sum to the population size N: design information, public as for the quantile "
+             "synthesizer); rows in random order" if np.ptp(self._weights_out_) > 0 else
+             "equal sampling weights: every synthetic record has the weight N/n, summing to the "
+             "population size N; the strata and fpc as collected; rows in random order"),
         ]
         S = self.draws_.chains * self.draws_.draws_per_chain
         kind = self.alpha_kind_

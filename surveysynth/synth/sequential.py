@@ -1009,7 +1009,9 @@ class _StepFit:
             warnings.simplefilter("always")
             res = run_stan(self.program, data, chains=int(self.o.chains),
                            draws=int(self.o.draws), warmup=warmup, seed=child_seed(self.rng),
-                           progress=self.progress, init=init, **dict(self.o.stan_kwargs or {}))
+                           progress=self.progress, init=init,
+                           label=f"Sequential {self.step.name} {label}",
+                           **dict(self.o.stan_kwargs or {}))
         for wm in caught:
             if issubclass(wm.category, ConvergenceWarning):
                 warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",

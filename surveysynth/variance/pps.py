@@ -311,11 +311,22 @@ class PPSVariance:
         mean = np.asarray(
             sparse.csr_matrix((np.ones(K), (s_of_c, np.arange(K))), shape=(H, K)) @ T
         ) / n_h[:, None]
-        dev = T - np.where(uncentred[:, None], 0.0, mean)[s_of_c]
         # onestage: the strata of one recursion group (parent cluster) sum, times
         # nstrat/nokstrat ('average': NA strata replaced by the mean of the others)
         g = st.group_of_stratum
         G = int(g.max()) + 1 if H else 1
+        if uncentred.any():
+            # 'adjust' (R survey 4.5's onestage): a lonely stratum's total is centred on the
+            # group's total over its strata's PSU counts; 4.1.1 left it uncentred
+            if getattr(self, "survey_version", "4.5") == "4.5":
+                sums = mean * n_h[:, None]
+                num = np.stack([np.bincount(g, weights=sums[:, c], minlength=G)
+                                for c in range(sums.shape[1])], axis=1)
+                centre = (num / np.bincount(g, weights=n_h, minlength=G)[:, None])[g]
+            else:
+                centre = np.zeros_like(mean)
+            mean = np.where(uncentred[:, None], centre, mean)
+        dev = T - mean[s_of_c]
         nstrat = np.bincount(g, minlength=G).astype(float)
         nok = np.bincount(g, weights=(~is_na).astype(float), minlength=G)
         with np.errstate(divide="ignore", invalid="ignore"):

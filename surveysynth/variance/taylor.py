@@ -9,6 +9,9 @@ This reimplements the recursion of R ``survey``'s ``svyrecvar`` (``multistage`` 
   as R's zero padding does after ``subset``), scaled by ``(1 - f) n/(n - 1)``;
 * lonely-PSU rules (fail, remove, certainty, adjust, average, and the domain variant of
   ``survey.adjust.domain.lonely``) are applied per (stratum, domain) as ``onestrat`` does;
+  ``adjust`` centres a lonely stratum's cluster total on the mean cluster total over all the
+  strata of its recursion group (R survey 4.5's ``onestage``: the group's sum over the sum
+  of the strata's PSU counts), or on 0 with ``survey_version="4.1"`` (R 4.1.1);
 * later stages (only when an fpc is given, as R) add each cluster's within-cluster variance
   multiplied by the product of the sampling fractions n/N of all earlier stages.
 
@@ -96,6 +99,26 @@ def _compact_pairs(a: np.ndarray, b: np.ndarray, nb: int, na: int):
         return codes, lookup[key]
     codes, inverse = np.unique(key, return_inverse=True)
     return codes, inverse.reshape(-1)
+
+
+def _lonely_centres(stage: Stage, c_str: np.ndarray, c_dom: np.ndarray, S: np.ndarray,
+                    n_h: np.ndarray, D: int, survey_version: str) -> np.ndarray:
+    """Where ``adjust`` centres a lonely (stratum, domain) cell: R survey 4.5's ``onestage``
+    recentring, ``colSums(x) / sum(nPSU of the strata present)``, i.e. the cells' totals
+    ``S`` summed over the recursion group (and domain) over their strata's PSU counts
+    ``n_h``; 0 for ``survey_version="4.1"`` (R 4.1.1 left the lonely total uncentred)."""
+    if survey_version == "4.1":
+        return np.zeros_like(S)
+    if survey_version != "4.5":
+        raise ValueError(f"survey_version={survey_version!r}: choose '4.5' or '4.1'.")
+    g = stage.group_of_stratum[c_str]
+    n_groups = int(stage.group_of_stratum.max()) + 1 if stage.n_strata else 1
+    _, gd = _compact_pairs(g, c_dom, D, n_groups)
+    G = int(gd.max()) + 1 if gd.shape[0] else 0
+    num = np.stack([np.bincount(gd, weights=S[:, v], minlength=G) for v in range(S.shape[1])],
+                   axis=1) if S.ndim == 2 else np.bincount(gd, weights=S, minlength=G)
+    den = np.bincount(gd, weights=n_h, minlength=G)
+    return (num / (den[:, None] if S.ndim == 2 else den))[gd]
 
 
 def _cell_rules(stage: Stage, c_str: np.ndarray, n_h: np.ndarray, f: np.ndarray,
@@ -241,14 +264,14 @@ class DomainPairs:
         return (nsub.sum(axis=0) - (nsub > 0).sum(axis=0)).astype(float)
 
     def variance(self, T: list[np.ndarray], lonely_psu: str, adjust_domain_lonely: bool,
-                 stage_number: int) -> np.ndarray:
+                 stage_number: int, survey_version: str = "4.5") -> np.ndarray:
         """(D, V) variance contribution of the stage from the pair totals ``T`` of the V
         influence columns (see :func:`stage_variance`)."""
         D, V = self.D, len(T)
         if not self.dense:
             return pair_variance(self.stage, self.cells, np.column_stack(T) if V else
                                  np.empty((self.count.shape[0], 0)), D, lonely_psu,
-                                 adjust_domain_lonely, stage_number)
+                                 adjust_domain_lonely, stage_number, survey_version)
         order, _, sizes, stratum = self.layout
         _, nsub, cell, c_str, c_dom = self._cells_dense()
         n_h = self.stage.n_psu[c_str].astype(float)
@@ -257,17 +280,20 @@ class DomainPairs:
         rules = _cell_rules(self.stage, c_str, n_h, f, nsubset, lonely_psu,
                             adjust_domain_lonely, stage_number)
         SS = np.empty((cell.shape[0], V))
+        unc = rules[1]
         for v, t in enumerate(T):
             ts = t if order is None else t[order]
-            mean = self._by_stratum(ts) / sizes[:, None]
+            sums = self._by_stratum(ts)
+            mean = sums / sizes[:, None]
+            if unc.any():  # "adjust": R's centre for a lonely cell instead of its mean
+                flat = mean.ravel()
+                flat[cell[unc]] = _lonely_centres(self.stage, c_str, c_dom, sums.ravel()[cell],
+                                                  n_h, D, survey_version)[unc]
             # centred on the mean over ALL the stratum's clusters (zero totals included)
             dev = np.take(mean, stratum, axis=0)
             np.subtract(ts, dev, out=dev)
             dev *= dev
             SS[:, v] = self._by_stratum(dev).ravel()[cell]
-            if rules[1].any():  # "adjust": uncentred sums of squares where R skips sweep
-                U = self._by_stratum(ts * ts).ravel()[cell]
-                SS[:, v] = np.where(rules[1], U, SS[:, v])
         return _cells_to_domains(self.stage, c_str, c_dom, SS, rules, D)
 
 
@@ -333,6 +359,7 @@ def pair_variance(
     lonely_psu: str,
     adjust_domain_lonely: bool,
     stage_number: int,
+    survey_version: str = "4.5",
 ) -> np.ndarray:
     """Variance contribution of one stage from the totals ``T`` (P, V) of the influence
     values over present (cluster, domain) pairs: (n_domains, V), already multiplied."""
@@ -348,16 +375,18 @@ def pair_variance(
                         stage_number)
     pad = n_h - nsubset
     SS = np.empty((C, V))
+    unc = rules[1]
     for v in range(V):
         t = T[:, v]
-        mean = np.bincount(cell_of_pair, weights=t, minlength=C) / n_h
+        sums = np.bincount(cell_of_pair, weights=t, minlength=C)
+        mean = sums / n_h
+        if unc.any():  # "adjust": R's centre for a lonely cell instead of its mean
+            mean = np.where(unc, _lonely_centres(stage, c_str, cells.cell_dom, sums, n_h, D,
+                                                 survey_version), mean)
         # centred on the mean over ALL the stratum's clusters; clusters of the stratum
         # without domain rows have zero totals, deviation -mean (R pads zeros)
         dev = t - mean[cell_of_pair]
         SS[:, v] = np.bincount(cell_of_pair, weights=dev * dev, minlength=C) + pad * mean**2
-        if rules[1].any():
-            U = np.bincount(cell_of_pair, weights=t * t, minlength=C)
-            SS[:, v] = np.where(rules[1], U, SS[:, v])
     return _cells_to_domains(stage, c_str, cells.cell_dom, SS, rules, D)
 
 
@@ -369,6 +398,7 @@ def stage_variance(
     lonely_psu: str,
     adjust_domain_lonely: bool,
     stage_number: int,
+    survey_version: str = "4.5",
 ) -> np.ndarray:
     """Variance contribution of one stage: (n_domains, V) array, already multiplied.
 
@@ -379,7 +409,7 @@ def stage_variance(
         return np.zeros((n_domains, z.shape[1]))
     pairs = DomainPairs(stage, stage.cluster, dom, n_domains)
     T = [pairs.totals(z[:, v]) for v in range(z.shape[1])]
-    return pairs.variance(T, lonely_psu, adjust_domain_lonely, stage_number)
+    return pairs.variance(T, lonely_psu, adjust_domain_lonely, stage_number, survey_version)
 
 
 def taylor_variance(
@@ -389,6 +419,7 @@ def taylor_variance(
     n_domains: int,
     lonely_psu: str,
     adjust_domain_lonely: bool,
+    survey_version: str = "4.5",
 ) -> np.ndarray:
     """Variance of domain totals of ``z`` (rows with dom < 0 are outside every domain).
 
@@ -405,12 +436,13 @@ def taylor_variance(
         stages = [_restrict(s, keep) for s in stages]
     total = np.zeros((n_domains, z.shape[1]))
     for number, stage in enumerate(stages, start=1):
-        total += stage_variance(stage, z, dom, n_domains, lonely_psu, adjust_domain_lonely, number)
+        total += stage_variance(stage, z, dom, n_domains, lonely_psu, adjust_domain_lonely, number,
+                                survey_version)
     return total
 
 
 def stage_covariance(stage: Stage, z: np.ndarray, lonely_psu: str, adjust_domain_lonely: bool,
-                     stage_number: int) -> np.ndarray:
+                     stage_number: int, survey_version: str = "4.5") -> np.ndarray:
     """Covariance contribution of one stage for the columns of ``z`` (m, K): (K, K).
 
     The cross-product version of :func:`stage_variance` for one domain (the rows given):
@@ -449,15 +481,18 @@ def stage_covariance(stage: Stage, z: np.ndarray, lonely_psu: str, adjust_domain
     s = scale * stage.multiplier[c_str] * factor[g]
     S = np.asarray(sparse.csr_matrix((np.ones(P), (cell_of_pair, np.arange(P))),
                                      shape=(C, P)) @ T)
-    mean = np.where(uncentred[:, None], 0.0, S / n_h[:, None])
+    mean = S / n_h[:, None]
+    if uncentred.any():  # "adjust": R's centre for a lonely cell instead of its mean
+        centre = _lonely_centres(stage, c_str, np.zeros(C, np.int64), S, n_h, 1, survey_version)
+        mean = np.where(uncentred[:, None], centre, mean)
     dev = (T - mean[cell_of_pair]) * np.sqrt(s[cell_of_pair])[:, None]
-    pad = mean * np.sqrt(s * np.where(uncentred, 0.0, n_h - nsubset))[:, None]
+    pad = mean * np.sqrt(s * (n_h - nsubset))[:, None]
     A = np.vstack([dev, pad])
     return A.T @ A
 
 
 def taylor_covariance(stages: list[Stage], z: np.ndarray, inside: np.ndarray, lonely_psu: str,
-                      adjust_domain_lonely: bool) -> np.ndarray:
+                      adjust_domain_lonely: bool, survey_version: str = "4.5") -> np.ndarray:
     """Covariance matrix of the totals of the columns of ``z`` (n, K): R's ``svyrecvar`` on
     a matrix of influence values, over the rows ``inside`` (the design's rows; the others
     are outside the subset), as ``svyby(..., covmat=TRUE)`` and ``vcov(svymean)`` compute it.
@@ -470,7 +505,8 @@ def taylor_covariance(stages: list[Stage], z: np.ndarray, inside: np.ndarray, lo
         stages = [_restrict(st, inside) for st in stages]
     total = np.zeros((z.shape[1], z.shape[1]))
     for number, stage in enumerate(stages, start=1):
-        total += stage_covariance(stage, z, lonely_psu, adjust_domain_lonely, number)
+        total += stage_covariance(stage, z, lonely_psu, adjust_domain_lonely, number,
+                                  survey_version)
     return total
 
 

@@ -9,11 +9,12 @@ dstrat <- function() svydesign(id = ~1, strata = ~stype, weights = ~pw, fpc = ~f
 
 # the combining rules, written here from the papers (not read from the package):
 # partial (Reiter 2003) T = ubar + b/m; full (Raghunathan, Reiter & Rubin 2003)
-# T = (1 + 1/m) b - ubar, and when T <= 0 the fallback (n_syn/n) ubar with n = n_syn
+# T = (1 + 1/m) b - ubar, at least ubar (n_syn/n + (1 + n_syn/n)/m) (Raab, Nowok & Dibben
+# 2016; issue 36) with n = n_syn
 combine_r <- function(q, u, kind) {
   m <- nrow(q); qbar <- colMeans(q); ubar <- colMeans(u); b <- apply(q, 2, var)
   T <- if (kind == "partial") ubar + b / m else (1 + 1 / m) * b - ubar
-  if (kind == "full") T <- ifelse(T <= 0, ubar, T)
+  if (kind == "full") T <- pmax(T, ubar * (1 + 2 / m))
   list(estimate = qbar, se = sqrt(T), between = b, within = ubar)
 }
 
