@@ -85,6 +85,12 @@ CASES = [
                                     "sampler": "OpenDP's Gaussian measurement on a public grid",
                                     "consistency": "margins are sums of the measured cells; "
                                                    "non-negative projection"})),
+    ("AIM / MST (OpenDP marginal-based synthesis), pure DP", "marginal_dp",
+     dict(epsilon=1.0, m=5, facts={"algorithm": "AIM", "measure": "pure", "binned": "api00",
+                                   "weight_classes": 3})),
+    ("AIM / MST (OpenDP marginal-based synthesis), zCDP", "marginal_dp",
+     dict(epsilon=0.5, m=5, facts={"algorithm": "MST", "measure": "zcdp", "binned": "api00",
+                                   "weight_classes": 0})),
 ]
 
 

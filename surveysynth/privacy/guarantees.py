@@ -366,6 +366,40 @@ def dp_tables(facts: dict[str, Any]) -> Guarantee:
     return Guarantee(label, True, text)
 
 
+def marginal_dp(facts: dict[str, Any]) -> Guarantee:
+    """AIM / MST (OpenDP's marginal-based synthesis, issue 40). facts: ``algorithm``,
+    ``measure`` ("pure": epsilon-DP, or "zcdp": rho-zCDP), ``epsilon`` (the account's total, in
+    the measure's unit), ``binned``, ``weight_classes``, ``m``."""
+    alg = facts.get("algorithm", "AIM")
+    tot = _fmt(facts.get("epsilon"))
+    zcdp = facts.get("measure") == "zcdp"
+    what = (f"{alg}: marginal-based synthesis, OpenDP measurements on public domains")
+    label = (f"rho-zero-concentrated differential privacy, rho = {tot} ({what})" if zcdp else
+             f"pure epsilon-differential privacy, epsilon = {tot} ({what})")
+    noise = ("discrete Gaussian noise; rho-zCDP implies (rho + 2 sqrt(rho log(1/delta)), "
+             "delta)-DP for every delta > 0" if zcdp else "Laplace noise")
+    wc = facts.get("weight_classes") or 0
+    weights = (f"The survey weights are carried as a weight class on {wc} public classes, "
+               "synthesized with the other variables; a synthetic record's weight is its "
+               "class's midpoint, scaled to the public population size. " if wc else
+               "The released weights are all equal (N / n). ")
+    text = (f"{label}. Under replace-one neighbours (OpenDP's symmetric distance 2), OpenDP's "
+            f"{alg} measures one-way marginals of every variable and then the marginals the "
+            f"algorithm selects by the exponential mechanism (noisy max), with {noise} on "
+            "integer counts, from OpenDP's samplers (operating-system entropy, never seeded); "
+            "the budget is split and composed by OpenDP's adaptive composition, whose measured "
+            "loss is at most the budget. Every variable is categorical on a public domain: "
+            "categories given as public inputs (or design strata labels) and continuous "
+            f"variables on public bin edges (binned: {facts.get('binned', 'none')}); nothing "
+            "about the domain is read off the data. The graphical-model fit (Private-PGM), "
+            "the synthetic records and their values within bins are post-processing. "
+            f"{weights}The total is the budget account over every fit of this synthesizer "
+            f"(sequential composition); this release holds m = {facts.get('m')} synthetic data "
+            "sets, all post-processing of one fit. The number of records is public under "
+            "replace-one neighbours.")
+    return Guarantee(label, True, text)
+
+
 def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     """The record's ``guarantee_class`` (one of :data:`GUARANTEE_CLASSES`), from the family,
     the facts and the generated guarantee: formal pure DP only where the generator says the
@@ -375,7 +409,7 @@ def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     if g.differentially_private:
         if family in ("kng", "laplace"):
             return FORMAL_PURE
-        if family == "dp_tables":
+        if family in ("dp_tables", "marginal_dp"):
             return FORMAL_ZCDP if facts.get("measure") == "zcdp" else FORMAL_PURE
         raise AssertionError(f"family {family!r} claims a formal guarantee the classifier does "
                              "not know; add its class to guarantees.classify")
@@ -392,4 +426,5 @@ FAMILIES = {
     "none": no_protection,
     "pseudo_posterior_sequential": pseudo_posterior_sequential,
     "dp_tables": dp_tables,
+    "marginal_dp": marginal_dp,
 }
