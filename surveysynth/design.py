@@ -257,6 +257,14 @@ def _variance_order(adjustments: tuple) -> list:
     return [adj for seg in reversed(segments) for adj in seg]
 
 
+def _check_options(lonely_psu: Any, ultimate_cluster: Any) -> None:
+    if lonely_psu not in LONELY_OPTIONS:
+        raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
+    if not isinstance(ultimate_cluster, (bool, np.bool_)):
+        raise ValueError(f"ultimate_cluster={ultimate_cluster!r}: give True or False "
+                         "(R's options(survey.ultimate.cluster=)).")
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -286,6 +294,10 @@ class SurveyDesign(Estimators):
         ``HR(psum)`` (Hartley-Rao), or ``ppsmat(joint)`` (joint inclusion probabilities); see
         :mod:`surveysynth.variance.pps` and docs/pps_without_replacement.md.
     variance : ``"HT"`` (Horvitz-Thompson) or ``"YG"`` (Yates-Grundy), for ``pps=``.
+    ultimate_cluster : R's ``options(survey.ultimate.cluster=TRUE)``, per design: the
+        variance uses the first-stage units only (the ultimate-cluster estimator, with the
+        stage-1 fpc), ignoring later stages even when their fpc is given. Without any fpc
+        the variance is already the ultimate-cluster one.
 
     Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
     DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
@@ -329,13 +341,13 @@ class SurveyDesign(Estimators):
         pps: Any = None,
         variance: str = "HT",
         survey_version: str = "4.5",
+        ultimate_cluster: bool = False,
     ) -> None:
         data = as_pandas(data, "data")
+        _check_options(lonely_psu, ultimate_cluster)
         pps_spec = parse_pps(pps, variance)  # None without pps=
         if data.shape[0] == 0:
             raise ValueError("data has no rows: a design needs at least two PSUs.")
-        if lonely_psu not in LONELY_OPTIONS:
-            raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
         check_survey_version(survey_version)
         if not data.columns.is_unique:
             dup = data.columns[data.columns.duplicated()].tolist()
@@ -347,6 +359,7 @@ class SurveyDesign(Estimators):
         self.lonely_psu = lonely_psu
         self.adjust_domain_lonely = bool(adjust_domain_lonely)
         self.survey_version = survey_version
+        self.ultimate_cluster = bool(ultimate_cluster)
         n = frame.shape[0]
 
         ids_vars = parse_vars(ids, "ids") or []
@@ -616,8 +629,11 @@ class SurveyDesign(Estimators):
 
     @property
     def _variance_stages(self) -> list[Stage]:
-        # R recurses into later stages only when an fpc was given (svyrecvar/multistage)
-        return self._stages if self.has_fpc else self._stages[:1]
+        # R recurses into later stages only when an fpc was given and
+        # survey.ultimate.cluster is FALSE (svyrecvar/multistage: one.stage)
+        if self.__dict__.get("ultimate_cluster", False) or not self.has_fpc:
+            return self._stages[:1]
+        return self._stages
 
     # ------------------------------------------------------------------ replicate designs
     def _no_pps_replicates(self, method: str) -> None:
@@ -906,5 +922,6 @@ class SurveyDesign(Estimators):
         spec = (
             f"ids={self.ids_vars or '~1'}, strata={self.strata_vars}, weights={self.weights_var}, "
             f"fpc={self.fpc_vars}, nest={self.nest}, lonely_psu={self.lonely_psu!r}"
+            + (", ultimate_cluster=True" if self.__dict__.get("ultimate_cluster") else "")
         )
         return f"{kind}{fpc}\n{clusters}\nSurveyDesign({spec}){sub}".replace("\n\n", "\n")
