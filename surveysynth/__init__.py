@@ -48,6 +48,7 @@ _EXPORTS = {
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
+    "DBSurveyDesign": ".db_design",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822
