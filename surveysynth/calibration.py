@@ -73,6 +73,25 @@ class GregAdjustment:
         return U * self.w[:, None]
 
 
+class WithinClusterGregAdjustment:
+    """Variance adjustment of ``calibrate(stage=k)`` (R's ``greg_calibration`` with
+    ``stage = k``): within each stage-k cluster the values are replaced by the residuals of
+    that cluster's calibration regression, for the variance terms of the stages below k only
+    (``SurveyDesign._staged``; R's ``multistage`` recursion)."""
+
+    def __init__(self, stage: int, blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+        self.stage = int(stage)
+        self.blocks = blocks  # (rows, orthonormal basis of X_c cw / sqrt(s2), w_c)
+
+    def residualize(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.array(Z, dtype=float, copy=True)
+        for rows, basis, w in self.blocks:
+            U = Z[rows] / w[:, None]
+            U -= basis @ (basis.T @ U)
+            Z[rows] = U * w[:, None]
+        return Z
+
+
 class PostStratAdjustment:
     """Variance adjustment of ``post_stratify`` (R's ``svyrecvar`` post-strata branch)."""
 
@@ -542,7 +561,7 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
               maxit: int = 50, epsilon: float = 1e-7, force: bool = False,
               allow_nonpositive: bool = False, trim: tuple[float, float] | None = None,
               aggregate_stage: int | None = None, aggregate_index: Any = None,
-              variance: Any = None, bounds_const: bool = False):
+              variance: Any = None, bounds_const: bool = False, stage: int = 0):
     """Calibrate the weights to population totals (R ``calibrate``).
 
     ``formula_or_columns``: a formula of main effects and interactions (``"~stype+api99"``,
@@ -574,6 +593,17 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
     not on the g-weights (R divides them by the design weights). R ignores it for replicate
     designs; so does this function, with a warning.
 
+    ``stage=k`` (R's ``stage``, SurveyDesign, linear calibration without bounds as in R):
+    calibration within each stage-k cluster to that cluster's population totals.
+    ``population`` is then one set of totals per stage-k cluster: a dict keyed by the
+    cluster's id (the value of the stage-k ids column), or a list in the order the clusters
+    first appear in the data (R's ``unique(design$cluster[, stage])``); each a dict by R's
+    column names or a sequence in the model's column order. The sampling weights of stages
+    1..k (R's ``allprob``: from the fpc when the design was given no weights, else the
+    ``weights``/``probs`` columns) must be constant within the clusters. Variance: the
+    cluster's regression residuals replace the values in the variance terms of the stages
+    below k (R's ``multistage`` recursion), so it matters only with an fpc at those stages.
+
     ``trim=(L, U)`` (R's ``trim``): g-weights outside [L, U] are set to L or U and the
     trimmed amount is shared by the other units in proportion to their design weights (R:
     ``g[!outside] + sum((g - gnew) w) / sum(w[!outside])``), in the full sample and in every
@@ -588,6 +618,10 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
     """
     kind = _kind(design)
     frame = design.full_data
+    if stage:
+        return _calibrate_within(design, kind, formula_or_columns, population, int(stage),
+                                 calfun, bounds, variance, aggregate_stage, aggregate_index,
+                                 allow_nonpositive)
     if _is_margin_list(formula_or_columns, population):
         formula_or_columns, population = _margins_to_totals(
             list(formula_or_columns), list(population), frame)
@@ -647,6 +681,118 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
                            epsilon)
         out[:, r] = rep[:, r] * gr
     return _new_replicate(design, w_new, out, f"calibrated ({calfun})")
+
+
+def _calibrate_within(design: Any, kind: str, formula: Any, population: Any, stage: int,
+                      calfun: str, bounds: Any, variance: Any, aggregate_stage: Any,
+                      aggregate_index: Any, allow_nonpositive: bool):
+    """R's ``regcalibrate(stage > 0)``: GREG within each stage-``stage`` cluster."""
+    if kind != "taylor":
+        raise ValueError("calibrate(stage=): calibration within clusters is for a SurveyDesign "
+                         "(R's regcalibrate.survey.design2); a replicate design has no stages.")
+    if calfun != "linear" or (bounds is not None and not _unbounded("linear", *bounds)):
+        raise ValueError("calibrate(stage=): R calibrates within clusters only with "
+                         "calfun='linear' and no bounds (its other paths ignore stage=).")
+    if aggregate_stage is not None or aggregate_index is not None:
+        raise ValueError("calibrate(stage=) with aggregate_stage=: R: 'aggregate= not "
+                         "implemented for calibration within clusters'.")
+    stages = design.stages
+    if not 1 <= stage <= len(stages):
+        raise ValueError(f"stage={stage}: this design has {len(stages)} stage(s) (R: 'This "
+                         f"design does not have stage {stage}').")
+    frame = design.full_data
+    mm, names = model_matrix(frame, formula)
+    sigma2 = _sigma2(variance, mm, frame)
+    s2 = np.ones(mm.shape[0]) if sigma2 is None else sigma2
+    allprob = np.asarray(design.__dict__.get("_allprob", np.ones((mm.shape[0], 1))))
+    if allprob.shape[1] < stage:
+        raise ValueError(
+            f"calibrate(stage={stage}): the design's sampling probabilities have "
+            f"{allprob.shape[1]} stage(s) (R's allprob: weights= or probs= give one column "
+            "per column given). Fix: build the design from fpc= without weights=, or give "
+            f"probs= as {stage} columns, one per stage.")
+    stageweights = 1.0 / np.prod(allprob[:, :stage], axis=1)
+    clusters = np.asarray(stages[stage - 1].cluster)
+    K = int(clusters.max()) + 1
+    first = np.full(K, -1)
+    first[clusters[::-1]] = np.arange(clusters.shape[0])[::-1]
+    order = np.argsort(first)  # clusters in order of first appearance (R's unique())
+    sw_first = stageweights[first]
+    if np.any(np.abs(stageweights - sw_first[clusters]) > 1e-12 * np.abs(sw_first[clusters])):
+        raise ValueError(f"calibrate(stage={stage}): weights at stage {stage} vary within "
+                         "sampling units (R: 'Weights at stage ... vary within sampling "
+                         "units').")
+    w = np.asarray(design.full_weights, float)
+    cw2 = w / stageweights
+    pops = _cluster_totals(population, design, stage, order, first, names)
+    g = np.ones_like(w)
+    blocks = []
+    for j, c in enumerate(order):
+        rows = np.flatnonzero(clusters == c)
+        X = mm[rows]
+        pop = pops[j]
+        st = X.T @ cw2[rows]
+        keep = ~((pop == 0) & ~(X != 0).any(axis=0))
+        X, pop, st = X[:, keep], pop[keep], st[keep]
+        A = X * (np.sqrt(cw2[rows]) / np.sqrt(s2[rows]))[:, None]
+        try:
+            lam = np.linalg.solve(A.T @ A, pop - st)
+        except np.linalg.LinAlgError as exc:
+            raise CalibrationError(
+                f"calibrate(stage={stage}): cluster {_cluster_label(design, stage, first[c])} "
+                "has collinear calibration variables (or a non-zero total for a column it "
+                "lacks). Fix: fewer variables, or collapse levels.") from exc
+        g[rows] = 1.0 + (X @ lam) / s2[rows]
+        blocks.append((rows, _orthobasis(A), g[rows] * stageweights[rows] * np.sqrt(s2[rows])
+                       * cw2[rows]))
+    with np.errstate(divide="ignore"):
+        w_new = 1.0 / ((1.0 / w) / g)
+    _check_weights(g, np.where(w > 0, w_new, 1.0), frame.index, allow_nonpositive,
+                   f"calibrate(stage={stage})")
+    return design.with_calibration(w_new, WithinClusterGregAdjustment(stage, blocks))
+
+
+def _cluster_label(design: Any, stage: int, row: int) -> Any:
+    ids = design.ids_vars
+    if not ids:
+        return row
+    vals = tuple(design.full_data[c].iloc[row] for c in ids[:stage])
+    return vals[0] if stage == 1 else vals
+
+
+def _cluster_totals(population: Any, design: Any, stage: int, order: np.ndarray,
+                    first: np.ndarray, names: list[str]) -> list[np.ndarray]:
+    """One totals vector per stage-``stage`` cluster, in the order of ``order``."""
+    labels = [_cluster_label(design, stage, int(first[c])) for c in order]
+
+    def vec(t: Any, lab: Any) -> np.ndarray:
+        if isinstance(t, (Mapping, pd.Series)):
+            t = {str(k): float(v) for k, v in dict(t).items()}
+            missing = [n for n in names if n not in t]
+            extra = [k for k in t if k not in names]
+            if missing or extra:
+                raise ValueError(f"population for cluster {lab!r}: totals for {names} "
+                                 f"needed; missing {missing}, unknown {extra}.")
+            return np.array([t[n] for n in names])
+        v = np.asarray(t, dtype=float).reshape(-1)
+        if v.shape[0] != len(names):
+            raise ValueError(f"population for cluster {lab!r}: {v.shape[0]} totals for the "
+                             f"model columns {names} (R: 'Population and sample totals are "
+                             "not the same length').")
+        return v
+
+    if isinstance(population, Mapping):
+        missing = [lab for lab in labels if lab not in population]
+        if missing:
+            raise ValueError(f"calibrate(stage={stage}): no population totals for clusters "
+                             f"{missing[:5]}{' ...' if len(missing) > 5 else ''}; give one per "
+                             f"stage-{stage} cluster, keyed by its id.")
+        return [vec(population[lab], lab) for lab in labels]
+    pops = list(population)
+    if len(pops) != len(labels):
+        raise ValueError(f"calibrate(stage={stage}): {len(pops)} sets of totals for "
+                         f"{len(labels)} stage-{stage} clusters (in order of first appearance).")
+    return [vec(t, lab) for t, lab in zip(pops, labels, strict=True)]
 
 
 def _is_margin_list(formula: Any, population: Any) -> bool:

@@ -544,12 +544,14 @@ class SurveyDesign(Estimators):
                     [sampsize[s][strata_codes[s]] for s in range(popsize.shape[1])]
                 )
                 # as R: prob = prod over stages of 1/(N/n), weights = 1/prob
-                return 1.0 / np.prod(1.0 / (popsize / samp), axis=1)
+                self._allprob = 1.0 / (popsize / samp)  # R's allprob, one column per stage
+                return 1.0 / np.prod(self._allprob, axis=1)
             warnings.warn(
                 "No weights or probabilities supplied, assuming equal probability",
                 UserWarning,
                 stacklevel=3,
             )
+            self._allprob = np.ones((frame.shape[0], 1))
             return np.ones(frame.shape[0])
         if isinstance(spec, (str, list, tuple)):
             cols = parse_vars(spec, arg)
@@ -583,6 +585,7 @@ class SurveyDesign(Estimators):
         # R holds prob = prod(1/weights) (or prod(probs)) and weights() is 1/prob: the same
         # double inversion here makes weighted quantiles break ties at exact cumulative
         # shares as R does (1/(1/w) differs from w in the last bit for ~14% of values)
+        self._allprob = 1.0 / vals if arg == "weights" else vals  # R's allprob
         if arg == "weights":
             return 1.0 / np.prod(1.0 / vals, axis=1)
         return 1.0 / np.prod(vals, axis=1)
@@ -742,9 +745,28 @@ class SurveyDesign(Estimators):
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((z.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        for adj in _variance_order(self._calibration):
+        population_level = tuple(a for a in self._calibration if not getattr(a, "stage", 0))
+        for adj in _variance_order(population_level):
             Z = adj.residualize(Z)
         return Z
+
+    def _staged(self, Z: np.ndarray, fn):
+        """``fn(stages, Z)`` (a Taylor variance or covariance) with R's calibration within
+        clusters (``calibrate(stage=k)``): ``svyrecvar``'s recursion residualizes the values
+        within each stage-k cluster before the terms of the stages below k. The stage terms
+        add up, so the term of stage s is ``fn(stages[:s], Z_s) - fn(stages[:s-1], Z_s)``
+        with ``Z_s`` the values residualized by every calibration within stages < s."""
+        stages = self._variance_stages
+        within = [a for a in self._calibration if getattr(a, "stage", 0)]
+        if not within or len(stages) == 1:
+            return fn(stages, Z)
+        total = fn(stages[:1], Z)
+        for s in range(1, len(stages)):
+            for adj in within:
+                if adj.stage == s:
+                    Z = adj.residualize(Z)
+            total = total + fn(stages[:s + 1], Z) - fn(stages[:s], Z)
+        return total
 
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):
@@ -783,9 +805,9 @@ class SurveyDesign(Estimators):
             return est, self._pps.variance(z, dom, D), z
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
-            var = taylor_variance(self._variance_stages, Z, np.zeros(Z.shape[0], np.int64), 1,
-                                  self.lonely_psu, self.adjust_domain_lonely,
-                                  self._survey_version)
+            var = self._staged(Z, lambda st, M: taylor_variance(
+                st, M, np.zeros(M.shape[0], np.int64), 1, self.lonely_psu,
+                self.adjust_domain_lonely, self._survey_version))
             return est, var.reshape(est.shape), z
         var = taylor_variance(
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely,
@@ -877,9 +899,9 @@ class SurveyDesign(Estimators):
         est, _, z = self._ratio_core(Y, X, dom, D)
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
-            cov = taylor_covariance(self._variance_stages, Z, np.ones(Z.shape[0], dtype=bool),
-                                    self.lonely_psu, self.adjust_domain_lonely,
-                                    self._survey_version)
+            cov = self._staged(Z, lambda st, M: taylor_covariance(
+                st, M, np.ones(M.shape[0], dtype=bool), self.lonely_psu,
+                self.adjust_domain_lonely, self._survey_version))
             return est, cov, z
         V = Y.shape[1]
         rows = np.flatnonzero(dom >= 0)

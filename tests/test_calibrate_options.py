@@ -1,7 +1,8 @@
 """calibrate's remaining options against R survey 4.1.1 (live through rpy2), on R's own
 ?calibrate examples and on replicate designs: ``variance=`` (heteroscedastic GREG; the ratio
 estimator), ``bounds_const=`` (bounds on the weights), per-row bounds, a list of margins
-(population tables, classical raking through ``calfun="raking"``) and interaction formulas."""
+(population tables, classical raking through ``calfun="raking"``), interaction formulas and
+``stage=`` (calibration within clusters)."""
 
 from __future__ import annotations
 
@@ -229,3 +230,43 @@ def test_margin_table_errors(api):
         d.calibrate(["~stype"], [{"E": 4421, "H": 755, "M": 1018, "X": 3}])
     with pytest.raises(CalibrationError):
         d.calibrate("~stype+api99", POP3, bounds=(np.full(d.n, 2.0), np.full(d.n, 1.0)))
+
+
+# ----------------------------------------------------------------- stage= (within clusters)
+R_CLUS2 = "svydesign(id=~dnum+snum, fpc=~fpc1+fpc2, data=apiclus2)"
+R_STAGE_POP = ("lapply(unique(d$cluster[, 1]), function(k) c(api99=sum(apipop$api99["
+               "apipop$dnum == k])))")
+
+
+def test_stage_within_clusters(R, api):
+    """R's regcalibrate(stage=1): per-district totals of api99 (from apipop), on apiclus2 with
+    an fpc at both stages (the variance of stage 2 uses the within-district residuals)."""
+    df = api["apiclus2"]
+    d = ss.SurveyDesign(df, ids="~dnum+snum", fpc="~fpc1+fpc2")
+    pop = api_pop()
+    tot = pop.groupby("dnum")["api99"].sum()
+    by_id = {k: {"api99": float(tot[k])} for k in df["dnum"].unique()}
+    g = d.calibrate("~0+api99", by_id, stage=1)
+    stats = [("mean:api00", "svymean(~api00, g)", {}), ("total:api00", "svytotal(~api00, g)", {}),
+             ("mean:api99", "svymean(~api99, g)", {}),
+             ("total:api.stu", "svytotal(~api.stu, g, na.rm=TRUE)", {"na_rm": True})]
+    check(R, g, R_CLUS2, f"calibrate(d, ~0+api99, {R_STAGE_POP}, stage=1)", stats)
+    # a list in order of first appearance gives the same design
+    g2 = d.calibrate("~0+api99", [[float(tot[k])] for k in df["dnum"].unique()], stage=1)
+    assert_rel(g2.mean("api00").se, g.mean("api00").se, tol=1e-14)
+    # the residualization matters (a mutant without it gives the uncalibrated stage 2)
+    by = g.mean("api00", by="stype")
+    out = R(f"local({{ d <- {R_CLUS2}; g <- calibrate(d, ~0+api99, {R_STAGE_POP}, stage=1); "
+            "s <- svyby(~api00, ~stype, g, svymean); c(coef(s), SE(s)) })")
+    assert_rel(np.r_[by.estimate, by.se], out, what="by stype")
+    # with weights= (R's allprob one column) stage 1 uses stage weights = the weights
+    dw = ss.SurveyDesign(df, ids="~dnum+snum", fpc="~fpc1+fpc2", weights="pw")
+    gw = dw.calibrate("~0+api99", by_id, stage=1)
+    check(R, gw, "svydesign(id=~dnum+snum, fpc=~fpc1+fpc2, weights=~pw, data=apiclus2)",
+          f"calibrate(d, ~0+api99, {R_STAGE_POP}, stage=1)", stats[:2])
+    with pytest.raises(ValueError, match="allprob"):
+        dw.calibrate("~0+api99", by_id, stage=2)
+    with pytest.raises(ValueError, match="calfun='linear'"):
+        d.calibrate("~0+api99", by_id, stage=1, calfun="raking")
+    with pytest.raises(ValueError, match="no population totals"):
+        d.calibrate("~0+api99", dict(list(by_id.items())[:3]), stage=1)
