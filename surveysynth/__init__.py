@@ -56,6 +56,7 @@ _EXPORTS = {
     "twophase": ".twophase_design", "TwoPhaseDesign": ".twophase_design",
     "multiframe": ".multiframe_design", "MultiFrameDesign": ".multiframe_design",
     "multiphase": ".multiphase_design", "MultiPhaseDesign": ".multiphase_design",
+    "DBSurveyDesign": ".db_design",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -468,6 +468,21 @@ class Estimators:
     def _on_subset(self) -> None:
         """Hook: reset caches that depend on the rows in the subset."""
 
+    def with_columns(self, extra: pd.DataFrame):
+        """Engine API, internal (database-backed designs): the same design (calibration,
+        subset, replicates kept) whose full data also holds the columns of ``extra``, one row
+        per row of :attr:`full_data` in the same order."""
+        if extra.shape[0] != self._frame.shape[0]:
+            raise ValueError(f"with_columns: {extra.shape[0]} rows for a design of "
+                             f"{self._frame.shape[0]}.")
+        clash = [c for c in extra.columns if c in self._frame.columns]
+        if clash:
+            raise ValueError(f"with_columns: columns {clash} are already in the design.")
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._frame = pd.concat([self._frame, extra.set_axis(self._frame.index)], axis=1)
+        return new
+
     # ---------------------------------------------------------------- calibration
     def calibrate(self, formula_or_columns: str | Sequence[str], population: Any,
                   calfun: str = "linear", bounds: tuple[float, float] | None = None,
