@@ -79,7 +79,7 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
     >>> import surveysynth as ss
     >>> rng = np.random.default_rng(1)
     >>> df = pd.DataFrame({"field": rng.choice(["a", "b"], 60),
-    ...                    "salary": rng.lognormal(11, 0.5, 60).round(),
+    ...                    "salary": rng.lognormal(rng.choice([10.3, 11.7], 60), 0.2).round(),
     ...                    "visits": rng.poisson(3, 60),
     ...                    "w": rng.uniform(50, 150, 60).round(1)})
     >>> d = ss.SurveyDesign(df, weights="w")
