@@ -48,6 +48,9 @@ _EXPORTS = {
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
+    "psrsq": ".analysis", "svykappa": ".analysis", "make_formula": ".analysis",
+    "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
+    "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -43,6 +43,7 @@ from .othermodels import (
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
+from .summaries import make_formula, psrsq, svykappa
 from .survival import (
     CoxResults,
     KMCurve,
@@ -68,3 +69,4 @@ __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplo
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
+__all__ += ["make_formula", "psrsq", "svykappa"]
