@@ -50,6 +50,7 @@ _EXPORTS = {
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
     "psrsq": ".analysis", "svykappa": ".analysis", "make_formula": ".analysis",
+    "withCrossval": ".analysis", "with_crossval": ".analysis",
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
 }

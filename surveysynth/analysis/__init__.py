@@ -15,6 +15,7 @@ Sits above the estimation core and the combining rules, below privacy and releas
 from __future__ import annotations
 
 from .chisqsum import pchisqsum, pFsum
+from .crossval import with_crossval, withCrossval
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
@@ -70,3 +71,4 @@ __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
 __all__ += ["make_formula", "psrsq", "svykappa"]
+__all__ += ["with_crossval", "withCrossval"]
