@@ -51,6 +51,10 @@ _EXPORTS = {
     "Estimate": ".results",
     "psrsq": ".analysis", "svykappa": ".analysis", "make_formula": ".analysis",
     "withCrossval": ".analysis", "with_crossval": ".analysis",
+    "sparseCells": ".nonresponse_cells",
+    "sparse_cells": ".nonresponse_cells", "neighbours": ".nonresponse_cells",
+    "joinCells": ".nonresponse_cells", "join_cells": ".nonresponse_cells",
+    "nonresponse_weights": ".nonresponse_cells",
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
 }
