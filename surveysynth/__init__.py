@@ -50,7 +50,7 @@ _EXPORTS = {
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
     "psrsq": ".analysis", "svykappa": ".analysis", "make_formula": ".analysis",
-    "withCrossval": ".analysis", "with_crossval": ".analysis",
+    "withCrossval": ".analysis", "with_crossval": ".analysis", "svyscoretest": ".analysis",
     "sparseCells": ".nonresponse_cells",
     "sparse_cells": ".nonresponse_cells", "neighbours": ".nonresponse_cells",
     "joinCells": ".nonresponse_cells", "join_cells": ".nonresponse_cells",

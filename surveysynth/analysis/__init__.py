@@ -43,6 +43,7 @@ from .othermodels import (
 )
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
+from .scoretest import svyscoretest
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .summaries import make_formula, psrsq, svykappa
 from .survival import (
@@ -72,3 +73,4 @@ __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha",
             "svyprcomp"]
 __all__ += ["make_formula", "psrsq", "svykappa"]
 __all__ += ["with_crossval", "withCrossval"]
+__all__ += ["svyscoretest"]
