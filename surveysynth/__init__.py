@@ -54,7 +54,7 @@ _EXPORTS = {
     "sparseCells": ".nonresponse_cells",
     "sparse_cells": ".nonresponse_cells", "neighbours": ".nonresponse_cells",
     "joinCells": ".nonresponse_cells", "join_cells": ".nonresponse_cells",
-    "nonresponse_weights": ".nonresponse_cells",
+    "nonresponse_weights": ".nonresponse_cells", "oldsvyquantile": ".oldquantile",
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
 }
