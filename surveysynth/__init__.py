@@ -55,6 +55,7 @@ _EXPORTS = {
     "sparse_cells": ".nonresponse_cells", "neighbours": ".nonresponse_cells",
     "joinCells": ".nonresponse_cells", "join_cells": ".nonresponse_cells",
     "nonresponse_weights": ".nonresponse_cells", "oldsvyquantile": ".oldquantile",
+    "xdesign": ".xdesign",
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
 }
