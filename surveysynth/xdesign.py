@@ -88,6 +88,34 @@ class XDesign:
         w = self.weights
         return self._estimate(cols, w @ X, X * w[:, None], level)
 
+    def glm(self, formula: str, family: str = "gaussian", level: float = 0.95) -> Estimate:
+        """A survey-weighted GLM with the crossed variance (R ``svyglm.xdesign``): the
+        coefficients of :func:`~surveysynth.analysis.svyglm` on the first clustering's design,
+        the covariance ``h' A h / (1 - mean(A))`` of its influence values
+        (``estfun %*% naive.cov``), t tests on ``degf + 1 - p`` df (R's ``df.residual``).
+        Returns an :class:`~surveysynth.results.Estimate` (``term``, ``estimate``, ``se``,
+        ``t``, ``p``, ``df``, normal ``ci_low``/``ci_high``) with the covariance."""
+        from .analysis import svyglm
+        from .design import SurveyDesign
+
+        ids = None if self.ids is None else self.ids[0]
+        fit = svyglm(formula, SurveyDesign(self.data, ids=ids, weights=self.weights),
+                     family=family)
+        score = fit.working_residuals * fit.working_weights  # R: resid(g, "working") * g$weights
+        infl = np.zeros((self.data.shape[0], fit.params.shape[0]))
+        infl[fit.fit_rows] = (fit.model_matrix * score[:, None]) @ fit.naive_cov.to_numpy()
+        V = self._variance(infl)
+        est = fit.params.to_numpy()
+        se = np.sqrt(np.diag(V))
+        df = self.degf + 1 - est.shape[0]
+        t = est / se
+        crit = stats.norm.ppf((1 + level) / 2)
+        names = list(fit.params.index)
+        frame = pd.DataFrame({"term": names, "estimate": est, "se": se, "t": t,
+                              "p": 2 * stats.t.sf(np.abs(t), df), "df": df,
+                              "ci_low": est - crit * se, "ci_high": est + crit * se})
+        return Estimate.wrap(frame, level, "normal", Covariance(tuple(names), est, V))
+
     def __repr__(self) -> str:
         if self.ids is None:
             return f"Sparse correlated design with {self.degf:.6g} df"

@@ -1,7 +1,7 @@
 """``xdesign`` (crossed designs, new in R survey 4.5) against stored R 4.5 output
 (tests/reference/r_survey45/xdesign.R, which stores R's ``salamander`` data, absent from
 survey 4.1.1): ?xdesign's examples, means, totals, their covariance, df, a third crossed
-clustering and a user adjacency matrix."""
+clustering, a user adjacency matrix and svyglm (gaussian and logistic)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,20 @@ def test_crossed_salamanders(sal):
         xa = xdesign(sal, adjacency=A)
     assert xa.degf == pytest.approx(REF["adj_degf"], rel=TOL)
     _check(xa.mean("Mate"), REF["adj_mean"], "adjacency")
+
+
+def test_svyglm_on_crossed_designs(sal, api):
+    with pytest.warns(UserWarning):
+        x = xdesign(sal, ids=["Male", "Female"])
+        xc = xdesign(api["apiclus1"], ids=["dnum"], weights="pw")
+    for fit, ref, what in ((x.glm("Mate ~ Cross", family="quasibinomial"), REF["sal_glm"],
+                            "salamander logistic"),
+                           (xc.glm("api00 ~ ell + meals"), REF["clus_glm"], "apiclus1")):
+        # atol: R's CrossW/W coefficient is 1e-15 (zero up to rounding)
+        assert_rel(fit.estimate, ref["estimate"], TOL, what, atol=1e-12)
+        assert_rel(np.r_[fit.se, fit.vcov().to_numpy().ravel(order="F")],
+                   np.r_[ref["se"], ref["vcov"]], 1e-8, what + " se/vcov")
+        assert fit["df"].iloc[0] == pytest.approx(ref["df"], rel=TOL)
 
 
 def test_refusals(sal):

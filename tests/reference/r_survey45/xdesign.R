@@ -1,6 +1,6 @@
 # xdesign (crossed designs) is new in R survey 4.5 (absent from 4.1.1, the R on this machine):
 # ?xdesign's examples (apiclus1 with one clustering; salamander, stored here as it is not in
-# 4.1.1, with two crossed clusterings), means, totals and their covariance, from R survey 4.5
+# 4.1.1, with two crossed clusterings), means, totals and their covariance, svyglm, from R survey 4.5
 # built from the cran/survey mirror ("version 4.5"):
 #   R CMD INSTALL -l /tmp/rlib45 <cran/survey checkout>
 #   R_LIBS=/tmp/rlib45 Rscript tests/reference/r_survey45/xdesign.R > tests/reference/r_survey45/xdesign.json
@@ -24,6 +24,9 @@ out <- list(
   sal_total = st(svytotal(~Mate, xsal)),
   sal3_degf = degf(xsal2), sal3_mean = st(svymean(~Mate, xsal2)),
   adj_degf = degf(xadj), adj_mean = st(svymean(~Mate, xadj)),
+  sal_glm = c(st(svyglm(Mate~Cross, xsal, family=quasibinomial)),
+              df=svyglm(Mate~Cross, xsal, family=quasibinomial)$df.residual),
+  clus_glm = c(st(svyglm(api00~ell+meals, xclus1)), df=svyglm(api00~ell+meals, xclus1)$df.residual),
   salamander = list(Mate=salamander$Mate, Cross=as.character(salamander$Cross),
                     Female=as.character(salamander$Female), Male=as.character(salamander$Male))
 )
