@@ -6,7 +6,7 @@ PY := .venv/bin/python
 
 LINT_PATHS := surveysynth r_bridge tests benchmarks vignettes
 
-.PHONY: test test-all demo setup lint layers bench smartnoise-venv
+.PHONY: test test-all demo setup lint layers bench
 
 setup:
 	@bash scripts/setup.sh
@@ -34,12 +34,3 @@ layers: setup
 
 bench: setup
 	$(PY) benchmarks/taylor.py
-
-# smartnoise-synth's AIM and MST for vignettes/public_use_agency.py, in their own venv: smartnoise
-# pins opendp < 0.15 and this project pins 0.16. Only what AIM and MST import is installed
-# (smartnoise-synth without its deep-learning extras: no torch, opacus, pac-synth).
-smartnoise-venv:
-	python3 -m venv .venv-smartnoise
-	.venv-smartnoise/bin/pip install --no-deps smartnoise-synth==1.0.8
-	.venv-smartnoise/bin/pip install "smartnoise-sql==1.0.10" "mbi==1.1.0" "disjoint-set==0.9.0" \
-		"networkx>=3" "Faker>=17"

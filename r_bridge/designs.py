@@ -356,6 +356,10 @@ def _calibration_to_r(ro, rd, design: Any):
                 ro.r["list"](*[ivec(c) for c, _ in adj.margins]),
                 ro.r["list"](*[fvec(w) for _, w in adj.margins])))
             steps.append("rake")
+        elif getattr(adj, "stage", 0):
+            raise ValueError("to_r: calibration within clusters (calibrate(stage=)) is not "
+                             "converted to R's greg_calibration list yet. Fix: estimate with "
+                             "engine='native' (equal to R's calibrate(stage=)).")
         elif getattr(adj, "chain_rule", False):
             raise ValueError("to_r: the design has a nonresponse adjustment "
                              "(redistribute_weights), which R survey's svydesign objects "

@@ -16,8 +16,9 @@ Decisions (so the two engines estimate the same thing, and R does all of the ari
   factors whose levels are the levels the native engine reports, in its order; ``by``
   columns likewise. R's output rows are matched to the native domains by their labels, not
   by position, so a different sort order in R cannot mix domains up.
-* The design's ``lonely_psu`` and ``adjust_domain_lonely`` are set as R's options
-  ``survey.lonely.psu`` / ``survey.adjust.domain.lonely`` for the call and restored after.
+* The design's ``lonely_psu``, ``adjust_domain_lonely`` and ``ultimate_cluster`` are set as
+  R's options ``survey.lonely.psu`` / ``survey.adjust.domain.lonely`` /
+  ``survey.ultimate.cluster`` for the call and restored after.
 * Quantiles: ``svyquantile`` with R 4.1's defaults (``qrule="math"``, Woodruff interval
   ``interval.type="mean"``, design df) and ``alpha = 1 - level``; the SE is R's, derived
   from its interval.
@@ -39,8 +40,10 @@ from .designs import to_r
 _DOM = ".ss_domain"
 _R_FUNS: dict[str, Any] = {}
 _R_CODE = r"""
-function(design, dom_col, stat, vars, dens, byvars, quantiles, level, lonely, adjlonely) {
-  op <- options(survey.lonely.psu = lonely, survey.adjust.domain.lonely = adjlonely)
+function(design, dom_col, stat, vars, dens, byvars, quantiles, level, lonely, adjlonely,
+         ultimate = FALSE) {
+  op <- options(survey.lonely.psu = lonely, survey.adjust.domain.lonely = adjlonely,
+                survey.ultimate.cluster = ultimate)
   on.exit(options(op))
   f <- function(v) stats::as.formula(paste("~", paste(sprintf("`%s`", v), collapse = " + ")))
   design <- design[design$variables[[dom_col]] >= 0, ]
@@ -147,6 +150,7 @@ def estimate(design: Any, call: dict, *, dom: np.ndarray, D: int, by: Any = None
             float(call.get("level", 0.95)),
             getattr(design, "lonely_psu", "fail"),
             bool(getattr(design, "adjust_domain_lonely", False)),
+            bool(getattr(design, "ultimate_cluster", False)),
         )
         keys = [str(k) for k in res.rx2("keys")]
         G = len(keys)

@@ -73,6 +73,24 @@ CASES = [
     ("Sequential synthesis, risk_weights='none'", "pseudo_posterior_sequential",
      dict(epsilon=None, m=3, facts={"alpha_source": "unweighted", "steps": 7, "draws": 4000})),
     ("Unweighted synthesis (no protection)", "none", dict(epsilon=None, m=5, facts={})),
+    ("DP survey tables, pure DP (dp_tabulate, measure='pure')", "dp_tables",
+     dict(epsilon=10.0, m=1, facts={"measure": "pure", "weight_cap": 1000.0, "groups": 10,
+                                    "bound_low": 0.0, "bound_high": 500000.0,
+                                    "sampler": "OpenDP's Laplace measurement on a public grid",
+                                    "consistency": "margins are sums of the measured cells; "
+                                                   "non-negative projection"})),
+    ("DP survey tables, zCDP (dp_tabulate, measure='zcdp')", "dp_tables",
+     dict(epsilon=None, m=1, facts={"measure": "zcdp", "rho": 0.5, "weight_cap": 1000.0,
+                                    "groups": 10,
+                                    "sampler": "OpenDP's Gaussian measurement on a public grid",
+                                    "consistency": "margins are sums of the measured cells; "
+                                                   "non-negative projection"})),
+    ("AIM / MST (OpenDP marginal-based synthesis), pure DP", "marginal_dp",
+     dict(epsilon=1.0, m=5, facts={"algorithm": "AIM", "measure": "pure", "binned": "api00",
+                                   "weight_classes": 3})),
+    ("AIM / MST (OpenDP marginal-based synthesis), zCDP", "marginal_dp",
+     dict(epsilon=0.5, m=5, facts={"algorithm": "MST", "measure": "zcdp", "binned": "api00",
+                                   "weight_classes": 0})),
 ]
 
 

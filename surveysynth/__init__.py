@@ -18,8 +18,9 @@ _EXPORTS = {
     "load_release": ".release",
     "tabulate": ".tables",
     "Table": ".tables",
+    "dp_tabulate": ".dp_tables",
     "inclusion_probabilities": ".sampling",
-    "pps_systematic": ".sampling", "stratsample": ".sampling",
+    "pps_systematic": ".sampling",
     "vcov": ".contrasts",
     "contrast": ".contrasts",
     "run_release": ".pipeline",
@@ -58,6 +59,14 @@ _EXPORTS = {
     "xdesign": ".xdesign",
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
+    "svysmoothArea": ".analysis", "fay_herriot": ".analysis",
+    "pps_brewer": ".sampling", "pps_sampford": ".sampling", "pps_poisson": ".sampling",
+    "strata_allocation": ".sampling", "stratsample": ".sampling",
+    "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",
+    "twophase": ".twophase_design", "TwoPhaseDesign": ".twophase_design",
+    "multiframe": ".multiframe_design", "MultiFrameDesign": ".multiframe_design",
+    "multiphase": ".multiphase_design", "MultiPhaseDesign": ".multiphase_design",
+    "DBSurveyDesign": ".db_design",
 }
 # synth, privacy and datasets are subpackages loaded on first access (__getattr__ below)
 __all__ = ["SurveyDesign", "combine", "__version__", "synth", "privacy", "datasets",  # noqa: F822

@@ -200,7 +200,8 @@ def evaluate(cfg: Any, design: Any, syn: Any, release: Any,
         scaled[wcol] = scaled[wcol] * (len(data) / len(train))
     eval_design = build_design(cfg.design, scaled)
     params = dict(syn.get_params())
-    params.update(progress=False)
+    if "progress" in params:  # AIM / MST have no progress output
+        params["progress"] = False
     if "random_state" in params:
         params["random_state"] = child_seed(rng)
     if "max_epsilon" in params:

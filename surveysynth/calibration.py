@@ -39,13 +39,14 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ._validate import first_rows, parse_vars, require_columns
-from .levels import category_levels, is_categorical
+from .encoding import Factor, is_factor, r_label, r_levels
 
 CALFUNS = ("linear", "raking", "logit")
 _EPS = np.finfo(float).eps
@@ -71,6 +72,25 @@ class GregAdjustment:
         U = np.divide(Z, w, out=np.zeros(Z.shape), where=w != 0)
         U = U - self.basis @ (self.basis.T @ U)
         return U * self.w[:, None]
+
+
+class WithinClusterGregAdjustment:
+    """Variance adjustment of ``calibrate(stage=k)`` (R's ``greg_calibration`` with
+    ``stage = k``): within each stage-k cluster the values are replaced by the residuals of
+    that cluster's calibration regression, for the variance terms of the stages below k only
+    (``SurveyDesign._staged``; R's ``multistage`` recursion)."""
+
+    def __init__(self, stage: int, blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+        self.stage = int(stage)
+        self.blocks = blocks  # (rows, orthonormal basis of X_c cw / sqrt(s2), w_c)
+
+    def residualize(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.array(Z, dtype=float, copy=True)
+        for rows, basis, w in self.blocks:
+            U = Z[rows] / w[:, None]
+            U -= basis @ (basis.T @ U)
+            Z[rows] = U * w[:, None]
+        return Z
 
 
 class PostStratAdjustment:
@@ -111,67 +131,164 @@ class RakeAdjustment:
 
 
 # ----------------------------------------------------------------------------- model matrix
-def _r_level(level: Any) -> str:
-    if isinstance(level, (bool, np.bool_)):
-        return "TRUE" if level else "FALSE"
-    return str(level)
-
-
-def _terms(formula_or_columns: Any) -> tuple[list[str], bool]:
-    """Columns of an additive formula (``"~stype+api99"``, ``"~0+stype"``) or list; intercept."""
+def _terms(formula_or_columns: Any) -> tuple[list[tuple[str, ...]], bool]:
+    """Terms of a formula (``"~stype+api99"``, ``"~0+stype"``, ``"~stype*sch.wide"``,
+    ``"~stype+stype:comp.imp"``) or a list of columns, as tuples of column names, in R's
+    order (main effects, then two-way interactions, ..., each in order of appearance);
+    and whether there is an intercept."""
     if isinstance(formula_or_columns, str):
         text = formula_or_columns.strip()
         if not text.startswith("~"):
-            return [text], True
+            return [(text,)], True
         parts = [p.strip() for p in text[1:].replace("-", "+-").split("+") if p.strip()]
         intercept = not any(p in ("0", "-1") for p in parts)
-        cols = [p for p in parts if p not in ("0", "1", "-1", "-0")]
-        for c in cols:
-            if any(ch in c for ch in ":*()^-"):
+        terms: list[tuple[str, ...]] = []
+        for p in parts:
+            if p in ("0", "1", "-1", "-0"):
+                continue
+            if any(ch in p for ch in "()^-") or p.startswith(("*", ":")) or p.endswith(("*", ":")):
                 raise ValueError(
-                    f"formula {formula_or_columns!r}: term {c!r} is not supported (additive "
-                    "main effects only). Fix: add the crossed or transformed variable as a "
-                    "column and name it in the formula."
-                )
-        return cols, intercept
-    return list(parse_vars(formula_or_columns, "formula_or_columns") or []), True
+                    f"formula {formula_or_columns!r}: term {p!r} is not supported (main "
+                    "effects and interactions a:b, a*b of columns). Fix: add the transformed "
+                    "variable as a column and name it in the formula.")
+            if "*" in p:  # a*b*c: every sub-interaction
+                vs = [v.strip() for v in p.split("*")]
+                for k in range(1, len(vs) + 1):
+                    for combo in combinations(vs, k):
+                        terms.append(combo)
+            else:
+                terms.append(tuple(v.strip() for v in p.split(":")))
+        # R: variables within a term in order of first appearance; terms by their order
+        first = {v: i for i, v in reversed(list(enumerate(v for t in terms for v in t)))}
+        terms = list(dict.fromkeys(tuple(sorted(t, key=first.__getitem__)) for t in terms))
+        terms.sort(key=len)  # stable
+        return terms, intercept
+    return [(c,) for c in parse_vars(formula_or_columns, "formula_or_columns") or []], True
+
+
+def _main_columns(frame: pd.DataFrame, c: str, full: bool) -> tuple[list[np.ndarray], list[str]]:
+    """One variable's columns: numeric as is, categorical as treatment contrasts (``full``:
+    every level, R's coding of the first factor of a model without intercept)."""
+    s = frame[c]
+    na = s.isna().to_numpy()
+    if na.any():
+        raise ValueError(f"calibration variable {c!r} has missing values in "
+                         f"{first_rows(frame.index, na)}. Fix: impute them or drop the rows "
+                         "before building the design.")
+    if not is_factor(s):
+        return [s.to_numpy(dtype=float)], [c]
+    fac = Factor.learn(s, name=c)  # R's levels, contrasts and names (surveysynth.encoding)
+    mat = np.asarray(fac.matrix(s, full=full), dtype=float)
+    return [mat[:, k] for k in range(mat.shape[1])], list(fac.names(full=full))
 
 
 def model_matrix(frame: pd.DataFrame, formula_or_columns: Any) -> tuple[np.ndarray, list[str]]:
-    """R ``model.matrix`` of an additive formula: an ``(Intercept)`` column unless ``~0+``,
-    numeric columns as they are, categorical columns as treatment contrasts (first level
-    dropped; all levels for the first factor of a formula without intercept), named as R
-    names them (``stypeH``). Missing values are an error naming the rows."""
-    cols, intercept = _terms(formula_or_columns)
+    """R ``model.matrix`` of a formula of main effects and interactions: an ``(Intercept)``
+    column unless ``~0+``, numeric columns as they are, categorical columns as treatment
+    contrasts (first level dropped; all levels for the first factor of a formula without
+    intercept), named as R names them (``stypeH``); an interaction is the product of its
+    variables' columns (first variable varying fastest, ``stypeH:sch.wideYes``) and needs its
+    lower-order terms in the model (R's contrasts are then the same). Missing values are an
+    error naming the rows."""
+    terms, intercept = _terms(formula_or_columns)
+    cols = list(dict.fromkeys(v for t in terms for v in t))
     require_columns(frame, cols, "formula_or_columns")
     mats, names = [], []
     if intercept:
-        mats.append(np.ones((frame.shape[0], 1)))
+        mats.append(np.ones(frame.shape[0]))
         names.append("(Intercept)")
     full_coded = intercept
-    for c in cols:
-        s = frame[c]
-        na = s.isna().to_numpy()
-        if na.any():
-            raise ValueError(f"calibration variable {c!r} has missing values in "
-                             f"{first_rows(frame.index, na)}. Fix: impute them or drop the rows "
-                             "before building the design.")
-        if is_categorical(s):
-            levels = category_levels(s)
-            if isinstance(s.dtype, pd.CategoricalDtype):
-                levels = list(s.cat.categories)
-            use = levels[1:] if full_coded else levels
-            full_coded = True
-            codes = pd.Index(levels).get_indexer(s)
-            for lev in use:
-                mats.append((codes == levels.index(lev)).astype(float)[:, None])
-                names.append(f"{c}{_r_level(lev)}")
-        else:
-            mats.append(s.to_numpy(dtype=float)[:, None])
-            names.append(c)
+    main: dict[str, tuple[list[np.ndarray], list[str]]] = {}
+    for t in terms:
+        if len(t) == 1:
+            c = t[0]
+            main[c] = _main_columns(frame, c, not full_coded and is_factor(frame[c]))
+            full_coded = full_coded or is_factor(frame[c])
+            mats += main[c][0]
+            names += main[c][1]
+            continue
+        missing = [sub for k in range(1, len(t)) for sub in combinations(t, k)
+                   if sub not in terms]
+        if missing or not intercept:
+            raise ValueError(
+                f"formula {formula_or_columns!r}: interaction {':'.join(t)} needs an intercept "
+                f"and its lower-order terms {[':'.join(m) for m in missing]} in the model "
+                "(R's coding otherwise changes the contrasts). Fix: write it as "
+                f"{'*'.join(t)}.")
+        pm, pn = [np.ones(frame.shape[0])], [""]
+        for c in t:  # first variable varies fastest (R)
+            cm, cn = main[c]
+            pm = [a * b for b in cm for a in pm]
+            pn = [f"{a}:{b}" if a else b for b in cn for a in pn]
+        mats += pm
+        names += pn
     if not mats:
         raise ValueError(f"formula {formula_or_columns!r} has no term: nothing to calibrate.")
-    return np.hstack(mats), names
+    return np.column_stack(mats), names
+
+
+def _margins_to_totals(formulas: Sequence[str], tables: Sequence[Any],
+                       frame: pd.DataFrame) -> tuple[str, dict[str, float]]:
+    """R's ``margins2totals``: calibration to a list of population tables (``rake``'s input).
+    Each formula's variables are crossed (``~stype+sch.wide`` -> ``stype*sch.wide``) and the
+    table's model-matrix totals become the population totals; returns the formula and the
+    totals by R's names."""
+    if len(formulas) != len(tables):
+        raise ValueError(f"calibrate: {len(formulas)} margin formulas but {len(tables)} "
+                         "population tables; give one table per formula.")
+    totals: dict[str, float] = {}
+    crossed = []
+    for f, tab in zip(formulas, tables, strict=True):
+        vs = list(dict.fromkeys(v for t in _terms(f)[0] for v in t))
+        crossed.append("*".join(vs))
+        df = _margin_table(tab, vs, f)
+        for v in vs:  # the sample's levels, so that names and dropped first levels agree
+            require_columns(frame, [v], "formula_or_columns")
+            if is_factor(frame[v]):
+                levels = r_levels(frame[v])
+                bad = ~df[v].isin(levels).to_numpy()
+                if bad.any():
+                    raise ValueError(
+                        f"population table for {f!r}: levels {sorted(map(str, df[v][bad].unique()))} "
+                        f"of {v!r} are not in the sample (levels {levels}). Fix: collapse them "
+                        "into a sampled level.")
+                df[v] = pd.Categorical(df[v], categories=levels)
+        mm, names = model_matrix(df, "~" + "*".join(vs))
+        tot = df["Freq"].to_numpy(float) @ mm
+        for n, t in zip(names, tot, strict=True):
+            totals.setdefault(n, float(t))
+    return "~" + "+".join(crossed), totals
+
+
+def _margin_table(tab: Any, vs: list[str], f: str) -> pd.DataFrame:
+    """A population margin as a DataFrame of the variables and ``Freq``: a DataFrame (the
+    variables and one count column), a Series (index: the levels, a MultiIndex for several
+    variables, e.g. ``df.value_counts([...])`` or a crosstab's ``stack()``), or a dict
+    ``{level: count}`` (tuples of levels for several variables)."""
+    if isinstance(tab, Mapping):
+        tab = pd.Series(dict(tab))
+        if len(vs) > 1:
+            tab.index = pd.MultiIndex.from_tuples(tab.index)
+    if isinstance(tab, pd.Series):
+        df = tab.rename("Freq").reset_index()
+        df.columns = list(vs) + ["Freq"] if df.shape[1] == len(vs) + 1 else df.columns
+    elif isinstance(tab, pd.DataFrame):
+        df = tab.copy()
+        counts = [c for c in df.columns if c not in vs]
+        if len(counts) != 1 or any(v not in df.columns for v in vs):
+            raise ValueError(f"population table for {f!r}: give the columns {vs} and one count "
+                             f"column, got {list(df.columns)}.")
+        df = df.rename(columns={counts[0]: "Freq"})
+    else:
+        raise ValueError(f"population table for {f!r}: give a DataFrame, a Series or a dict of "
+                         f"counts, got {type(tab).__name__}.")
+    if df.shape[1] != len(vs) + 1:
+        raise ValueError(f"population table for {f!r}: {df.shape[1] - 1} level columns for "
+                         f"the variables {vs}.")
+    if df["Freq"].isna().any():
+        raise ValueError(f"population table for {f!r}: missing counts in rows "
+                         f"{df.index[df['Freq'].isna()].tolist()[:5]}.")
+    return df
 
 
 def _population_vector(population: Any, names: list[str], mm: np.ndarray,
@@ -252,7 +369,7 @@ def make_calfun(Fm1: Callable[..., Any], dF: Callable[..., Any], name: str) -> C
 
 
 def _sinh_fm1(u: np.ndarray, bounds: Mapping[str, float]) -> np.ndarray:
-    if not (np.isfinite(bounds["lower"]) and np.isfinite(bounds["upper"])):
+    if not (np.all(np.isfinite(bounds["lower"])) and np.all(np.isfinite(bounds["upper"]))):
         raise CalibrationError("cal_sinh needs finite bounds (R: 'Sinh calibration requires "
                                "finite bounds'). Fix: bounds=(0.5, 2), say.")
     p = np.arcsinh(2 * u)
@@ -313,7 +430,8 @@ def cal_names(formula_or_columns: str | Sequence[str], design: Any) -> list[str]
     """The names ``calibrate`` expects population totals for (R ``cal_names``): the columns of
     R's ``model.matrix`` of the formula on the design's data, e.g. ``["(Intercept)",
     "stypeH", "stypeM", "api99"]``. Missing values do not matter (only names are made)."""
-    cols, _ = _terms(formula_or_columns)
+    terms, _ = _terms(formula_or_columns)
+    cols = list(dict.fromkeys(v for t in terms for v in t))
     frame = design.full_data
     require_columns(frame, cols, "formula_or_columns")
     sub = frame[cols].copy()
@@ -333,24 +451,33 @@ def _ginv(M: np.ndarray) -> np.ndarray:
     return (Vt[keep].T / s[keep]) @ U[:, keep].T
 
 
+def _unbounded(calfun: str, lo: Any, up: Any) -> bool:
+    """R's test for its closed-form ``regcalibrate``: linear with every bound infinite."""
+    return calfun == "linear" and bool(np.all(np.isneginf(lo)) and np.all(np.isposinf(up)))
+
+
 def grake(mm: np.ndarray, ww: np.ndarray, population: np.ndarray, calfun: str,
-          bounds: tuple[float, float], epsilon: float, maxit: int) -> tuple[np.ndarray, dict]:
+          bounds: tuple[Any, Any], epsilon: float, maxit: int,
+          sigma2: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """g-weights by R's ``grake`` (Newton iterations; unbounded linear in closed form as R's
-    ``regcalibrate``). Returns ``(g, info)``; ``info`` has ``iterations`` and ``misfit`` (the
-    largest ``|population - total| / (1 + |population|)`` reached) and ``converged``."""
+    ``regcalibrate``). ``bounds``: scalars or one (lower, upper) per row. ``sigma2``: R's
+    ``variance`` per row (the working variance of the GREG, ``g = 1 + F(x'eta / sigma2)``).
+    Returns ``(g, info)``; ``info`` has ``iterations`` and ``misfit`` (the largest
+    ``|population - total| / (1 + |population|)`` reached) and ``converged``."""
     lo, up = bounds
+    s2 = np.ones(mm.shape[0]) if sigma2 is None else sigma2
     sample_total = mm.T @ ww
-    if calfun == "linear" and np.isneginf(lo) and np.isposinf(up):
-        T = (mm * ww[:, None]).T @ mm
+    if _unbounded(calfun, lo, up):
+        T = (mm * (ww / s2)[:, None]).T @ mm
         try:
             lam = np.linalg.solve(T, population - sample_total)
         except np.linalg.LinAlgError as exc:
             raise CalibrationError(
                 "calibrate: the calibration variables are collinear in the sample (singular "
                 "X'WX). Fix: drop a redundant variable or collapse levels.") from exc
-        return 1.0 + mm @ lam, {"iterations": 1, "misfit": 0.0, "converged": True}
+        return 1.0 + (mm @ lam) / s2, {"iterations": 1, "misfit": 0.0, "converged": True}
     eta = np.zeros(mm.shape[1])
-    xeta = mm @ eta
+    xeta = mm @ eta / s2
     scales = population / sample_total
     scale = None
     with np.errstate(invalid="ignore"):
@@ -362,18 +489,18 @@ def grake(mm: np.ndarray, ww: np.ndarray, population: np.ndarray, calfun: str,
     it = 1
     while True:
         deriv = _dF(calfun, xeta, lo, up)
-        T = (mm * (ww * deriv)[:, None]).T @ mm
+        T = (mm * (ww * deriv / s2)[:, None]).T @ mm
         misfit = population - sample_total - mm.T @ (ww * _fm1(calfun, xeta, lo, up))
         deta = _ginv(T) @ misfit
         eta = eta + deta
-        xeta = mm @ eta
+        xeta = mm @ eta / s2
         g = 1 + _fm1(calfun, xeta, lo, up)
         deriv = _dF(calfun, xeta, lo, up)
         while it < maxit and not (np.isfinite(g).all() and np.isfinite(deriv).all()):
             it += 1
             deta = deta / 2
             eta = eta - deta
-            xeta = mm @ eta
+            xeta = mm @ eta / s2
             g = 1 + _fm1(calfun, xeta, lo, up)
             deriv = _dF(calfun, xeta, lo, up)
         misfit = population - sample_total - mm.T @ (ww * _fm1(calfun, xeta, lo, up))
@@ -392,37 +519,54 @@ def grake(mm: np.ndarray, ww: np.ndarray, population: np.ndarray, calfun: str,
 
 
 def _check_bounds(calfun: str, bounds: Any, mm: np.ndarray, ww: np.ndarray,
-                  population: np.ndarray, names: list[str]) -> tuple[float, float]:
+                  population: np.ndarray, names: list[str],
+                  row_bounds: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Any, Any]:
+    """Check the g-weight bounds (scalars, or ``row_bounds``: one lower and upper per row, from
+    ``bounds_const`` or per-row bounds) before iterating; returns (lower, upper)."""
     if not isinstance(calfun, CalFun) and calfun not in CALFUNS:
         raise ValueError(f"calfun={calfun!r}: choose one of {CALFUNS} or a CalFun "
                          "(make_calfun, cal_sinh; R's calfun).")
-    lo, up = (-np.inf, np.inf) if bounds is None else (float(bounds[0]), float(bounds[1]))
-    if not lo < up:
-        raise CalibrationError(f"bounds={bounds}: lower must be below upper.")
-    if not lo <= 1 <= up:
-        raise CalibrationError(
-            f"bounds={bounds}: the g-weights (calibrated / design weight) start at 1, so the "
-            "bounds must include 1 (for example (0.5, 2)).")
-    if calfun == "logit" and not (np.isfinite(lo) and np.isfinite(up) and lo < 1 < up):
-        raise CalibrationError(
-            f"calfun='logit' needs finite bounds with lower < 1 < upper, got {bounds} "
-            "(R: 'Logit calibration requires finite bounds'). Fix: bounds=(0.5, 2), say.")
-    if calfun == "raking" and lo < 0:
-        lo = 0.0 if np.isfinite(lo) else lo
+    if row_bounds is not None:
+        lo, up = row_bounds
+        if not np.all(lo < up):
+            k = np.flatnonzero(~(lo < up))[:5]
+            raise CalibrationError(f"bounds: lower must be below upper, not so in rows "
+                                   f"{k.tolist()} (positions).")
+        if calfun == "logit" and not (np.isfinite(lo).all() and np.isfinite(up).all()):
+            raise CalibrationError("calfun='logit' needs finite bounds for every row (R: "
+                                   "'Logit calibration requires finite bounds').")
+    else:
+        lo, up = (-np.inf, np.inf) if bounds is None else (float(bounds[0]), float(bounds[1]))
+        if not lo < up:
+            raise CalibrationError(f"bounds={bounds}: lower must be below upper.")
+        if not lo <= 1 <= up:
+            raise CalibrationError(
+                f"bounds={bounds}: the g-weights (calibrated / design weight) start at 1, so "
+                "the bounds must include 1 (for example (0.5, 2)).")
+        if calfun == "logit" and not (np.isfinite(lo) and np.isfinite(up) and lo < 1 < up):
+            raise CalibrationError(
+                f"calfun='logit' needs finite bounds with lower < 1 < upper, got {bounds} "
+                "(R: 'Logit calibration requires finite bounds'). Fix: bounds=(0.5, 2), say.")
+        if calfun == "raking" and lo < 0:
+            lo = 0.0 if np.isfinite(lo) else lo
     # a column that is never negative can reach at most sum(upper * w * x), at least lower*...
     nonneg = (mm >= 0).all(axis=0)
-    reach_lo = (mm * ww[:, None]).sum(axis=0) * (
-        max(lo, 0.0) if calfun in ("raking", "logit") else lo)
-    reach_up = (mm * ww[:, None]).sum(axis=0) * up
+    lo_eff = np.maximum(lo, 0.0) if calfun in ("raking", "logit") else lo
+    wx = mm * ww[:, None]
     with np.errstate(invalid="ignore"):
+        reach_lo = np.where(wx == 0, 0.0, wx * np.broadcast_to(
+            np.asarray(lo_eff, float), ww.shape)[:, None]).sum(axis=0)
+        reach_up = np.where(wx == 0, 0.0, wx * np.broadcast_to(
+            np.asarray(up, float), ww.shape)[:, None]).sum(axis=0)
         bad = nonneg & ((population < reach_lo - 1e-9 * np.abs(population))
                         | (population > reach_up + 1e-9 * np.abs(population)))
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         raise CalibrationError(
-            f"bounds={bounds} cannot be met: the population total of {names[j]!r} is "
-            f"{population[j]:g}, but weights within the bounds give totals between "
-            f"{reach_lo[j]:g} and {reach_up[j]:g}. Fix: widen the bounds, or check the total.")
+            f"bounds={bounds if row_bounds is None else 'per row'} cannot be met: the "
+            f"population total of {names[j]!r} is {population[j]:g}, but weights within the "
+            f"bounds give totals between {reach_lo[j]:g} and {reach_up[j]:g}. Fix: widen the "
+            "bounds, or check the total.")
     return lo, up
 
 
@@ -484,20 +628,52 @@ def _new_replicate(design: Any, pw: np.ndarray, rep: np.ndarray, what: str):
 
 
 def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: Any,
-              calfun: str = "linear", bounds: tuple[float, float] | None = None,
+              calfun: str = "linear", bounds: Any = None,
               maxit: int = 50, epsilon: float = 1e-7, force: bool = False,
               allow_nonpositive: bool = False, trim: tuple[float, float] | None = None,
-              aggregate_stage: int | None = None, aggregate_index: Any = None):
+              aggregate_stage: int | None = None, aggregate_index: Any = None,
+              variance: Any = None, bounds_const: bool = False, stage: int = 0):
     """Calibrate the weights to population totals (R ``calibrate``).
 
-    ``formula_or_columns``: an additive formula (``"~stype+api99"``) or a list of columns;
-    the intercept's total is the population size. ``population``: totals by R's column names
-    (``{"(Intercept)": 6194, "stypeH": 755, "stypeM": 1018}``), a Series, a one-row
-    DataFrame, or a DataFrame of (name, total). ``calfun``: ``"linear"`` (GREG), ``"raking"``
-    (exponential) or ``"logit"`` (needs finite ``bounds``); ``bounds=(L, U)`` on the g-weights
-    (calibrated / design weight). Returns a design of the same kind: a SurveyDesign whose
-    linearization variance uses the calibration residuals, or a ReplicateDesign with every
-    replicate recalibrated.
+    ``formula_or_columns``: a formula of main effects and interactions (``"~stype+api99"``,
+    ``"~stype*sch.wide"``) or a list of columns; the intercept's total is the population
+    size. ``population``: totals by R's column names (``{"(Intercept)": 6194, "stypeH": 755,
+    "stypeM": 1018}``), a Series, a one-row DataFrame, or a DataFrame of (name, total).
+    ``calfun``: ``"linear"`` (GREG), ``"raking"`` (exponential) or ``"logit"`` (needs finite
+    ``bounds``); ``bounds=(L, U)`` on the g-weights (calibrated / design weight), or one
+    (lower, upper) per row (two arrays, R's ``list(lower=, upper=)``). Returns a design of the
+    same kind: a SurveyDesign whose linearization variance uses the calibration residuals, or a
+    ReplicateDesign with every replicate recalibrated.
+
+    List of margins (R's input in ``rake``'s format): ``formula_or_columns`` a list of
+    formulas (``["~stype+sch.wide", "~stype+comp.imp"]``) and ``population`` a list of
+    population tables, one per formula (DataFrames of the variables and a count column,
+    Series indexed by the levels, or dicts). Each formula's variables are crossed
+    (``stype*sch.wide``) and the totals are the tables' model-matrix totals (R's
+    ``margins2totals``); with ``calfun="raking"`` this is classical raking.
+
+    ``variance`` (R's ``variance``): the working variance of the GREG model,
+    heteroscedastic calibration: ``g = 1 + F(x'eta / sigma2)``. ``sigma2`` is the array
+    (or column name) given, one value per row, or ``X @ variance`` for one coefficient per
+    column of the calibration model (R: ``calibrate(d, ~enroll-1, pop, variance=1)`` is the
+    ratio estimator). The closed-form linear path also uses it in the variance (R's
+    ``regcalibrate``: residuals of the regression weighted by ``w / sigma2``); the iterative
+    path (bounds, raking, logit) only in the g-weights, as R's ``grake``.
+
+    ``bounds_const=True`` (R's ``bounds.const``): the bounds are on the calibrated weights,
+    not on the g-weights (R divides them by the design weights). R ignores it for replicate
+    designs; so does this function, with a warning.
+
+    ``stage=k`` (R's ``stage``, SurveyDesign, linear calibration without bounds as in R):
+    calibration within each stage-k cluster to that cluster's population totals.
+    ``population`` is then one set of totals per stage-k cluster: a dict keyed by the
+    cluster's id (the value of the stage-k ids column), or a list in the order the clusters
+    first appear in the data (R's ``unique(design$cluster[, stage])``); each a dict by R's
+    column names or a sequence in the model's column order. The sampling weights of stages
+    1..k (R's ``allprob``: from the fpc when the design was given no weights, else the
+    ``weights``/``probs`` columns) must be constant within the clusters. Variance: the
+    cluster's regression residuals replace the values in the variance terms of the stages
+    below k (R's ``multistage`` recursion), so it matters only with an fpc at those stages.
 
     ``trim=(L, U)`` (R's ``trim``): g-weights outside [L, U] are set to L or U and the
     trimmed amount is shared by the other units in proportion to their design weights (R:
@@ -513,18 +689,34 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
     """
     kind = _kind(design)
     frame = design.full_data
+    if stage:
+        return _calibrate_within(design, kind, formula_or_columns, population, int(stage),
+                                 calfun, bounds, variance, aggregate_stage, aggregate_index,
+                                 allow_nonpositive)
+    if _is_margin_list(formula_or_columns, population):
+        formula_or_columns, population = _margins_to_totals(
+            list(formula_or_columns), list(population), frame)
     mm, names = model_matrix(frame, formula_or_columns)
     ww_orig = np.asarray(design.full_weights, float)
     ww = ww_orig
+    sigma2 = _sigma2(variance, mm, frame)
+    row_bounds = _row_bounds(bounds, bounds_const, ww_orig, kind)
     agg = _aggregate_groups(design, kind, aggregate_stage, aggregate_index)
+    closed = _unbounded(calfun, *(row_bounds if row_bounds is not None else
+                                  (bounds if bounds is not None else (-np.inf, np.inf))))
     if agg is not None:
         mm, ww = _ave(mm, agg), _ave(ww_orig[:, None], agg)[:, 0]
+        if sigma2 is not None and (closed or np.ndim(variance) == 0
+                                   or np.size(variance) != frame.shape[0]):
+            # R: regcalibrate averages sigma2; grake takes the row values given, or X %*% b
+            # of the averaged X (the same as averaging X %*% b)
+            sigma2 = _ave(sigma2[:, None], agg)[:, 0]
     pop, keep = _population_vector(population, names, mm, mm.T @ ww)
     mm, pop = mm[:, keep], pop[keep]
     names = [n for n, k in zip(names, keep, strict=True) if k]
-    lo, up = _check_bounds(calfun, bounds, mm, ww, pop, names)
+    lo, up = _check_bounds(calfun, bounds, mm, ww, pop, names, row_bounds)
     trim = _check_trim(trim, calfun, lo, up)
-    g, info = grake(mm, ww, pop, calfun, (lo, up), epsilon, maxit)
+    g, info = grake(mm, ww, pop, calfun, (lo, up), epsilon, maxit, sigma2)
     if trim is not None:
         g, trimmed = _trim_g(g, ww, trim)
         if trimmed:
@@ -540,13 +732,17 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
                    "calibrate")
     if kind == "taylor":
         whalf = np.sqrt(ww)
-        adj = GregAdjustment(_orthobasis(mm * whalf[:, None]), g * whalf)
+        if closed and sigma2 is not None:  # R regcalibrate: qr(X sqrt(w / sigma2))
+            adj = GregAdjustment(_orthobasis(mm * (whalf / np.sqrt(sigma2))[:, None]),
+                                 g * whalf * np.sqrt(sigma2))
+        else:
+            adj = GregAdjustment(_orthobasis(mm * whalf[:, None]), g * whalf)
         return design.with_calibration(w_new, adj)
     rep = _replicate_analysis(design)
     rep_cal = rep if agg is None else _ave(rep, agg)
     out = np.empty_like(rep)
     for r in range(rep.shape[1]):
-        gr, inf_r = grake(mm, rep_cal[:, r], pop, calfun, (lo, up), epsilon, maxit)
+        gr, inf_r = grake(mm, rep_cal[:, r], pop, calfun, (lo, up), epsilon, maxit, sigma2)
         if trim is not None:
             gr, trimmed = _trim_g(gr, rep_cal[:, r], trim)
             if trimmed:
@@ -556,6 +752,181 @@ def calibrate(design: Any, formula_or_columns: str | Sequence[str], population: 
                            epsilon)
         out[:, r] = rep[:, r] * gr
     return _new_replicate(design, w_new, out, f"calibrated ({calfun})")
+
+
+def _calibrate_within(design: Any, kind: str, formula: Any, population: Any, stage: int,
+                      calfun: str, bounds: Any, variance: Any, aggregate_stage: Any,
+                      aggregate_index: Any, allow_nonpositive: bool):
+    """R's ``regcalibrate(stage > 0)``: GREG within each stage-``stage`` cluster."""
+    if kind != "taylor":
+        raise ValueError("calibrate(stage=): calibration within clusters is for a SurveyDesign "
+                         "(R's regcalibrate.survey.design2); a replicate design has no stages.")
+    if calfun != "linear" or (bounds is not None and not _unbounded("linear", *bounds)):
+        raise ValueError("calibrate(stage=): R calibrates within clusters only with "
+                         "calfun='linear' and no bounds (its other paths ignore stage=).")
+    if aggregate_stage is not None or aggregate_index is not None:
+        raise ValueError("calibrate(stage=) with aggregate_stage=: R: 'aggregate= not "
+                         "implemented for calibration within clusters'.")
+    stages = design.stages
+    if not 1 <= stage <= len(stages):
+        raise ValueError(f"stage={stage}: this design has {len(stages)} stage(s) (R: 'This "
+                         f"design does not have stage {stage}').")
+    frame = design.full_data
+    mm, names = model_matrix(frame, formula)
+    sigma2 = _sigma2(variance, mm, frame)
+    s2 = np.ones(mm.shape[0]) if sigma2 is None else sigma2
+    allprob = np.asarray(design.__dict__.get("_allprob", np.ones((mm.shape[0], 1))))
+    if allprob.shape[1] < stage:
+        raise ValueError(
+            f"calibrate(stage={stage}): the design's sampling probabilities have "
+            f"{allprob.shape[1]} stage(s) (R's allprob: weights= or probs= give one column "
+            "per column given). Fix: build the design from fpc= without weights=, or give "
+            f"probs= as {stage} columns, one per stage.")
+    stageweights = 1.0 / np.prod(allprob[:, :stage], axis=1)
+    clusters = np.asarray(stages[stage - 1].cluster)
+    K = int(clusters.max()) + 1
+    first = np.full(K, -1)
+    first[clusters[::-1]] = np.arange(clusters.shape[0])[::-1]
+    order = np.argsort(first)  # clusters in order of first appearance (R's unique())
+    sw_first = stageweights[first]
+    if np.any(np.abs(stageweights - sw_first[clusters]) > 1e-12 * np.abs(sw_first[clusters])):
+        raise ValueError(f"calibrate(stage={stage}): weights at stage {stage} vary within "
+                         "sampling units (R: 'Weights at stage ... vary within sampling "
+                         "units').")
+    w = np.asarray(design.full_weights, float)
+    cw2 = w / stageweights
+    pops = _cluster_totals(population, design, stage, order, first, names)
+    g = np.ones_like(w)
+    blocks = []
+    for j, c in enumerate(order):
+        rows = np.flatnonzero(clusters == c)
+        X = mm[rows]
+        pop = pops[j]
+        st = X.T @ cw2[rows]
+        keep = ~((pop == 0) & ~(X != 0).any(axis=0))
+        X, pop, st = X[:, keep], pop[keep], st[keep]
+        A = X * (np.sqrt(cw2[rows]) / np.sqrt(s2[rows]))[:, None]
+        try:
+            lam = np.linalg.solve(A.T @ A, pop - st)
+        except np.linalg.LinAlgError as exc:
+            raise CalibrationError(
+                f"calibrate(stage={stage}): cluster {_cluster_label(design, stage, first[c])} "
+                "has collinear calibration variables (or a non-zero total for a column it "
+                "lacks). Fix: fewer variables, or collapse levels.") from exc
+        g[rows] = 1.0 + (X @ lam) / s2[rows]
+        blocks.append((rows, _orthobasis(A), g[rows] * stageweights[rows] * np.sqrt(s2[rows])
+                       * cw2[rows]))
+    with np.errstate(divide="ignore"):
+        w_new = 1.0 / ((1.0 / w) / g)
+    _check_weights(g, np.where(w > 0, w_new, 1.0), frame.index, allow_nonpositive,
+                   f"calibrate(stage={stage})")
+    return design.with_calibration(w_new, WithinClusterGregAdjustment(stage, blocks))
+
+
+def _cluster_label(design: Any, stage: int, row: int) -> Any:
+    ids = design.ids_vars
+    if not ids:
+        return row
+    vals = tuple(design.full_data[c].iloc[row] for c in ids[:stage])
+    return vals[0] if stage == 1 else vals
+
+
+def _cluster_totals(population: Any, design: Any, stage: int, order: np.ndarray,
+                    first: np.ndarray, names: list[str]) -> list[np.ndarray]:
+    """One totals vector per stage-``stage`` cluster, in the order of ``order``."""
+    labels = [_cluster_label(design, stage, int(first[c])) for c in order]
+
+    def vec(t: Any, lab: Any) -> np.ndarray:
+        if isinstance(t, (Mapping, pd.Series)):
+            t = {str(k): float(v) for k, v in dict(t).items()}
+            missing = [n for n in names if n not in t]
+            extra = [k for k in t if k not in names]
+            if missing or extra:
+                raise ValueError(f"population for cluster {lab!r}: totals for {names} "
+                                 f"needed; missing {missing}, unknown {extra}.")
+            return np.array([t[n] for n in names])
+        v = np.asarray(t, dtype=float).reshape(-1)
+        if v.shape[0] != len(names):
+            raise ValueError(f"population for cluster {lab!r}: {v.shape[0]} totals for the "
+                             f"model columns {names} (R: 'Population and sample totals are "
+                             "not the same length').")
+        return v
+
+    if isinstance(population, Mapping):
+        missing = [lab for lab in labels if lab not in population]
+        if missing:
+            raise ValueError(f"calibrate(stage={stage}): no population totals for clusters "
+                             f"{missing[:5]}{' ...' if len(missing) > 5 else ''}; give one per "
+                             f"stage-{stage} cluster, keyed by its id.")
+        return [vec(population[lab], lab) for lab in labels]
+    pops = list(population)
+    if len(pops) != len(labels):
+        raise ValueError(f"calibrate(stage={stage}): {len(pops)} sets of totals for "
+                         f"{len(labels)} stage-{stage} clusters (in order of first appearance).")
+    return [vec(t, lab) for t, lab in zip(pops, labels, strict=True)]
+
+
+def _is_margin_list(formula: Any, population: Any) -> bool:
+    """R: ``is.list(formula) && is.list(population)``: formulas, one population table each."""
+    return (isinstance(formula, (list, tuple)) and len(formula) > 0
+            and all(isinstance(f, str) and f.strip().startswith("~") for f in formula)
+            and isinstance(population, (list, tuple)))
+
+
+def _sigma2(variance: Any, mm: np.ndarray, frame: pd.DataFrame) -> np.ndarray | None:
+    """R's ``sigma2``: the variance per row (an array, or a column name), or ``mm %*% variance``
+    for one coefficient per model column (a scalar for a one-column model)."""
+    if variance is None:
+        return None
+    if isinstance(variance, str):
+        require_columns(frame, [variance], "variance")
+        v = frame[variance].to_numpy(dtype=float)
+    else:
+        v = np.asarray(variance, dtype=float).reshape(-1)
+    n, p = mm.shape
+    if v.shape[0] == n:
+        s2 = v
+    elif v.shape[0] == p or v.shape[0] == 1:
+        s2 = mm @ np.broadcast_to(v, (p,))
+        if v.shape[0] == 1 and p > 1:
+            raise ValueError(f"variance: one value for {p} model columns. Give one value per "
+                             f"row ({n}), or one coefficient per column of the model ({p}).")
+    else:
+        raise ValueError(f"variance: {v.shape[0]} values; give one per row ({n}) or one "
+                         f"coefficient per column of the calibration model ({p}).")
+    bad = ~(np.isfinite(s2) & (s2 > 0))
+    if bad.any():
+        raise ValueError(f"variance: the working variances must be positive and finite; not "
+                         f"in {first_rows(frame.index, bad)}. Fix: a positive size variable "
+                         "(R divides by them).")
+    return s2
+
+
+def _row_bounds(bounds: Any, bounds_const: bool, ww: np.ndarray,
+                kind: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-row g-weight bounds (R's ``bounds`` as a list of vectors, or ``bounds.const``:
+    bounds on the weights, divided by the design weights); None for scalar bounds."""
+    if bounds_const and kind == "replicate":
+        warnings.warn("bounds_const=True is ignored for replicate designs, as in R's "
+                      "calibrate.svyrep.design (the bounds are on the g-weights).",
+                      UserWarning, stacklevel=3)
+        bounds_const = False
+    if bounds is None:
+        if bounds_const:
+            raise ValueError("bounds_const=True needs bounds= (the bounds on the weights).")
+        return None
+    lo, up = bounds
+    per_row = np.ndim(lo) > 0 or np.ndim(up) > 0
+    if not per_row and not bounds_const:
+        return None
+    n = ww.shape[0]
+    lo = np.broadcast_to(np.asarray(lo, float), (n,)).copy()
+    up = np.broadcast_to(np.asarray(up, float), (n,)).copy()
+    if bounds_const:  # R: ifelse(ww > 0, x / ww, x)
+        pos = ww > 0
+        lo[pos] = lo[pos] / ww[pos]
+        up[pos] = up[pos] / ww[pos]
+    return lo, up
 
 
 def _aggregate_groups(design: Any, kind: str, stage: int | None, index: Any) -> np.ndarray | None:
@@ -619,7 +990,7 @@ def _check_trim(trim: Any, calfun: str, lo: float, up: float) -> tuple[float, fl
     if len(t) != 2 or not t[0] <= t[1]:
         raise ValueError(f"trim={trim!r}: give (lower, upper) g-weight bounds with lower <= "
                          "upper (R calibrate's trim).")
-    if calfun == "linear" and not np.isfinite(lo) and not np.isfinite(up):
+    if _unbounded(calfun, lo, up):
         warnings.warn("trim= is ignored with calfun='linear' and no finite bounds, as in R "
                       "(its closed-form regcalibrate has no trim step). Fix: give bounds "
                       "wider than trim, e.g. bounds=(0.5, 2), trim=(2/3, 3/2) (R's example).",
@@ -667,7 +1038,7 @@ def _strata_labels(frame: pd.DataFrame, strata: Any) -> tuple[list[str], np.ndar
             raise ValueError(f"strata: column {c!r} has missing values in "
                              f"{first_rows(frame.index, na)}; recode them as a level.")
         codes, uniques = pd.factorize(frame[c], sort=False)
-        lab = [_r_level(u) for u in uniques]
+        lab = [r_label(u) for u in uniques]
         remap, lab_u = pd.factorize(pd.Index(lab, dtype=object), sort=False)
         per_col.append(np.asarray(remap, dtype=np.int64)[codes])
         labs.append(list(lab_u))
@@ -688,7 +1059,7 @@ def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
             raise ValueError(
                 f"population: a DataFrame needs the strata columns {cols} and one count column "
                 f"(R's Freq); got columns {list(population.columns)}.")
-        keys = zip(*[population[c].map(_r_level) for c in cols], strict=True)
+        keys = zip(*[population[c].map(r_label) for c in cols], strict=True)
         return {k: float(v) for k, v in zip(keys, population[other[0]], strict=True)}
     if isinstance(population, (Mapping, pd.Series)):
         out = {}
@@ -697,7 +1068,7 @@ def _population_table(population: Any, cols: list[str]) -> dict[tuple, float]:
             if len(kt) != len(cols):
                 raise ValueError(f"population: key {k!r} has {len(kt)} level(s) for the "
                                  f"{len(cols)} strata columns {cols}.")
-            out[tuple(_r_level(x) for x in kt)] = float(v)
+            out[tuple(r_label(x) for x in kt)] = float(v)
         return out
     raise ValueError("population: give a DataFrame (strata columns + counts) or a dict "
                      "{level: count} (tuples of levels for several strata columns).")

@@ -257,6 +257,14 @@ def _variance_order(adjustments: tuple) -> list:
     return [adj for seg in reversed(segments) for adj in seg]
 
 
+def _check_options(lonely_psu: Any, ultimate_cluster: Any) -> None:
+    if lonely_psu not in LONELY_OPTIONS:
+        raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
+    if not isinstance(ultimate_cluster, (bool, np.bool_)):
+        raise ValueError(f"ultimate_cluster={ultimate_cluster!r}: give True or False "
+                         "(R's options(survey.ultimate.cluster=)).")
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -286,6 +294,10 @@ class SurveyDesign(Estimators):
         ``HR(psum)`` (Hartley-Rao), or ``ppsmat(joint)`` (joint inclusion probabilities); see
         :mod:`surveysynth.variance.pps` and docs/pps_without_replacement.md.
     variance : ``"HT"`` (Horvitz-Thompson) or ``"YG"`` (Yates-Grundy), for ``pps=``.
+    ultimate_cluster : R's ``options(survey.ultimate.cluster=TRUE)``, per design: the
+        variance uses the first-stage units only (the ultimate-cluster estimator, with the
+        stage-1 fpc), ignoring later stages even when their fpc is given. Without any fpc
+        the variance is already the ultimate-cluster one.
 
     Estimators (``total``, ``mean``, ``ratio``, ``proportion``, ``quantile``) return a pandas
     DataFrame with ``estimate, se, ci_low, ci_high, df`` (see :class:`Estimators`).
@@ -329,13 +341,13 @@ class SurveyDesign(Estimators):
         pps: Any = None,
         variance: str = "HT",
         survey_version: str = "4.5",
+        ultimate_cluster: bool = False,
     ) -> None:
         data = as_pandas(data, "data")
+        _check_options(lonely_psu, ultimate_cluster)
         pps_spec = parse_pps(pps, variance)  # None without pps=
         if data.shape[0] == 0:
             raise ValueError("data has no rows: a design needs at least two PSUs.")
-        if lonely_psu not in LONELY_OPTIONS:
-            raise ValueError(f"lonely_psu={lonely_psu!r}: choose one of {LONELY_OPTIONS}.")
         check_survey_version(survey_version)
         if not data.columns.is_unique:
             dup = data.columns[data.columns.duplicated()].tolist()
@@ -347,6 +359,7 @@ class SurveyDesign(Estimators):
         self.lonely_psu = lonely_psu
         self.adjust_domain_lonely = bool(adjust_domain_lonely)
         self.survey_version = survey_version
+        self.ultimate_cluster = bool(ultimate_cluster)
         n = frame.shape[0]
 
         ids_vars = parse_vars(ids, "ids") or []
@@ -531,12 +544,14 @@ class SurveyDesign(Estimators):
                     [sampsize[s][strata_codes[s]] for s in range(popsize.shape[1])]
                 )
                 # as R: prob = prod over stages of 1/(N/n), weights = 1/prob
-                return 1.0 / np.prod(1.0 / (popsize / samp), axis=1)
+                self._allprob = 1.0 / (popsize / samp)  # R's allprob, one column per stage
+                return 1.0 / np.prod(self._allprob, axis=1)
             warnings.warn(
                 "No weights or probabilities supplied, assuming equal probability",
                 UserWarning,
                 stacklevel=3,
             )
+            self._allprob = np.ones((frame.shape[0], 1))
             return np.ones(frame.shape[0])
         if isinstance(spec, (str, list, tuple)):
             cols = parse_vars(spec, arg)
@@ -570,6 +585,7 @@ class SurveyDesign(Estimators):
         # R holds prob = prod(1/weights) (or prod(probs)) and weights() is 1/prob: the same
         # double inversion here makes weighted quantiles break ties at exact cumulative
         # shares as R does (1/(1/w) differs from w in the last bit for ~14% of values)
+        self._allprob = 1.0 / vals if arg == "weights" else vals  # R's allprob
         if arg == "weights":
             return 1.0 / np.prod(1.0 / vals, axis=1)
         return 1.0 / np.prod(vals, axis=1)
@@ -616,8 +632,11 @@ class SurveyDesign(Estimators):
 
     @property
     def _variance_stages(self) -> list[Stage]:
-        # R recurses into later stages only when an fpc was given (svyrecvar/multistage)
-        return self._stages if self.has_fpc else self._stages[:1]
+        # R recurses into later stages only when an fpc was given and
+        # survey.ultimate.cluster is FALSE (svyrecvar/multistage: one.stage)
+        if self.__dict__.get("ultimate_cluster", False) or not self.has_fpc:
+            return self._stages[:1]
+        return self._stages
 
     # ------------------------------------------------------------------ replicate designs
     def _no_pps_replicates(self, method: str) -> None:
@@ -726,9 +745,28 @@ class SurveyDesign(Estimators):
         rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((z.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        for adj in _variance_order(self._calibration):
+        population_level = tuple(a for a in self._calibration if not getattr(a, "stage", 0))
+        for adj in _variance_order(population_level):
             Z = adj.residualize(Z)
         return Z
+
+    def _staged(self, Z: np.ndarray, fn):
+        """``fn(stages, Z)`` (a Taylor variance or covariance) with R's calibration within
+        clusters (``calibrate(stage=k)``): ``svyrecvar``'s recursion residualizes the values
+        within each stage-k cluster before the terms of the stages below k. The stage terms
+        add up, so the term of stage s is ``fn(stages[:s], Z_s) - fn(stages[:s-1], Z_s)``
+        with ``Z_s`` the values residualized by every calibration within stages < s."""
+        stages = self._variance_stages
+        within = [a for a in self._calibration if getattr(a, "stage", 0)]
+        if not within or len(stages) == 1:
+            return fn(stages, Z)
+        total = fn(stages[:1], Z)
+        for s in range(1, len(stages)):
+            for adj in within:
+                if adj.stage == s:
+                    Z = adj.residualize(Z)
+            total = total + fn(stages[:s + 1], Z) - fn(stages[:s], Z)
+        return total
 
     # ------------------------------------------------------------------ engine hooks
     def _ratio_core(self, Y, X, dom, D):
@@ -767,9 +805,9 @@ class SurveyDesign(Estimators):
             return est, self._pps.variance(z, dom, D), z
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
-            var = taylor_variance(self._variance_stages, Z, np.zeros(Z.shape[0], np.int64), 1,
-                                  self.lonely_psu, self.adjust_domain_lonely,
-                                  self._survey_version)
+            var = self._staged(Z, lambda st, M: taylor_variance(
+                st, M, np.zeros(M.shape[0], np.int64), 1, self.lonely_psu,
+                self.adjust_domain_lonely, self._survey_version))
             return est, var.reshape(est.shape), z
         var = taylor_variance(
             self._variance_stages, z, dom, D, self.lonely_psu, self.adjust_domain_lonely,
@@ -861,9 +899,9 @@ class SurveyDesign(Estimators):
         est, _, z = self._ratio_core(Y, X, dom, D)
         if self._calibration:
             Z = self._calibrated_columns(z, dom, D)
-            cov = taylor_covariance(self._variance_stages, Z, np.ones(Z.shape[0], dtype=bool),
-                                    self.lonely_psu, self.adjust_domain_lonely,
-                                    self._survey_version)
+            cov = self._staged(Z, lambda st, M: taylor_covariance(
+                st, M, np.ones(M.shape[0], dtype=bool), self.lonely_psu,
+                self.adjust_domain_lonely, self._survey_version))
             return est, cov, z
         V = Y.shape[1]
         rows = np.flatnonzero(dom >= 0)
@@ -906,5 +944,6 @@ class SurveyDesign(Estimators):
         spec = (
             f"ids={self.ids_vars or '~1'}, strata={self.strata_vars}, weights={self.weights_var}, "
             f"fpc={self.fpc_vars}, nest={self.nest}, lonely_psu={self.lonely_psu!r}"
+            + (", ultimate_cluster=True" if self.__dict__.get("ultimate_cluster") else "")
         )
         return f"{kind}{fpc}\n{clusters}\nSurveyDesign({spec}){sub}".replace("\n\n", "\n")

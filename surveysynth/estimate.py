@@ -435,8 +435,53 @@ class Estimators:
         new._on_subset()
         return new
 
+    def update(self, **columns: Any):
+        """The design with new or replaced data columns (R ``update(design, name = expr)``).
+
+        Each value is the name of an existing column (copied), a function of
+        :attr:`full_data` returning one value per row, or one value per row of
+        :attr:`full_data` (array or scalar). Weights, strata, clusters and the subset are
+        unchanged (as in R, replacing a design variable's column does not change the design).
+        The caller's data are not modified.
+        """
+        frame = self._frame.copy(deep=False)
+        nrow = frame.shape[0]
+        for name, value in columns.items():
+            if isinstance(value, str):
+                if value not in frame.columns:
+                    raise ValueError(f"update({name}={value!r}): no column {value!r} in the "
+                                     "data. Fix: give an existing column, a function or values.")
+                value = frame[value]
+            elif callable(value):
+                value = value(frame)
+            if isinstance(value, pd.Series):
+                value = value.to_numpy()
+            if np.ndim(value) and len(value) != nrow:
+                raise ValueError(f"update({name}=...): {len(value)} values for {nrow} rows of "
+                                 "the full sample. Fix: give one value per row of full_data.")
+            frame[name] = value
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._frame = frame
+        return new
+
     def _on_subset(self) -> None:
         """Hook: reset caches that depend on the rows in the subset."""
+
+    def with_columns(self, extra: pd.DataFrame):
+        """Engine API, internal (database-backed designs): the same design (calibration,
+        subset, replicates kept) whose full data also holds the columns of ``extra``, one row
+        per row of :attr:`full_data` in the same order."""
+        if extra.shape[0] != self._frame.shape[0]:
+            raise ValueError(f"with_columns: {extra.shape[0]} rows for a design of "
+                             f"{self._frame.shape[0]}.")
+        clash = [c for c in extra.columns if c in self._frame.columns]
+        if clash:
+            raise ValueError(f"with_columns: columns {clash} are already in the design.")
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._frame = pd.concat([self._frame, extra.set_axis(self._frame.index)], axis=1)
+        return new
 
     # ---------------------------------------------------------------- calibration
     def calibrate(self, formula_or_columns: str | Sequence[str], population: Any,

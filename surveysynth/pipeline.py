@@ -56,7 +56,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .release_config import SYNTHESIZERS, ConfigError, check_keys, synth_class
+from .encoding import r_levels
+from .release_config import (
+    MARGINAL_METHODS,
+    SYNTHESIZERS,
+    VARIABLE_METHODS,
+    ConfigError,
+    check_keys,
+    synth_class,
+)
 from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
 from .release_inputs import INPUT_FORMATS, build_design, read_input
 from .release_inputs import apply_value_labels as apply_value_labels
@@ -130,7 +138,7 @@ def _check_input(raw: dict[str, Any], base: Path) -> tuple[Path, pd.DataFrame]:
 
 def _synthesized(method: str, syn: dict[str, Any]) -> list[tuple[str, str]]:
     """(config key, column) of every variable the synthesizer models."""
-    if method == "quantile":
+    if method in VARIABLE_METHODS:
         return [("synthesizer.variables", v) for v in _as_list(syn.get("variables"))]
     if method == "sequential":
         return [(f"variables[{i}].name", v["name"]) for i, v in enumerate(syn["variables"])] + [
@@ -152,6 +160,12 @@ def _sequential_numeric(syn: dict[str, Any]) -> list[str]:
     """The numeric variables of a sequential synthesis (utility and fidelity sections)."""
     return [v["name"] for v in syn["variables"]
             if v["type"] not in ("binary", "categorical", "ordinal")]
+
+
+def _marginal_numeric(syn: dict[str, Any]) -> list[str]:
+    """The numeric (binned) variables of an AIM / MST synthesis (utility and fidelity)."""
+    bins = {**syn.get("init", {}), **syn.get("fit", {})}.get("bins", {})
+    return [v for v in _as_list(syn.get("variables")) if v in bins]
 
 
 def _design_columns(design: dict[str, Any], data: pd.DataFrame) -> list[tuple[str, str]]:
@@ -271,7 +285,7 @@ def _released_columns(method: str, syn: dict[str, Any], design: dict[str, Any],
     weights = {"weight", *(_as_list(design.get("weights"))
                            if isinstance(design.get("weights"), str) else [])}
     settings = {**syn.get("init", {}), **syn.get("fit", {})}
-    if method == "quantile":
+    if method in VARIABLE_METHODS:
         return set(_as_list(syn.get("variables"))) | weights
     if method == "sequential":
         if syn.get("unlisted", "drop") == "public":
@@ -356,7 +370,9 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     _check_columns(needed, data, input_path.name)
     policy = raw.get("missing", {}).get("policy", "refuse")
     complete, _ = apply_missing(policy, _missing_checked(method, syn, needed), data)
-    if method != "sequential":  # Sequential checks each variable against its type itself
+    # Sequential checks each variable against its type itself; AIM / MST take categorical
+    # variables on their public categories and numeric ones on public bins (checked in fit)
+    if method != "sequential" and method not in MARGINAL_METHODS:
         _check_types(method, syn, complete)
     constructed = _construct(method, syn)
     built = build_design(design, complete)
@@ -391,10 +407,7 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
         preds = _as_list(syn.get("predictors"))
         if preds:
             data = design.data
-            levels = [list(data[p].cat.categories)
-                      if isinstance(data[p].dtype, pd.CategoricalDtype) else
-                      sorted(pd.unique(data[p]).tolist(), key=lambda v: (str(type(v)), v))
-                      for p in preds]  # as synth/cells.py builds the cells
+            levels = [r_levels(data[p]) for p in preds]  # as synth/cells.py builds the cells
             full = pd.MultiIndex.from_product(levels, names=preds)
             codes = full.get_indexer(pd.MultiIndex.from_frame(data[preds].astype(object)))
             counts = np.bincount(codes[codes >= 0], minlength=len(full))
@@ -723,6 +736,7 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     secs["fit_summary"] = _fit_summary_section(cfg.method, syn)
     outcome_vars = ([cfg.synth["outcome"]] if cfg.synth.get("outcome") else
                     _sequential_numeric(cfg.synth) if cfg.method == "sequential" else
+                    _marginal_numeric(cfg.synth) if cfg.method in MARGINAL_METHODS else
                     _as_list(cfg.synth.get("variables")))
     # fidelity flags (surveysynth.fidelity): the synthesized numeric variables (a partial
     # synthesis models its outcome only) and their declared public bounds, if the synthesizer
@@ -732,7 +746,9 @@ def write_confidential_report(folder: Path, cfg: ReleaseConfig, design: Any, syn
     modelled = [c for _, c in _synthesized(cfg.method, cfg.synth)]
     if cfg.method == "sequential":
         modelled = _sequential_numeric(cfg.synth)
-    elif cfg.method not in ("quantile", "PBP"):
+    elif cfg.method in MARGINAL_METHODS:
+        modelled = _marginal_numeric(cfg.synth)
+    elif cfg.method not in ("quantile", "PBP", *MARGINAL_METHODS):
         modelled = modelled[:1]
     declared = syn.get_params().get("bounds") if hasattr(syn, "get_params") else None
     fid = release_fidelity(design, release, modelled,
@@ -918,6 +934,9 @@ def write_release_report(folder: Path, release: Any) -> list[str] | None:
 
 def _no_tuning(method: str, syn: Any) -> str:
     """Why a release has no tuning path (one line)."""
+    if method in MARGINAL_METHODS:
+        return (f"Not applicable: {method} has no risk weights to tune; its protection is "
+                "OpenDP's noise on the measured marginals, calibrated to the budget.")
     if method == "quantile":
         return ("Not applicable: the quantile synthesizer has no risk weights to tune; its "
                 "protection is its mechanism's noise, calibrated to the public bounds and "
@@ -946,6 +965,8 @@ def _no_mcmc(method: str, syn: Any) -> str:
                    "diagnostics."
         return (f"{getattr(syn, 'method', 'KNG')} sampler {used}: no Stan diagnostics; the "
                 "per-quantile acceptance rates are in confidential.json.")
+    if method in MARGINAL_METHODS:
+        return f"{method} fits a graphical model by mirror descent: no MCMC diagnostics."
     if method == "sequential":
         return ("One Stan fit per step: each step's max R-hat, min bulk ESS and divergences "
                 "are in the fit summary (the release gates apply to every step).")
@@ -1001,6 +1022,64 @@ def _tables_without_budget(syn: Any, tables: list[TableSpec]) -> list[dict[str, 
 #: the temporary folders of releases being written (renamed into place at the end): the
 #: command's Ctrl-C / SIGTERM handler removes them before it exits (surveysynth.cli)
 PARTIAL_FOLDERS: set[Path] = set()
+
+
+def _dp_table_hook() -> tuple[Any, Any]:
+    """``surveysynth.dp_tables``' ``dp_tabulate`` and ``Odometer`` (issue 40 item 1), the
+    function every ``[[dp_tables]]`` block runs; a clear error while the module is absent."""
+    try:
+        from . import dp_tables
+    except ImportError as exc:  # pragma: no cover - present once issue 40 item 1 is merged
+        raise ConfigError(
+            "[[dp_tables]]: this installation has no surveysynth.dp_tables (the DP table "
+            "product of issue 40), which runs each block. Fix: update surveysynth, or remove "
+            "the [[dp_tables]] blocks.") from exc
+    return dp_tables.dp_tabulate, dp_tables.Odometer
+
+
+def publish_dp_tables(cfg: ReleaseConfig, design: Any, release: Any,
+                      folder: Path) -> dict[str, Any] | None:
+    """Run the ``[[dp_tables]]`` blocks on the confidential design, write each table to
+    ``folder/<name>.csv`` and return the composed budget of the release (None for a
+    synthesizer without a formal budget): ``measure`` ("pure": epsilons add; "zcdp": rhos),
+    ``entries`` (the synthesizer's account, then each table's measurements, as booked in one
+    odometer, which refuses a table that would exceed ``[budget] total``), ``total`` and
+    ``declared_total``."""
+    if cfg.method not in MARGINAL_METHODS:
+        return None
+    measure = {**cfg.synth.get("init", {}), **cfg.synth.get("fit", {})}.get("privacy", "pure")
+    declared = cfg.source.get("budget", {}).get("total")
+    blocks = cfg.source.get("dp_tables", [])
+    first = {"step": f"synthesizer {cfg.method} (its ledger: {len(release.privacy.ledger)} "
+                     "entries)", "budget": float(release.epsilon)}
+    entries: list[dict[str, Any]] = [first]
+    if blocks:
+        dp_tabulate, Odometer = _dp_table_hook()
+        odo = Odometer(measure=measure, total=declared)
+        odo.entries.append(dict(first))
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, b in enumerate(blocks):
+            kw = {k: v for k, v in b.items() if k not in ("name", "epsilon")}
+            kw["epsilon" if measure == "pure" else "rho"] = float(b["epsilon"])
+            if "bounds" in kw:
+                kw["bounds"] = tuple(kw["bounds"])
+            try:
+                res = dp_tabulate(design, measure=measure, odometer=odo, **kw)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"dp_tables[{i}]: {exc}") from exc
+            res.table.to_csv(folder / f"{b.get('name', f'dp_table_{i + 1}')}.csv")
+        entries = [{str(k): v for k, v in e.items()} for e in odo.entries]
+    total = float(sum(float(e["budget"]) for e in entries))
+    if declared is not None and total > declared * (1 + 1e-12):  # pragma: no cover
+        raise ConfigError(f"budget.total = {declared:g} exceeded: {total:g} spent.")
+    return {"measure": measure, "unit": "epsilon" if measure == "pure" else "rho",
+            "entries": entries, "total": total, "declared_total": declared,
+            "composition": "sequential: the synthesizer and every DP table use the same "
+                           "confidential records, so their budgets add",
+            "neighbours": "the synthesizer's loss is OpenDP's map at symmetric distance 2 "
+                          "(replace-one neighbours), which also bounds add/remove-one; each DP "
+                          "table's is as its own record states (add/remove-one neighbours: "
+                          "under replace-one a table's epsilon counts twice)"}
 
 
 def remove_partial_folders() -> None:
@@ -1067,6 +1146,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             tab.to_excel(pub / "tables" / f"{t.name}.xlsx", **fmt)
         record = release.manifest()["privacy"]
         record["published_without_budget"] += _tables_without_budget(syn, cfg.tables)
+        budget = publish_dp_tables(cfg, design, release, pub / "dp_tables")
         manifest = {
             "part": "public",
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -1081,6 +1161,7 @@ def run_release(config: str | Path | ReleaseConfig, quiet: bool = False,
             "guarantee_text": release.privacy.guarantee_text,
             "privacy": record,
             "tables": [{k: v for k, v in t.__dict__.items()} for t in cfg.tables],
+            **({} if budget is None else {"budget": budget}),
             "versions": versions(),
             "files": sorted(
                 [str(p.relative_to(pub)) for p in pub.rglob("*") if p.is_file()] + ["manifest.json"]

@@ -21,7 +21,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb", "sequential")
+SYNTHESIZERS = ("FBS", "FBP", "PBP", "quantile", "mixture", "nb", "sequential", "AIM", "MST")
+#: methods that synthesize a list of variables (synthesizer.variables) under a formal DP budget
+VARIABLE_METHODS = ("quantile", "AIM", "MST")
+#: the DP marginal-based synthesizers (surveysynth.synth.marginal_dp)
+MARGINAL_METHODS = ("AIM", "MST")
 #: variable types of the sequential synthesizer (surveysynth.synth.sequential.TYPES)
 SEQUENTIAL_TYPES = ("continuous", "positive", "bounded", "count", "integer", "binary",
                     "categorical", "ordinal")
@@ -138,7 +142,7 @@ SCHEMA: tuple[Section, ...] = (
         Key("predictors", "strings", "predictor columns of the outcome model (released as "
             "collected in a partial synthesis)", default=[], methods=_OUTCOME_METHODS),
         Key("variables", "strings", "the variables to synthesize, in order",
-            required=("quantile",), methods=("quantile",)),
+            required=VARIABLE_METHODS, methods=VARIABLE_METHODS),
         Key("log", "boolean", "model log(outcome) (the outcome must be > 0)", default=True,
             methods=_PSEUDO),
         Key("target_epsilon", "number", "epsilon of the whole release (Delta target = epsilon "
@@ -153,8 +157,9 @@ SCHEMA: tuple[Section, ...] = (
             default="drop", allowed=("drop", "public"), methods=("sequential",)),
         Key("target_lipschitz", "number", "target Lipschitz bound Delta_alpha of the pseudo "
             "posterior", positive=True, methods=_PSEUDO),
-        Key("epsilon", "number", "the total epsilon of the KNG synthesis",
-            required=("quantile",), positive=True, methods=("quantile",)),
+        Key("epsilon", "number", "the total epsilon of the KNG synthesis; AIM / MST: their "
+            "budget (epsilon, or rho with init.privacy = \"zcdp\")",
+            required=VARIABLE_METHODS, positive=True, methods=VARIABLE_METHODS),
         Key("m", "integer", "number of synthetic data sets", default=5, positive=True),
         Key("seed", "integer", "a secret key for a reproducible run (kept in confidential/ "
             "only); default: secret OS entropy"),
@@ -251,6 +256,34 @@ SCHEMA: tuple[Section, ...] = (
         Key("family", "string", "the GLM family (R's names)", default="gaussian",
             allowed=REGRESSION_FAMILIES),
     ), required=False, array=True),
+    Section("dp_tables", "Differentially private tables computed from the CONFIDENTIAL design "
+            "(`[[dp_tables]]`, one block per table; issue 40), published beside an AIM or MST "
+            "release under one budget: every table's budget and the synthesizer's are booked "
+            "in one ledger, and public/manifest.json states the composed total (`budget`). Run "
+            "by `surveysynth.dp_tables.dp_tabulate` (the keys below are its arguments); written "
+            "as CSV to public/dp_tables/.", (
+        Key("name", "string", "file name of the table (letters, digits, - and _)",
+            default="dp_table_<i>"),
+        Key("cells", "strings", "the classification variable(s)", required=True),
+        Key("values", "string", "the numeric variable of a total or mean (the categorical one "
+            "of a proportion)"),
+        Key("statistic", "string", "count, total, mean or proportion", default="count",
+            allowed=("count", "total", "mean", "proportion")),
+        Key("epsilon", "number", "this table's budget (epsilon; rho when the synthesizer's "
+            "init.privacy is \"zcdp\")", required=True, positive=True),
+        Key("bounds", "numbers", "public [lo, hi] of values (totals and means)"),
+        Key("weight_cap", "number", "public cap on the weights (larger weights are trimmed)",
+            required=True, positive=True),
+        Key("groups", "integer", "random groups of the variance estimate", default=10,
+            positive=True),
+        Key("levels", "table", "public level sets of the classification variables"),
+    ), required=False, array=True),
+    Section("budget", "One budget for the whole release (issue 40): the synthesizer's and the "
+            "`[[dp_tables]]`' budgets compose sequentially (epsilons add under pure DP, rhos "
+            "under zCDP).", (
+        Key("total", "number", "the declared total: a configuration whose budgets add up to "
+            "more is refused before anything is computed", positive=True),
+    ), required=False),
     Section("output", "Where the release folder goes.", (
         Key("folder", "string", "where the release folder goes (relative to the config "
             "file's folder)", required=True),
@@ -378,6 +411,37 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
             raise ConfigError(f"tables[{i}].name = {name!r}: use letters, digits, - and _ only.")
     if method == "quantile":
         _check_kng_bounds(syn)
+    _check_budget(raw, method)
+
+
+def _check_budget(raw: dict[str, Any], method: str) -> None:
+    """[[dp_tables]] only beside a formally private synthesizer (AIM, MST), and the composed
+    budget within [budget] total."""
+    tables = raw.get("dp_tables", [])
+    if tables and method not in MARGINAL_METHODS:
+        raise ConfigError(
+            f"[[dp_tables]] with synthesizer.method = {method!r}: DP tables compose into one "
+            f"budget only with a formally private synthesizer ({list(MARGINAL_METHODS)}); {method}'s "
+            "guarantee is of another kind. Fix: method = \"AIM\" or \"MST\", or publish the "
+            "tables in a separate release.")
+    for i, t in enumerate(tables):
+        name = str(t.get("name", f"dp_table_{i + 1}"))
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"dp_tables[{i}].name = {name!r}: use letters, digits, - and _ "
+                              "only.")
+        if t.get("statistic", "count") != "count" and "values" not in t:
+            raise ConfigError(f"dp_tables[{i}].values missing: statistic "
+                              f"{t.get('statistic')!r} needs the variable.")
+    total = raw.get("budget", {}).get("total")
+    if total is not None and method in MARGINAL_METHODS:
+        spent = float(raw["synthesizer"]["epsilon"]) + sum(float(t["epsilon"]) for t in tables)
+        if spent > total * (1 + 1e-12):
+            raise ConfigError(
+                f"budget.total = {total:g}: the synthesizer ({raw['synthesizer']['epsilon']:g}) "
+                f"and the {len(tables)} DP table(s) "
+                f"({', '.join(format(float(t['epsilon']), 'g') for t in tables) or 'none'}) spend "
+                f"{spent:g} in all. Fix: smaller budgets, or a larger declared total if the "
+                "disclosure review allows it.")
 
 
 def _check_sequential(raw: dict[str, Any], method: str) -> None:
@@ -440,10 +504,12 @@ PIPELINE_SET = {"random_state": "synthesizer.seed", "alpha": "synthesizer.weight
 
 def synth_class(method: str) -> type:
     from . import synth
+    from .synth import marginal_dp
 
     return {"FBS": synth.FBS, "FBP": synth.FBP, "PBP": synth.PBP,
             "quantile": synth.QuantileSynthesizer, "mixture": synth.MixtureSynthesizer,
-            "nb": synth.NBSynthesizer, "sequential": synth.Sequential}[method]
+            "nb": synth.NBSynthesizer, "sequential": synth.Sequential,
+            "AIM": marginal_dp.AIM, "MST": marginal_dp.MST}[method]
 
 
 def _doc_entries(cls: type) -> tuple[dict[str, str], list[str]]:
@@ -528,6 +594,22 @@ population_size = 100000
 # slope share left them unchanged (measured): they are the mechanism's resolution at this
 # size. Means and medians, the release's main use, are not flagged.
 init = { bounds = { visits = [0, 60], salary = [0, 500000] }, C_X = { visits = 1, salary = 60 }, n_iter = 200 }""",
+    "AIM": """method = "AIM"
+variables = ["field", "gender", "salary"]
+# the budget: epsilon (pure DP; init.privacy = "zcdp" makes it rho)
+epsilon = 4.0
+m = 3
+population_size = 100000
+# public domains: the categories of field and gender, public bin edges of salary (the first
+# and last are public bounds), public weight classes (a synthetic weight is its class's
+# midpoint); fewer mirror-descent iterations for the example
+init = { categories = { field = [1, 2, 3, 4, 5, 6, 7, 8], gender = ["male", "female"] }, bins = { salary = [0, 60000, 90000, 120000, 150000, 200000, 500000] }, weight_bins = [0, 100, 200, 300, 500, 1500], iters = 200 }""",
+    "MST": """method = "MST"
+variables = ["field", "gender", "salary"]
+epsilon = 4.0
+m = 3
+population_size = 100000
+init = { categories = { field = [1, 2, 3, 4, 5, 6, 7, 8], gender = ["male", "female"] }, bins = { salary = [0, 60000, 90000, 120000, 150000, 200000, 500000] }, weight_bins = [0, 100, 200, 300, 500, 1500], iters = 200 }""",
     "mixture": """method = "mixture"
 outcome = "salary"
 predictors = ["field", "gender"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from .release_config import ConfigError
+from .release_config import MARGINAL_METHODS, ConfigError
 
 __all__ = ["FORMAT_NAMES", "INPUT_FORMATS", "apply_value_labels", "build_design", "joint_variables", "read_input"]
 
@@ -54,6 +54,10 @@ def joint_variables(cfg: Any) -> tuple[list[str], dict[str, str], list[str]]:
     if cfg.method == "sequential":
         return ([v["name"] for v in syn["variables"]],
                 {v["name"]: v["type"] for v in syn["variables"]}, [])
+    if cfg.method in MARGINAL_METHODS:  # binned variables are numeric, the others categories
+        binned = {**syn.get("init", {}), **syn.get("fit", {})}.get("bins", {})
+        names = _names(syn.get("variables"))
+        return names, {v: "categorical" for v in names if v not in binned}, []
     if cfg.method == "quantile":
         return _names(syn.get("variables")), {}, []
     predictors = _names(syn.get("predictors"))

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .encoding import NA_LEVEL, Factor
+
 __all__ = [
     "ecdf_utility",
     "pmse",
@@ -468,20 +470,21 @@ class _Coder:
         self.name = name
         self.categorical = categorical
         if categorical:
+            # R's levels of the confidential data (surveysynth.encoding), as label strings
+            # (a level 1 of the confidential data and 1.0 of a synthetic set agree), then the
+            # levels only synthetic sets have (sorted), then the missing-value level (NA_LEVEL)
             lab_c = _level_strings(conf)
-            if isinstance(conf.dtype, pd.CategoricalDtype):
-                order = [str(c) for c in conf.cat.categories]
-                present = {x for x in lab_c if x is not None}
-                first = [c for c in order if c in present]
-            else:
-                first = sorted({x for x in lab_c if x is not None})
-            extra = sorted({x for s in syns for x in _level_strings(s) if x is not None}
-                           - set(first))
-            missing = any(x is None for x in lab_c) or any(
-                s.isna().any() for s in syns)
-            self.levels = first + extra + ([_MISSING] if missing else [])
+            codes = Factor.learn(conf, name=name, used_only=True, na="skip").codes(conf)
+            ks, first_row = np.unique(codes, return_index=True)  # a row of each level
+            first = list(dict.fromkeys(lab_c[first_row[ks >= 0]]))
+            extra = {x for s in syns for x in _level_strings(s) if x is not None}
+            fac = Factor(name, tuple(first), na="level").with_levels(extra)
+            if any(x is None for x in lab_c) or any(s.isna().any() for s in syns):
+                fac = Factor(name, (*fac.levels, NA_LEVEL), na="level")
+            self.factor = fac
+            self.levels = list(fac.levels)
             self.n_bins = len(self.levels)
-            self.columns = [f"{name}={lv}" for lv in self.levels[1:]]
+            self.columns = fac.names()
         else:
             v = pd.to_numeric(conf, errors="coerce").to_numpy(dtype=float)
             self.has_missing = bool(np.isnan(v).any() or any(
@@ -492,15 +495,12 @@ class _Coder:
             self.columns = [name] + ([f"{name} missing"] if self.has_missing else [])
 
     def _codes_cat(self, col: pd.Series) -> np.ndarray:
-        lab = _level_strings(col)
-        lab = np.where(pd.isna(lab), _MISSING, lab).astype(object)
-        return pd.Index(self.levels).get_indexer(lab)
+        return self.factor.codes(pd.Series(_level_strings(col), index=col.index))
 
     def matrix(self, col: pd.Series) -> np.ndarray:
         """The variable's columns of the propensity model (records x len(columns))."""
         if self.categorical:
-            codes = self._codes_cat(col)
-            return (codes[:, None] == np.arange(1, self.n_bins)[None, :]).astype(float)
+            return self.factor.indicators(self._codes_cat(col))
         v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
         if not self.has_missing:
             return v[:, None]
@@ -517,7 +517,7 @@ class _Coder:
 
     def coding(self) -> str:
         if self.categorical:
-            miss = f"; missing values are the level {_MISSING}" if _MISSING in self.levels else ""
+            miss = f"; missing values are the level {_MISSING}" if NA_LEVEL in self.levels else ""
             return (f"one-hot, {self.n_bins - 1} indicator(s), reference level "
                     f"{self.levels[0]!r}; {self.n_bins} k-marginal bins (one per level){miss}")
         miss = "; a missing indicator (values 0 where missing)" if self.has_missing else ""

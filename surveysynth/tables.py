@@ -269,7 +269,11 @@ class Table:
         df = long["df"].to_numpy(float)
         long["df"] = pd.array([("inf" if (np.isinf(d) or d > 1e6) else str(int(np.floor(d))))
                                if not np.isnan(d) else pd.NA for d in df], dtype="string")
-        long["n_unweighted"] = np.rint(long["n_unweighted"].to_numpy(float)).astype("int64")
+        # NaN (a DP table publishes no record counts): missing, not a garbage integer
+        n_unw = np.rint(long["n_unweighted"].to_numpy(float))
+        long["n_unweighted"] = (n_unw.astype("int64") if not np.isnan(n_unw).any() else
+                                pd.array([pd.NA if np.isnan(v) else int(v) for v in n_unw],
+                                         dtype="Int64"))
         return long
 
     def _wide_text(self, digits: Any, labels: Any) -> pd.DataFrame:

@@ -280,7 +280,7 @@ def _x_independent(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     earner = pd.get_dummies(df["earner"].astype("category"), drop_first=True, dtype=float)
     ed = df["education"].to_numpy(dtype=float)
     X = np.column_stack([np.ones(len(df)), age.to_numpy(), earner.to_numpy(), (ed - ed.mean()) / ed.std()])
-    return X, ["(Intercept)", *[f"age[{c}]" for c in age.columns], "earner[2]", "education"]
+    return X, ["(Intercept)", *[f"age{c}" for c in age.columns], "earner2", "education"]
 
 
 @pytest.fixture(scope="module")

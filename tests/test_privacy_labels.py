@@ -40,8 +40,10 @@ def test_each_label_is_exact(title, family, kw):
     # asymptotic, database-local guarantee (MCMC, data-dependent weights) is its own class
     # (kills: a pseudo posterior flagged DP; an unprotected fit labelled with an epsilon)
     assert rec.differentially_private is (not not_dp and not pdp)
+    # (kills: a zCDP release of AIM/MST or of DP tables classed as pure DP)
     assert rec.guarantee_class == ("none" if not_dp else
                                    "asymptotic database-local (epsilon, delta)-pDP" if pdp
+                                   else "formal zCDP" if facts.get("measure") == "zcdp"
                                    else "formal pure DP")
     assert rec.guarantee.startswith("not differentially private") is not_dp
     if facts.get("alpha_source") in ("none", "unweighted"):

@@ -8,18 +8,16 @@ The same apistrat columns for every method: the strata ``stype`` and ten variabl
 * **Sequential** (``surveysynth.synth.Sequential``): risk-weighted pseudo posterior, the
   design carried (strata and fpc as collected, weights smoothed), m sets, tuned to
   ``--epsilon`` in total; its guarantee is ``rel.guarantee``.
-* **AIM** and **MST** (smartnoise-synth 1.0.8, McKenna et al.): at the *same total epsilon* as
-  the Sequential release reports, delta = 1e-9 (smartnoise's default). They model categorical
+* **AIM** and **MST** (McKenna et al.; OpenDP's implementations run by the package,
+  ``surveysynth.synth.marginal_dp``): pure epsilon-DP at the *same total epsilon* as the
+  Sequential release reports (issue 40; pure DP: delta 0). They model categorical
   data only: continuous columns are cut into 5 quantile bins whose edges are the quintiles of R's
   population frame ``apipop`` (public here, as in the weekly vignette; no budget spent on them)
   with the public bounds as outer edges; a synthetic bin is turned back into a value by a
   draw from apipop's values in that bin (the same public frame; a uniform draw in a long-tailed
   top bin such as enroll's [817, 5000) inflated the mean by half). This decoder uses the
   population's within-bin distribution, which favours AIM and MST; it is stated here. The domain (every category and bin) is declared from public
-  codes, so smartnoise spends nothing on preprocessing. One fit, m samples (post-processing).
-  smartnoise pins opendp < 0.15 (ours is 0.16): it runs in its own venv
-  ``.venv-smartnoise`` (``make smartnoise-venv``) as a subprocess; without that venv the script
-  says so and leaves the two rows out.
+  codes, so nothing is spent on preprocessing. One fit, m samples (post-processing).
 * **CART**: synthpop's default method written with scikit-learn's trees
   (``public_use_common.cart_synthesize``), no privacy (the no-privacy reference).
 
@@ -40,11 +38,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -72,7 +67,6 @@ import surveysynth as ss  # noqa: E402
 from surveysynth.datasets import load_api  # noqa: E402
 from surveysynth.privacy.record import build_record  # noqa: E402
 
-SNVENV = ROOT / ".venv-smartnoise" / "bin" / "python"
 STRATA = "stype"
 STYPE_N = {"E": 4421, "H": 755, "M": 1018}
 N_POP = 6194
@@ -103,39 +97,8 @@ FAST_NAMES = ["yr.rnd", "meals", "enroll", "api00", "sch.wide"]
 MEANS = ["api00", "api99", "meals", "ell", "enroll"]
 FAST_MEANS = ["api00", "meals", "enroll"]
 INTEGER = {"meals", "ell", "mobility", "full", "emer", "enroll", "api99", "api00"}
-DELTA = 1e-9
 #: public outer edges of the bins where the synthesis has no upper bound
 BIN_RANGE = {"enroll": (0, 5000)}
-
-#: run inside .venv-smartnoise: fit AIM or MST on coded data with a public domain, sample m sets
-RUNNER = r"""
-import contextlib, io, json, sys, warnings
-warnings.filterwarnings("ignore")
-import numpy as np, pandas as pd
-a = json.loads(sys.argv[1])
-np.random.seed(a["seed"])
-import snsynth
-from snsynth import Synthesizer
-from snsynth.transform import LabelTransformer, TableTransformer
-from snsynth.utils import cdp_rho
-df = pd.read_csv(a["input"])
-cols = list(df.columns)
-sizes = a["sizes"]
-public = pd.DataFrame({c: np.arange(max(sizes.values())) % sizes[c] for c in cols})
-tt = TableTransformer([LabelTransformer(nullable=False) for _ in cols])
-tt.fit(public, epsilon=0.0)
-kw = {"epsilon": a["epsilon"], "delta": a["delta"]}
-if a["method"] == "aim" and a.get("rounds"):
-    kw["rounds"] = a["rounds"]
-s = Synthesizer.create(a["method"], **kw)
-with contextlib.redirect_stdout(io.StringIO()):
-    s.fit(df, transformer=tt, preprocessor_eps=0.0)
-    for l in range(a["m"]):
-        s.sample(len(df)).to_csv(a["output"] + f"_{l}.csv", index=False)
-json.dump({"rho": float(cdp_rho(a["epsilon"], a["delta"])), "version": snsynth.__version__
-           if hasattr(snsynth, "__version__") else "1.0.8"}, open(a["output"] + ".json", "w"))
-"""
-
 
 def public_edges(apipop: pd.DataFrame, variables: list[dict]) -> dict[str, np.ndarray]:
     """Quintile bins of each non-binary variable from the public frame apipop, outer edges at
@@ -152,26 +115,21 @@ def public_edges(apipop: pd.DataFrame, variables: list[dict]) -> dict[str, np.nd
     return edges
 
 
-def smartnoise(method: str, codes: pd.DataFrame, sizes: dict[str, int], epsilon: float,
-               m: int, seed: int, rounds: int | None) -> tuple[list[pd.DataFrame] | None, dict]:
-    """Run AIM/MST in the smartnoise venv; (None, {"reason": ...}) when it cannot run."""
-    if not SNVENV.exists():
-        return None, {"reason": f"{SNVENV.relative_to(ROOT)} not found: smartnoise-synth needs "
-                                "opendp < 0.15 and this project pins opendp 0.16, so it lives in "
-                                "its own venv; create it with `make smartnoise-venv`."}
-    with tempfile.TemporaryDirectory() as tmp:
-        inp = os.path.join(tmp, "codes.csv")
-        codes.to_csv(inp, index=False)
-        args = {"input": inp, "output": os.path.join(tmp, method), "method": method,
-                "epsilon": float(epsilon), "delta": DELTA, "m": m, "seed": seed,
-                "sizes": {c: int(k) for c, k in sizes.items()}, "rounds": rounds}
-        res = subprocess.run([str(SNVENV), "-c", RUNNER, json.dumps(args)], capture_output=True,
-                             text=True)
-        if res.returncode != 0:
-            return None, {"reason": f"smartnoise {method} failed: {res.stderr.strip()[-600:]}"}
-        frames = [pd.read_csv(os.path.join(tmp, f"{method}_{k}.csv")) for k in range(m)]
-        info = json.loads(Path(os.path.join(tmp, f"{method}.json")).read_text())
-    return [f[list(codes.columns)] for f in frames], info
+def marginal_dp(method: str, codes: pd.DataFrame, sizes: dict[str, int], epsilon: float,
+                m: int, seed: int, rounds: int | None,
+                iters: int = 1000) -> tuple[list[pd.DataFrame] | None, dict]:
+    """Run the package's AIM/MST (surveysynth.synth.marginal_dp: OpenDP's algorithms) on the
+    coded data with its public domain (every code of every variable), pure epsilon-DP at the
+    given epsilon; m sets from one fit (post-processing)."""
+    from surveysynth.synth.marginal_dp import AIM, MST
+
+    cols = list(codes.columns)
+    kw = dict(variables=cols, categories={c: list(range(int(sizes[c]))) for c in cols},
+              privacy="pure", epsilon=float(epsilon), m=m, iters=iters, random_state=seed)
+    syn = AIM(rounds=rounds, **kw) if method == "aim" else MST(**kw)
+    rel = syn.fit(codes.astype(int)).release()
+    frames = [d.data[cols].astype(int) for d in rel.designs]
+    return frames, {"guarantee": rel.privacy.guarantee, "epsilon_map": syn.privacy_loss_}
 
 
 def within(x: pd.Series, bounds: tuple) -> bool:
@@ -393,7 +351,7 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--adapt-delta", type=float, default=None,
                     help="Stan's target acceptance rate (pystan's delta; default 0.8)")
     ap.add_argument("--aim-rounds", type=int, default=None,
-                    help="AIM's rounds (default: smartnoise's, 16 x columns; the fast mode "
+                    help="AIM's rounds (default: OpenDP's, 16 x columns; the fast mode "
                          "uses 3 x columns)")
     ap.add_argument("--floors", default=None,
                     help="comma-separated steps whose bound floor is probed (Delta_alpha at "
@@ -517,8 +475,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
             notes.append(f"{method.upper()} samples read from the cache {sn_pkl.name} (a run "
                          f"of this epsilon and data, its own seed).")
         else:
-            got, info = smartnoise(method, codes, sizes, eps, a.m, sn_seed,
-                                   rounds=3 * len(cols) if a.fast else a.aim_rounds)
+            got, info = marginal_dp(method, codes, sizes, eps, a.m, sn_seed,
+                                    rounds=3 * len(cols) if a.fast else a.aim_rounds,
+                                    iters=100 if a.fast else 1000)
             info["seconds"] = time.perf_counter() - t
             info["epsilon"] = eps
             if sn_pkl is not None and got is not None:
@@ -536,11 +495,10 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
                 f[c] = np.asarray(cats[c], dtype=object)[g[c].to_numpy()]
             frames.append(f)
         rows.append(measures(label, frames, [poststratified(f) for f in frames], "full", ctx))
-        text = (f"(epsilon = {eps:.4g}, delta = {DELTA:g})-differential privacy, from "
-                f"rho-zCDP with rho = {info['rho']:.4g} (smartnoise-synth {info['version']}: "
-                "Gaussian-noise marginals, record-level neighbours); public domain, no budget on "
-                "preprocessing; no survey design")
-        guarantees[label] = (f"(epsilon, delta)-DP via rho = {info['rho']:.4g} zCDP", text)
+        text = (f"{info['guarantee']}: pure epsilon-DP at epsilon = {eps:.4g} (OpenDP's {label} "
+                "in surveysynth.synth.marginal_dp: Laplace-noise marginals, replace-one "
+                "neighbours); public domain, no budget on preprocessing; no survey design")
+        guarantees[label] = (f"pure epsilon-DP, epsilon = {eps:.4g}", text)
         notes.append(f"{label}: {info.get('seconds', time.perf_counter() - t):.0f} s.")
 
     # ------------------------------------------------------------------ CART
@@ -629,8 +587,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
           "a function of the public strata and fpc: Sequential releases them as collected "
           "(design information, no budget; see 'published without budget').", "",
           f"Same total epsilon: AIM and MST get the epsilon the Sequential release reports "
-          f"({eps:.4g}) with delta = {DELTA:g}. The guarantees are of different kinds (stated "
-          "next to each row; full texts below): AIM/MST's is worst-case (epsilon, delta)-DP; "
+          f"({eps:.4g}), pure DP (delta = 0). The guarantees are of different kinds (stated "
+          "next to each row; full texts below): AIM/MST's is worst-case (global) pure "
+          "epsilon-DP; "
           "Sequential's is the pseudo posterior's asymptotic, database-local guarantee; CART has "
           "none.", "",
           "Why this epsilon: " + epsilon_note(a.epsilon, a.m, len(variables), a.shares), "",
@@ -683,11 +642,11 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     md += [f"- {n}" for n in notes]
     md += ["- Bins (public: apipop quintiles, public bounds outside): "
            + "; ".join(f"{c}: {[float(x) for x in np.round(e, 2)]}" for c, e in edges.items())]
-    numbers = {"epsilon": eps, "delta": DELTA, "means": means, "in_bounds": in_range,
+    numbers = {"epsilon": eps, "delta": 0.0, "means": means, "in_bounds": in_range,
                "design_kept": bool(design_kept), "m": a.m, "chains": chains, "draws": draws,
                "target_epsilon": a.epsilon, "shares": a.shares,
                "convergence": {k: v for k, v in conv.items() if k != "gates"},
-               "rho": {k: v.get("rho") for k, v in sn_info.items()},
+               "epsilon_map": {k: v.get("epsilon_map") for k, v in sn_info.items()},
                "not_run": {k: v["reason"] for k, v in sn_info.items() if "reason" in v},
                "confidential": conf[["estimate", "se", "ci_low", "ci_high"]].to_dict("index"),
                "methods": table.to_dict("records"),

@@ -20,6 +20,7 @@ from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
 from .graphics import dotchart, svyboxplot, svycoplot, svyhist, svyplot, svyqqmath, svyqqplot
+from .imputation import ImputationDesign, MIcombine, mi_combine, with_pv, withPV
 from .loglin import LoglinResults, svyloglin
 from .loglin import anova as loglin_anova
 from .multivariate import (
@@ -44,6 +45,7 @@ from .othermodels import (
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .scoretest import svyscoretest
+from .small_area import FayHerriot, eblupFH, fay_herriot, mseFH, svysmooth_area, svysmoothArea
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .summaries import make_formula, psrsq, svykappa
 from .survival import (
@@ -74,3 +76,5 @@ __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha",
 __all__ += ["make_formula", "psrsq", "svykappa"]
 __all__ += ["with_crossval", "withCrossval"]
 __all__ += ["svyscoretest"]
+__all__ += ["FayHerriot", "eblupFH", "fay_herriot", "mseFH", "svysmooth_area", "svysmoothArea"]
+__all__ += ["ImputationDesign", "MIcombine", "mi_combine", "withPV", "with_pv"]

@@ -5,19 +5,23 @@ Logical values are factors, as in R: ``model.matrix`` codes a logical variable o
 (``I(x > 4)``, a boolean column) as a factor with levels ``FALSE``, ``TRUE``, so a model without
 intercept gets two indicator columns and one with an intercept the ``TRUE`` contrast. formulaic
 treats booleans as numbers (one 0/1 column either way); :class:`RMaterializer` makes them
-categorical. Column names stay formulaic's (``I(x > 4)[False]``, ``I(x > 4)[True]``,
+categorical, and codes every categorical term with the levels of :mod:`surveysynth.encoding`
+(R's order, learned once, unseen levels refused). Column names stay formulaic's (``I(x > 4)[False]``, ``I(x > 4)[True]``,
 ``b[T.True]`` for R's ``I(x > 4)FALSE``, ``I(x > 4)TRUE``, ``bTRUE``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 from formulaic import model_matrix
 from formulaic.materializers import PandasMaterializer
 from interface_meta import override
+
+from ..encoding import Factor, r_levels
 
 
 class RMaterializer(PandasMaterializer):
@@ -35,8 +39,38 @@ class RMaterializer(PandasMaterializer):
     def _is_categorical(self, values: Any) -> bool:
         dtype = getattr(values, "dtype", None)
         if dtype is not None and str(dtype) in ("bool", "boolean"):
-            return True
+            return True  # R's logical: a factor (surveysynth.encoding.is_factor)
         return super()._is_categorical(values)
+
+    @override
+    def _encode_evaled_factor(self, factor: Any, spec: Any, drop_rows: Sequence[int],
+                              reduced_rank: bool = False) -> dict[str, Any]:
+        self._factor_expr = str(factor.expr)  # names the term in an unseen-level error
+        return super()._encode_evaled_factor(factor, spec, drop_rows, reduced_rank)
+
+    @override
+    def _encode_categorical(self, values: Any, metadata: Any, encoder_state: dict[str, Any],
+                            spec: Any, drop_rows: Sequence[int], reduced_rank: bool = False) -> Any:
+        """formulaic's treatment coding with the levels of :mod:`surveysynth.encoding`: R's
+        order, learned on the data the model is fitted to (formulaic keeps them in the model
+        spec's encoder state) and re-applied to new data, where a value that is not a learned
+        level is an error naming the rows (formulaic would warn and code it as missing)."""
+        from formulaic.transforms import encode_contrasts
+        from formulaic.utils.cast import as_columns
+        from formulaic.utils.null_handling import drop_rows as drop_nulls
+
+        if drop_rows:
+            values = drop_nulls(values, indices=drop_rows)
+        raw = pd.Series(getattr(values, "__wrapped__", values))
+        if "categories" in encoder_state:  # new data: the learned levels, unseen ones refused
+            name = getattr(self, "_factor_expr", "")
+            Factor(name, tuple(encoder_state["categories"]), na="skip").codes(
+                raw, what=f"term {name!r} of the formula")
+            levels = None
+        else:
+            levels = r_levels(raw)
+        return as_columns(encode_contrasts(values, levels=levels, reduced_rank=False,
+                                           _metadata=metadata, _state=encoder_state, _spec=spec))
 
 
 def formula_columns(formula: str, data_cols: pd.Index) -> list[str]:

@@ -408,8 +408,8 @@ class DaskSurveyDesign(_DaskBase):
     ----------
     data : a ``dask.dataframe.DataFrame``, a Parquet path (read with ``dd.read_parquet``) or a
         pandas DataFrame (split into ``npartitions``).
-    ids, strata, fpc, nest, lonely_psu, adjust_domain_lonely : as :class:`SurveyDesign`
-        (``ids`` is required here: one PSU per row would make the aggregate as large as the
+    ids, strata, fpc, nest, lonely_psu, adjust_domain_lonely, ultimate_cluster : as
+        :class:`SurveyDesign` (``ids`` is required here: one PSU per row would make the aggregate as large as the
         data; give a row-id column if that is the design).
     weights : column of sampling weights (required; positive and finite).
     client : a ``distributed.Client`` (default: the current one, else a LocalCluster started
@@ -444,8 +444,9 @@ class DaskSurveyDesign(_DaskBase):
                  lonely_psu: str = "fail", adjust_domain_lonely: bool = False,
                  npartitions: int | None = None, client: Any = None,
                  split_every: int = 8, progress: bool = False,
-                 read_kwargs: dict | None = None) -> None:
+                 read_kwargs: dict | None = None, ultimate_cluster: bool = False) -> None:
         self._init_data(data, npartitions, client, split_every, progress, read_kwargs)
+        self.ultimate_cluster = bool(ultimate_cluster)
         self.ids_vars = as_list(ids)
         if not self.ids_vars or self.ids_vars in (["1"], ["~1"], ["0"]):
             raise UnsupportedByDask(
@@ -472,7 +473,8 @@ class DaskSurveyDesign(_DaskBase):
         return SurveyDesign(P, ids=self.ids_vars, strata=self.strata_vars or None,
                             weights=np.ones(P.shape[0]), fpc=self.fpc_vars or None,
                             nest=self.nest, lonely_psu=self.lonely_psu,
-                            adjust_domain_lonely=self.adjust_domain_lonely)
+                            adjust_domain_lonely=self.adjust_domain_lonely,
+                            ultimate_cluster=self.ultimate_cluster)
 
     def _estimate(self, call: dict, level: float, ci: str, df: Any):
         scope = [call["scope"]] if call["scope"] else []

@@ -60,7 +60,8 @@ class DaskEngine(Engine):
             dd_design = DaskSurveyDesign(
                 data, ids=ids, strata=design.strata_vars, weights="__w__",
                 fpc=design.fpc_vars, nest=design.nest, lonely_psu=design.lonely_psu,
-                adjust_domain_lonely=design.adjust_domain_lonely, npartitions=3)
+                adjust_domain_lonely=design.adjust_domain_lonely, npartitions=3,
+                ultimate_cluster=bool(getattr(design, "ultimate_cluster", False)))
         else:
             full = design.full_design()
             A = full.replicate_weights("analysis")

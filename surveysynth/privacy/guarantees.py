@@ -15,6 +15,7 @@ checks that page against these functions).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -327,6 +328,78 @@ def pseudo_posterior_sequential(facts: dict[str, Any]) -> Guarantee:
     return Guarantee(label, False, text)
 
 
+def dp_tables(facts: dict[str, Any]) -> Guarantee:
+    """DP survey tables (surveysynth.dp_tables). facts: ``measure`` ("pure" or "zcdp"),
+    ``epsilon`` or ``rho`` (the account's total), ``sampler``, ``weight_cap``, ``bound_low`` /
+    ``bound_high`` (None for counts), ``groups``, ``consistency``."""
+    zcdp = facts.get("measure") == "zcdp"
+    what = ("survey tables: noisy random-group cell sums, global sensitivity from a public "
+            "weight cap and public value bounds, add/remove-one neighbours")
+    if zcdp:
+        rho = facts.get("rho")
+        label = f"rho-zero-concentrated differential privacy, rho = {_fmt(rho)} ({what})"
+        eps6 = (None if rho is None else
+                float(rho) + 2 * math.sqrt(float(rho) * math.log(1e6)))
+        conv = (f" It implies (epsilon, delta)-DP with epsilon = rho + 2 sqrt(rho log(1/delta)) "
+                f"(Bun & Steinke 2016), e.g. epsilon = {_fmt(eps6)} at delta = 1e-6.")
+    else:
+        label = f"pure epsilon-differential privacy, epsilon = {_fmt(facts.get('epsilon'))} ({what})"
+        conv = ""
+    bounds = ("" if facts.get("bound_low") is None else
+              f" and every value clipped to the public bounds [{_fmt(facts.get('bound_low'))}, "
+              f"{_fmt(facts.get('bound_high'))}]")
+    text = (f"{label}. Each record's sampling weight is trimmed to the public cap "
+            f"{_fmt(facts.get('weight_cap'))}{bounds}; the weights are taken as fixed attributes "
+            "of the records (weights recomputed from the whole sample, e.g. by calibration, are "
+            f"outside this guarantee). Every primary sampling unit falls in one of "
+            f"{facts.get('groups')} random groups, independently of the data; the measured "
+            "vectors are the weighted counts and/or totals of every group x cell, each changed "
+            "in one coordinate by at most the cap (counts) or the cap times the larger absolute "
+            "bound (totals) when a record is added or removed; when the table classifies by the "
+            "design's strata, also the number of PSUs in each stratum x group (sensitivity 1), "
+            "for the variance. Noise drawn by "
+            f"{facts.get('sampler')}; each measurement's budget is OpenDP's privacy map at that "
+            "sensitivity, and the measurements compose sequentially (the ledger lists each; the "
+            "stated total is their sum, over every table booked in the same account). Margins, "
+            "non-negativity, means, proportions, standard errors and intervals are "
+            f"post-processing ({facts.get('consistency')}).{conv}")
+    return Guarantee(label, True, text)
+
+
+def marginal_dp(facts: dict[str, Any]) -> Guarantee:
+    """AIM / MST (OpenDP's marginal-based synthesis, issue 40). facts: ``algorithm``,
+    ``measure`` ("pure": epsilon-DP, or "zcdp": rho-zCDP), ``epsilon`` (the account's total, in
+    the measure's unit), ``binned``, ``weight_classes``, ``m``."""
+    alg = facts.get("algorithm", "AIM")
+    tot = _fmt(facts.get("epsilon"))
+    zcdp = facts.get("measure") == "zcdp"
+    what = (f"{alg}: marginal-based synthesis, OpenDP measurements on public domains")
+    label = (f"rho-zero-concentrated differential privacy, rho = {tot} ({what})" if zcdp else
+             f"pure epsilon-differential privacy, epsilon = {tot} ({what})")
+    noise = ("discrete Gaussian noise; rho-zCDP implies (rho + 2 sqrt(rho log(1/delta)), "
+             "delta)-DP for every delta > 0" if zcdp else "Laplace noise")
+    wc = facts.get("weight_classes") or 0
+    weights = (f"The survey weights are carried as a weight class on {wc} public classes, "
+               "synthesized with the other variables; a synthetic record's weight is its "
+               "class's midpoint, scaled to the public population size. " if wc else
+               "The released weights are all equal (N / n). ")
+    text = (f"{label}. Under replace-one neighbours (OpenDP's symmetric distance 2), OpenDP's "
+            f"{alg} measures one-way marginals of every variable and then the marginals the "
+            f"algorithm selects by the exponential mechanism (noisy max), with {noise} on "
+            "integer counts, from OpenDP's samplers (operating-system entropy, never seeded); "
+            "the budget is split and composed by OpenDP's adaptive composition, whose measured "
+            "loss is at most the budget. Every variable is categorical on a public domain: "
+            "categories given as public inputs (or design strata labels) and continuous "
+            f"variables on public bin edges (binned: {facts.get('binned', 'none')}); nothing "
+            "about the domain is read off the data. The graphical-model fit (Private-PGM), "
+            "the synthetic records and their values within bins are post-processing. "
+            f"{weights}The total is the budget account over every fit of this synthesizer "
+            f"(sequential composition); this release holds m = {facts.get('m')} synthetic data "
+            "sets, all post-processing of one fit. The number of records is public under "
+            "replace-one neighbours.")
+    return Guarantee(label, True, text)
+
+
 def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     """The record's ``guarantee_class`` (one of :data:`GUARANTEE_CLASSES`), from the family,
     the facts and the generated guarantee: formal pure DP only where the generator says the
@@ -336,6 +409,8 @@ def classify(family: str, facts: dict[str, Any], g: Guarantee) -> str:
     if g.differentially_private:
         if family in ("kng", "laplace"):
             return FORMAL_PURE
+        if family in ("dp_tables", "marginal_dp"):
+            return FORMAL_ZCDP if facts.get("measure") == "zcdp" else FORMAL_PURE
         raise AssertionError(f"family {family!r} claims a formal guarantee the classifier does "
                              "not know; add its class to guarantees.classify")
     if family in ("pseudo_posterior", "pseudo_posterior_sequential") and not g.label.startswith(NOT_DP):
@@ -350,4 +425,6 @@ FAMILIES = {
     "identification_risk": identification_risk,
     "none": no_protection,
     "pseudo_posterior_sequential": pseudo_posterior_sequential,
+    "dp_tables": dp_tables,
+    "marginal_dp": marginal_dp,
 }

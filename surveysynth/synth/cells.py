@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..encoding import Factor, r_label
+
 __all__ = ["Cells", "build_cells", "cell_moments", "weight_groupings"]
 
 
@@ -25,13 +27,8 @@ def build_cells(data: pd.DataFrame, predictors: list[str], effects: str,
     if not predictors:
         table = pd.DataFrame(index=range(1))
         return Cells(np.zeros(len(data), dtype=np.int64), table, np.ones((1, 1)), ["(Intercept)"])
-    levels = []
-    for p in predictors:
-        col = data[p]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            levels.append(list(col.cat.categories))
-        else:
-            levels.append(sorted(pd.unique(col).tolist(), key=lambda v: (str(type(v)), v)))
+    factors = [Factor.learn(data[p], name=p) for p in predictors]  # R's levels (encoding.py)
+    levels = [list(f.levels) for f in factors]
     full = pd.MultiIndex.from_product(levels, names=predictors)
     obs = pd.MultiIndex.from_frame(data[predictors].astype(object))
     codes = full.get_indexer(obs)
@@ -55,7 +52,8 @@ def build_cells(data: pd.DataFrame, predictors: list[str], effects: str,
                 )
     table = full.to_frame(index=False)
     C = len(full)
-    cell_names = [":".join(f"{p}={v}" for p, v in zip(predictors, full[i], strict=False)) for i in range(C)]
+    cell_names = [":".join(f"{p}{r_label(v)}" for p, v in zip(predictors, full[i], strict=False))
+                  for i in range(C)]  # R's names of the interaction (fieldA:gendermale)
     if effects == "cells" and coding == "cellmeans":
         Xc = np.eye(C)
         names = cell_names
@@ -64,14 +62,9 @@ def build_cells(data: pd.DataFrame, predictors: list[str], effects: str,
         Xc[:, 0] = 1.0
         names = ["(Intercept)"] + cell_names[1:]
     else:
-        blocks = [np.ones((C, 1))]
-        names = ["(Intercept)"]
-        for p, lev in zip(predictors, levels, strict=False):
-            vals = table[p].to_numpy()
-            for v in lev[1:]:
-                blocks.append((vals == v).astype(float)[:, None])
-                names.append(f"{p}={v}")
-        Xc = np.hstack(blocks)
+        # treatment contrasts of each predictor on the cells, R's names (stypeH)
+        Xc = np.hstack([np.ones((C, 1)), *(f.matrix(table[f.name]) for f in factors)])
+        names = ["(Intercept)", *(n for f in factors for n in f.names())]
     return Cells(codes.astype(np.int64), table, Xc, names)
 
 

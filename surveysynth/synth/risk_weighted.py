@@ -61,6 +61,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from ..encoding import Factor
 from ..privacy.identification import (
     IdentificationRisk,
     check_known,
@@ -209,7 +210,7 @@ class RiskWeightedSynthesizer(Synthesizer):
 
     def _design_matrix(self, frame: pd.DataFrame, preds: list[str], cat: list[str]) -> tuple[np.ndarray, list[str]]:
         """Intercept, standardised numeric predictors, one-hot categorical ones (first level
-        dropped). Constant columns are an error (they would duplicate the intercept)."""
+        dropped; R's names, ``stypeH``). Constant columns are an error (they would duplicate the intercept)."""
         n = len(frame)
         cols, names = [np.ones(n)], ["(Intercept)"]
         for p in preds:
@@ -228,13 +229,12 @@ class RiskWeightedSynthesizer(Synthesizer):
                     raise ValueError(f"predictor {p!r} is constant; drop it from predictors.")
                 cols.append((v - v.mean()) / sd)
                 names.append(p)
-            else:
-                codes, levels = pd.factorize(s, sort=True)
-                if len(levels) < 2:
-                    raise ValueError(f"predictor {p!r} has a single level ({levels[0]!r}); drop it from predictors.")
-                for j in range(1, len(levels)):
-                    cols.append((codes == j).astype(float))
-                    names.append(f"{p}[{levels[j]}]")
+            else:  # R's levels present, treatment contrasts and names (surveysynth.encoding)
+                f = Factor.learn(s, name=p, used_only=True)
+                if f.n_levels < 2:
+                    raise ValueError(f"predictor {p!r} has a single level ({f.levels[0]!r}); drop it from predictors.")
+                cols.extend(f.matrix(s).T)
+                names.extend(f.names())
         return np.column_stack(cols), names
 
     # ------------------------------------------------------------------ fit

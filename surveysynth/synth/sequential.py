@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_list
+from ..encoding import Factor, r_levels
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
 from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
@@ -455,7 +456,7 @@ class Sequential(Synthesizer):
             enc.update(mean=float(np.mean(z)), sd=float(max(np.std(z), 1e-9)))
             spec["integer"] = bool(fam == "negbin")
             return _Step(name, name, "value", typ, fam, spec, enc=enc)
-        levels = _levels(obs, typ, name)
+        levels = r_levels(obs, used_only=True)  # the levels present, R's order (encoding.py)
         if fam == "logistic" and len(levels) != 2:
             numeric = pd.api.types.is_numeric_dtype(obs) and not pd.api.types.is_bool_dtype(obs)
             fix = ("type 'continuous' (or 'count' for counts, 'bounded' with public bounds)"
@@ -531,9 +532,9 @@ class Sequential(Synthesizer):
                 e = {"col": p, "kind": "numeric", "mean": float(np.nanmean(v)) if (~na).any() else 0.0,
                      "sd": float(max(np.nanstd(v), 1e-9)) if (~na).any() else 1.0,
                      "na": bool(na.any()), "f": "id", "shift": 0.0}
-            else:
-                lv = pd.unique(col.astype(object).where(col.notna(), "<NA>"))
-                e = {"col": p, "kind": "onehot_levels", "levels": list(lv)}
+            else:  # R's levels, a missing value the last level (surveysynth.encoding)
+                e = {"col": p, "kind": "factor",
+                     "factor": Factor.learn(col, name=p, used_only=True, na="level")}
             encs.append(e)
             mats.append(_apply_public(e, col))
         X = np.column_stack(mats) if mats else np.zeros((len(data), 0))
@@ -641,7 +642,7 @@ class Sequential(Synthesizer):
         if step.family == "negbin":
             v = pd.to_numeric(obs).to_numpy(dtype=float)
             return rows, np.round(v - step.spec["shift"]).astype(np.int64)
-        return rows, _codes(obs, step.levels)
+        return rows, _factor(step).codes(obs)
 
     @staticmethod
     def _original(step: _Step, data: pd.DataFrame, w: np.ndarray,
@@ -669,7 +670,7 @@ class Sequential(Synthesizer):
             else:
                 na = col.isna().to_numpy()
                 vals = np.full(len(col), -1, dtype=np.int64)
-                vals[~na] = _codes(col[~na], step.levels)
+                vals[~na] = _factor(step).codes(col[~na])
         e = step.enc
         if step.role == "missing":
             return np.asarray(vals, dtype=float)[:, None]
@@ -681,14 +682,8 @@ class Sequential(Synthesizer):
             f = np.log1p(vv - e["shift"]) if e["f"] == "log1p" else _to_model(e, vv)
             z[~na] = (f - e["mean"]) / e["sd"]
             return z[:, None]
-        codes = np.asarray(vals, dtype=np.int64)
-        if e["kind"] == "binary":
-            return (codes == 1).astype(float)[:, None]
-        K = e["K"]
-        out = np.zeros((len(codes), K - 1))
-        ok = codes >= 1
-        out[np.flatnonzero(ok), codes[ok] - 1] = 1.0
-        return out
+        # binary and categorical steps alike: treatment contrasts, code -1 (missing) zeros
+        return _factor(step).indicators(np.asarray(vals, dtype=np.int64))
 
     def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
                   rng: np.random.Generator, progress: bool,
@@ -1308,25 +1303,10 @@ def _bounds(b: Any, name: str, typ: str) -> tuple[float | None, float | None]:
     return lo, hi
 
 
-def _levels(obs: pd.Series, typ: str, name: str) -> list:
-    """The categories present, in the dtype's order (categorical) or sorted."""
-    if isinstance(obs.dtype, pd.CategoricalDtype):
-        present = set(obs.unique())
-        return [c for c in obs.dtype.categories if c in present]
-    vals = pd.unique(obs)
-    try:
-        return sorted(vals.tolist())
-    except TypeError as exc:
-        raise ValueError(f"variable {name!r} ({typ}): values of mixed types cannot be ordered; "
-                         "convert the column to one type.") from exc
-
-
-def _codes(values: pd.Series, levels: list) -> np.ndarray:
-    idx = pd.Index(levels, dtype=object).get_indexer(values.astype(object))
-    if (idx < 0).any():
-        raise ValueError(f"values {values[idx < 0].unique()[:5].tolist()} are not among the "
-                         f"levels {levels}.")
-    return idx.astype(np.int64)
+def _factor(step: _Step) -> Factor:
+    """The coding of a discrete step's variable: its levels (learned on the confidential
+    data), a missing value code -1 (the step's missing indicator models it)."""
+    return Factor(step.column, tuple(step.levels), na="skip")
 
 
 def _apply_public(e: dict, col: pd.Series) -> np.ndarray:
@@ -1335,12 +1315,7 @@ def _apply_public(e: dict, col: pd.Series) -> np.ndarray:
         na = np.isnan(v)
         z = np.where(na, 0.0, (v - e["mean"]) / e["sd"])
         return np.c_[z, na.astype(float)] if e["na"] else z[:, None]
-    lv = e["levels"]
-    codes = pd.Index(lv, dtype=object).get_indexer(col.astype(object).where(col.notna(), "<NA>"))
-    out = np.zeros((len(col), max(len(lv) - 1, 0)))
-    ok = codes >= 1
-    out[np.flatnonzero(ok), codes[ok] - 1] = 1.0
-    return out
+    return e["factor"].matrix(col)
 
 
 def _combine_verdicts(items: list[tuple[str, dict]], gates: dict) -> dict[str, Any]:

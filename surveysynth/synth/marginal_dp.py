@@ -1,0 +1,502 @@
+"""AIM and MST: differentially private whole-file synthesis from noisy marginals (issue 40, item 2).
+
+Both are OpenDP's implementations (``opendp.extras.mbi``: McKenna et al.'s MST, 2021, and AIM,
+2022, with the Private-PGM graphical model fit), run as synthesizers of the one protocol
+(:mod:`surveysynth.synth.base`): settings in ``__init__``, ``fit(design)`` spends the budget,
+``release(m)`` returns m synthetic survey designs (post-processing of the fitted model).
+
+What the package adds around OpenDP's algorithms (docs/marginal_dp.md):
+
+* **Public domains.** Every synthesized variable is categorical on a public domain: a
+  categorical column's categories (``categories``, a pandas ``category`` dtype's categories, a
+  boolean's two values, or a design's strata labels: design information), a continuous column's
+  bins on public edges (``bins``; the first and last edge are public bounds, values outside are
+  counted into the end bins). Nothing about the domain is read off the data, so the mechanism
+  needs no budget for it (the alternative, edges chosen under budget, is not implemented).
+* **Survey weights** are carried as a synthesized weight class on public edges
+  (``weight_bins``): each record's class is one more variable of the model, and a synthetic
+  record's weight is its class's midpoint, all weights scaled to the public population size N.
+  A design with equal weights needs none (every released weight is N / n).
+* **Design columns** as the pseudo-posterior synthesizers handle them: clustered designs are
+  refused (:func:`~surveysynth.synth.design_checks.refuse_clustered`: a record's cluster effect
+  is not modelled); strata may be synthesized as a variable; the synthetic designs carry
+  weights only (full synthesis: the combining rule of fully synthetic data).
+* **The measurement** runs on the records' cell indices (an integer array), not on a polars
+  frame: OpenDP 0.16's polars plugin is built for polars 1.36.1 and refuses other polars
+  versions (this project's samplics needs polars >= 1.37). The marginals' stable transformation
+  is this module's (:func:`stable_marginals`: counts per cell, stability d_in -> d_in per
+  marginal under the symmetric distance); selection, noise, budget split and model fit are
+  OpenDP's own code (its AIM / MST ``make_marginals``, one-way marginals by its
+  ``make_noise_marginals``) composed by OpenDP's adaptive composition. The privacy loss is
+  OpenDP's ``measurement.map(2)`` (replace-one neighbours are at symmetric distance 2), which
+  the fit checks against the budget.
+* **Randomness.** OpenDP's samplers (Laplace or discrete Gaussian noise on integer counts,
+  noisy-max selection) draw from the operating system's entropy and cannot be seeded:
+  ``random_state`` seeds only the post-processing (the synthetic records drawn from the fitted
+  model and their order), so a seeded release is not reproducible bit for bit; the record
+  says so.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+
+from .base import Synthesizer
+
+__all__ = ["AIM", "MST", "MarginalSynthesizer", "PRIVACY_KINDS"]
+
+#: "pure": pure epsilon-DP (OpenDP's max_divergence: Laplace noise); "zcdp": rho-zCDP
+#: (zero_concentrated_divergence: discrete Gaussian noise)
+PRIVACY_KINDS = ("pure", "zcdp")
+#: replace-one neighbours as OpenDP measures them: symmetric distance 2
+D_IN = 2
+_WCLASS = "__weight_class__"
+#: largest joint domain the release samples from directly (cells)
+MAX_CELLS = 5_000_000
+
+
+def opendp_prelude() -> Any:
+    """OpenDP with the features this module uses (contrib; honest-but-curious: a Python-defined
+    transformation whose stability map OpenDP cannot check, :func:`stable_marginals`)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib", "honest-but-curious")
+    return dp
+
+
+def stable_marginals(dom: Any, metric: Any, lp: Any, cards: dict[str, int],
+                      cliques: Sequence[Sequence[str]]) -> Any:
+    """OpenDP transformation: records' cell indices (n x k int array) -> exact counts of each
+    clique's marginal (typed dict of int32 arrays). One record added or removed moves each
+    marginal's counts by 1 in one cell: stability d_in -> d_in in the L1 and L2 norms."""
+    # OpenDP's own helpers for user-defined transformations and its mbi marginal types
+    # (private names; the opendp pin >=0.16,<0.17 in pyproject.toml fixes them)
+    from opendp._internal import _make_transformation  # noqa: PLC2701
+    from opendp.extras.mbi._utilities import typed_dict_distance, typed_dict_domain  # noqa: PLC2701
+    from opendp.extras.numpy import arrayd_domain
+
+    cols = list(cards)
+    cliques = [tuple(c) for c in cliques]
+
+    def shape(c: tuple[str, ...]) -> tuple[int, ...]:
+        return tuple(cards[v] for v in c)
+
+    def counts(x: np.ndarray) -> dict[tuple[str, ...], np.ndarray]:
+        out = {}
+        for c in cliques:
+            idx = tuple(x[:, cols.index(v)] for v in c)
+            size = int(np.prod(shape(c)))
+            flat = np.ravel_multi_index(idx, shape(c)) if c else np.zeros(len(x), np.int64)
+            out[c] = np.bincount(flat, minlength=size).reshape(shape(c)).astype(np.int32)
+        return out
+
+    return _make_transformation(
+        dom, metric,
+        output_domain=typed_dict_domain({c: arrayd_domain(shape=shape(c), T="i32") for c in cliques}),
+        output_metric=typed_dict_distance(lp), function=counts,
+        stability_map=lambda d_in: {c: d_in for c in cliques})
+
+
+def oneway_measurement(dom: Any, metric: Any, measure: Any, cards: dict[str, int],
+                       budget: float) -> Any:
+    """OpenDP measurement of every variable's one-way marginal (noisy counts) spending
+    ``budget`` at replace-one neighbours: the noise scale is the analytic one (k marginals of
+    sensitivity 2 each: Laplace scale 2 k / epsilon; zCDP: sigma = 2 / sqrt(2 rho / k)), checked
+    by OpenDP's own map (and moved up by an ulp at a time until the map is within budget)."""
+    dp = opendp_prelude()
+    from opendp.extras.mbi._utilities import get_associated_metric, make_noise_marginals  # noqa: PLC2701
+
+    ones = [(c,) for c in cards]
+    k = len(ones)
+    t_one = stable_marginals(dom, metric, get_associated_metric(measure), cards, ones)
+    pure = measure == dp.max_divergence()
+    scale = D_IN * k / budget if pure else D_IN / math.sqrt(2 * budget / k)
+    for _ in range(64):
+        m = t_one >> make_noise_marginals(*t_one.output_space, measure, ones, scale)
+        if m.map(D_IN) <= budget:
+            return m
+        scale = float(np.nextafter(scale, np.inf)) * (1 + 1e-12)
+    raise AssertionError(f"no noise scale near {scale} spends at most {budget}")  # pragma: no cover
+
+
+def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: str,
+                              budget: float, oneway_split: float = 0.5) -> Any:
+    """The OpenDP measurement of AIM or MST on records' cell indices: one-way marginals of every
+    variable (``oneway_split`` of the budget), then the algorithm's selection and measurement
+    with the rest, composed adaptively; its output is (marginals, fitted MarkovRandomField).
+    ``measurement.map(2)`` is the privacy loss under replace-one neighbours (epsilon for
+    ``privacy="pure"``, rho for "zcdp")."""
+    dp = opendp_prelude()
+    from mbi import Domain
+    from opendp._internal import _new_pure_function  # noqa: PLC2701
+    from opendp.combinators import make_adaptive_composition
+    from opendp.extras.mbi import _aim, _mst  # noqa: PLC2701
+    from opendp.extras.mbi._utilities import Marginals, prior  # noqa: PLC2701
+
+    cols = list(cards)
+    measure = dp.max_divergence() if privacy == "pure" else dp.zero_concentrated_divergence()
+    dom = dp.user_domain("SurveysynthCellIndices",
+                         lambda x: isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == len(cols))
+    metric = dp.symmetric_distance()
+    d_one = budget * oneway_split
+    d_multi = float(prior(prior(budget - d_one)))
+    m_one = oneway_measurement(dom, metric, measure, cards, d_one)
+    module = _aim if type(algorithm).__name__ == "AIM" else _mst
+
+    class _Columns:  # what OpenDP's make_marginals reads off its input domain
+        columns = cols
+
+    def stable(_domain: Any, _metric: Any, lp_: Any, cliques: Sequence) -> Any:
+        return stable_marginals(dom, metric, lp_, cards, cliques)
+
+    def run(qbl: Any) -> Any:
+        marg = Marginals().add(*qbl(m_one))
+        model = algorithm.estimator(Domain.fromdict(cards), marg.flatten())
+        # OpenDP's algorithm with this module's stable marginals on cell indices (its own
+        # reads a polars LazyFrame); the rest of its code runs as shipped
+        with mock.patch.object(module, "make_stable_marginals", stable):
+            m_multi = algorithm.make_marginals(_Columns(), metric, measure, D_IN, d_multi,
+                                               marginals=marg, model=model)
+        return qbl(m_multi)
+
+    return make_adaptive_composition(dom, metric, measure, D_IN, [d_one, d_multi]) \
+        >> _new_pure_function(run)
+
+
+class MarginalSynthesizer(Synthesizer):
+    """Base of :class:`AIM` and :class:`MST` (see the module docstring).
+
+    Parameters
+    ----------
+    variables : the columns to synthesize (each categorical on a public domain or binned).
+    categories : ``{column: [values]}``, the public category sets of categorical columns (a
+        pandas ``category`` column's own categories, a boolean's and the design strata's labels
+        are used when not given).
+    bins : ``{column: [edges]}``, public bin edges of continuous columns (increasing; the
+        first and last are public bounds: values outside are counted in the end bins).
+    weight_bins : public edges of the weight classes (needed when the weights vary).
+    privacy : "pure" (epsilon-DP, Laplace noise) or "zcdp" (rho-zCDP, discrete Gaussian noise).
+    epsilon : the budget: epsilon for "pure", rho for "zcdp".
+    m : synthetic data sets per release (post-processing of one fit: no budget).
+    population_size : public N the released weights sum to (default: the confidential sum,
+        then listed as published without budget).
+    iters : mirror-descent iterations of each Private-PGM fit (post-processing).
+    random_state : None (OS entropy) or a seed for the post-processing (never OpenDP's noise).
+    max_epsilon : declared total of the budget account (in the unit of ``privacy``).
+    """
+
+    kind: ClassVar[str] = "full"
+    algorithm_name: ClassVar[str] = ""
+
+    def __init__(self, *, variables: Sequence[str] | None = None,
+                 categories: Mapping[str, Sequence[Any]] | None = None,
+                 bins: Mapping[str, Sequence[float]] | None = None,
+                 weight_bins: Sequence[float] | None = None, privacy: str = "pure",
+                 epsilon: float = 1.0, m: int = 5, population_size: float | None = None,
+                 iters: int = 1000, random_state: Any = None,
+                 max_epsilon: float | None = None) -> None:
+        self.variables = variables
+        self.categories = categories
+        self.bins = bins
+        self.weight_bins = weight_bins
+        self.privacy = privacy
+        self.epsilon = epsilon
+        self.m = m
+        self.population_size = population_size
+        self.iters = iters
+        self.random_state = random_state
+        self.max_epsilon = max_epsilon
+
+    # ------------------------------------------------------------------ hooks
+    def _algorithm(self) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _estimator(self) -> Any:
+        from mbi.estimation import mirror_descent
+
+        iters = int(self.iters)
+
+        def estimator(domain: Any, loss_fn: Any, *, potentials: Any = None) -> Any:
+            return mirror_descent(domain, loss_fn, potentials=potentials, iters=iters)
+
+        return estimator
+
+    # ------------------------------------------------------------------ checks
+    def _check_settings(self) -> None:
+        if self.privacy not in PRIVACY_KINDS:
+            raise ValueError(f"privacy={self.privacy!r}: choose one of {PRIVACY_KINDS}.")
+        e = self.epsilon
+        if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
+                or not (np.isfinite(e) and e > 0):
+            raise ValueError(f"epsilon={e!r}: the budget must be a positive number "
+                             f"({'epsilon' if self.privacy == 'pure' else 'rho'}).")
+        if isinstance(self.iters, bool) or not isinstance(self.iters, (int, np.integer)) \
+                or self.iters < 1:
+            raise ValueError(f"iters={self.iters!r}: a positive integer.")
+        if not self.variables or isinstance(self.variables, str):
+            raise ValueError("variables: give the list of columns to synthesize, e.g. "
+                             "variables=['stype', 'api00'].")
+
+    def check_design(self, design: Any) -> None:
+        """Refuse a clustered design (no budget used)."""
+        from .design_checks import refuse_clustered
+
+        if isinstance(design, pd.DataFrame):
+            return
+        refuse_clustered(
+            design, f"{self.algorithm_name} (DP marginal-based synthesis)",
+            "a record's change moves its cluster's effect, and the noisy marginals describe "
+            "exchangeable records: the synthetic records carry no cluster structure, so the "
+            "synthetic designs would lack the design effect")
+
+    def _domains(self, frame: pd.DataFrame, strata: list[str]) -> dict[str, dict[str, Any]]:
+        """Each variable's public domain: {"kind": "cat", "values": [...]} or {"kind": "bin",
+        "edges": array}; the categories of strata columns are design information."""
+        cats = dict(self.categories or {})
+        bins = dict(self.bins or {})
+        unknown = sorted((set(cats) | set(bins)) - set(self.variables))
+        if unknown:
+            raise ValueError(f"categories/bins name {unknown}, which are not among variables "
+                             f"{list(self.variables)}: add them to variables or drop them.")
+        missing = [v for v in self.variables if v not in frame.columns]
+        if missing:
+            raise ValueError(f"variables {missing} are not columns of the data (columns: "
+                             f"{list(frame.columns)[:12]}).")
+        out: dict[str, dict[str, Any]] = {}
+        for v in self.variables:
+            col = frame[v]
+            if v in bins:
+                edges = np.asarray(bins[v], dtype=float)
+                if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0) \
+                        or not np.all(np.isfinite(edges)):
+                    raise ValueError(f"bins[{v!r}] = {list(bins[v])}: give at least two finite, "
+                                     "strictly increasing public edges.")
+                if not pd.api.types.is_numeric_dtype(col):
+                    raise ValueError(f"bins[{v!r}]: column {v!r} is not numeric ({col.dtype}); "
+                                     "give categories for it instead.")
+                out[v] = {"kind": "bin", "edges": edges, "integer": pd.api.types.is_integer_dtype(col)}
+                continue
+            if v in cats:
+                values = list(cats[v])
+            elif isinstance(col.dtype, pd.CategoricalDtype):
+                values = list(col.cat.categories)
+            elif pd.api.types.is_bool_dtype(col):
+                values = [False, True]
+            elif v in strata:
+                values = sorted(col.dropna().unique().tolist())
+            else:
+                raise ValueError(
+                    f"variable {v!r} ({col.dtype}) has no public domain: give its category set "
+                    f"(categories={{{v!r}: [...]}}) or, if it is continuous, public bin edges "
+                    f"(bins={{{v!r}: [...]}}). Its categories are not read off the data: a rare "
+                    "category's presence would reveal a record.")
+            if len(set(values)) != len(values) or len(values) < 1:
+                raise ValueError(f"categories[{v!r}] = {values}: give distinct values.")
+            bad = ~col.isin(values).to_numpy()
+            if bad.any():
+                rows = np.flatnonzero(bad)[:5].tolist()
+                raise ValueError(f"column {v!r}: rows {rows} hold values outside its public "
+                                 f"categories {values[:10]} (e.g. {col.iloc[rows[0]]!r}): add them "
+                                 "to categories or recode them.")
+            out[v] = {"kind": "cat", "values": values}
+        return out
+
+    # ------------------------------------------------------------------ fit
+    def _fit(self, design: Any, rng: np.random.Generator) -> None:
+        from .base import _as_cols
+
+        self._check_settings()
+        self._m(None)
+        self.check_design(design)
+        if isinstance(design, pd.DataFrame):
+            frame, w, wname, strata = design, np.ones(len(design)), "weight", []
+        else:
+            frame = design.data
+            w = np.asarray(design.weights, dtype=float)
+            wname = getattr(design, "weights_var", None) or "weight"
+            wname = wname if isinstance(wname, str) else wname[0]
+            strata = _as_cols(getattr(design, "strata_vars", None))
+        if wname in self.variables:
+            raise ValueError(f"variables include the weights column {wname!r}: the weights are "
+                             "carried as a weight class (weight_bins), not as a variable.")
+        self.population_ = self._population(design if not isinstance(design, pd.DataFrame)
+                                            else _Unit(len(frame)))
+        domains = self._domains(frame, strata)
+        n = len(frame)
+        codes = {}
+        outside = {}
+        for v, d in domains.items():
+            if d["kind"] == "bin":
+                x = frame[v].to_numpy(dtype=float)
+                if np.isnan(x).any():
+                    rows = np.flatnonzero(np.isnan(x))[:5].tolist()
+                    raise ValueError(f"column {v!r}: missing values in rows {rows}; impute or "
+                                     "drop them before synthesis (no missing-value category).")
+                e = d["edges"]
+                outside[v] = int(np.count_nonzero((x < e[0]) | (x > e[-1])))
+                codes[v] = np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2)
+            else:
+                codes[v] = pd.Categorical(frame[v], categories=d["values"]).codes.astype(np.int64)
+        varying = w.size and not np.allclose(w, w[0])
+        if self.weight_bins is not None:
+            we = np.asarray(self.weight_bins, dtype=float)
+            if we.ndim != 1 or we.size < 2 or not np.all(np.diff(we) > 0) or we[0] < 0:
+                raise ValueError(f"weight_bins = {list(self.weight_bins)}: give at least two "
+                                 "non-negative, strictly increasing public edges.")
+            outside["weights"] = int(np.count_nonzero((w < we[0]) | (w > we[-1])))
+            codes[_WCLASS] = np.clip(np.searchsorted(we, w, side="right") - 1, 0, we.size - 2)
+            domains[_WCLASS] = {"kind": "wclass", "edges": we}
+        elif varying:
+            raise ValueError(
+                f"the design's weights ({wname!r}) vary (from {w.min():.4g} to {w.max():.4g}) but "
+                "weight_bins is not given: give public weight-class edges, e.g. weight_bins="
+                "[0, 10, 20, 50, 100], so the weights are carried as a synthesized weight class "
+                "and weighted synthetic estimates target the population.")
+        self.data_outside_bounds_ = outside  # confidential: curator only
+        if any(outside.values()):
+            warnings.warn(
+                "confidential values outside the public bin edges (curator only: "
+                + ", ".join(f"{v}: {c} of {n}" for v, c in outside.items() if c)
+                + "); they are counted in the end bins, so the synthetic values stay inside the "
+                "edges. Widen the edges if they were meant to cover the population.",
+                UserWarning, stacklevel=3)
+        cards = {v: (len(d["values"]) if d["kind"] == "cat" else d["edges"].size - 1)
+                 for v, d in domains.items()}
+        cells = math.prod(cards.values())
+        if cells > MAX_CELLS:
+            raise ValueError(f"the variables' joint domain has {cells:,} cells (> {MAX_CELLS:,}): "
+                             "use fewer variables or coarser bins.")
+        X = np.column_stack([codes[v] for v in cards]).astype(np.int64)
+        budget = float(self.epsilon)
+        meas = make_marginal_measurement(cards, self._algorithm(), self.privacy, budget)
+        loss = float(meas.map(D_IN))
+        if loss > budget * (1 + 1e-9):  # pragma: no cover - OpenDP's own search guarantees it
+            raise AssertionError(f"OpenDP measures a privacy loss {loss} above the budget {budget}")
+        # booked before the data are touched (a failing fit has still used them)
+        self._spend({"step": f"fit ({self.algorithm_name}: one-way marginals, selection and "
+                             "measured marginals)", "epsilon": budget, "charge": "epsilon",
+                     "measure": "pure DP (epsilon)" if self.privacy == "pure" else "zCDP (rho)",
+                     "opendp_map": loss})
+        marginals, model = meas(X)
+        self.n_ = n
+        self.cards_ = cards
+        self.domains_ = domains
+        self.weights_name_ = wname
+        self.as_category_ = {v for v in self.variables
+                             if isinstance(frame[v].dtype, pd.CategoricalDtype)}
+        self.privacy_loss_ = loss
+        self.cliques_ = [tuple(m.clique) for m in marginals.flatten()]
+        self.model_ = model
+        probs = np.asarray(model.project(list(cards)).values, dtype=float).ravel()
+        probs = np.clip(probs, 0, None)
+        self.joint_ = probs / probs.sum()  # DP: post-processing of the noisy marginals
+
+    # ------------------------------------------------------------------ release
+    def _synthesize(self, m: int, rng: np.random.Generator) -> tuple[list[pd.DataFrame], dict]:
+        names = list(self.cards_)
+        shape = tuple(self.cards_.values())
+        frames = []
+        for _ in range(m):
+            cell = rng.choice(self.joint_.size, size=self.n_, p=self.joint_)
+            idx = np.unravel_index(cell, shape)
+            f = {}
+            w = np.ones(self.n_)
+            for v, ix in zip(names, idx, strict=True):
+                d = self.domains_[v]
+                if d["kind"] == "cat":
+                    vals = np.asarray(d["values"], dtype=object)[ix]
+                    f[v] = (pd.Categorical(vals, categories=d["values"]) if v in self.as_category_
+                            else pd.Series(vals).infer_objects().to_numpy())
+                elif d["kind"] == "bin":
+                    e = d["edges"]
+                    x = rng.uniform(e[ix], e[ix + 1])
+                    f[v] = np.clip(np.round(x), np.ceil(e[0]), np.floor(e[-1])) if d["integer"] else x
+                else:  # the weight class: its midpoint
+                    e = d["edges"]
+                    w = 0.5 * (e[ix] + e[ix + 1])
+            frame = pd.DataFrame({v: f[v] for v in names if v != _WCLASS})
+            frame[self.weights_name_] = w * (self.population_ / w.sum())
+            frames.append(frame)
+        return frames, {"weights": self.weights_name_}
+
+    # ------------------------------------------------------------------ privacy
+    def _privacy_facts(self, m: int) -> dict[str, Any]:
+        binned = [v for v, d in self.domains_.items() if d["kind"] == "bin"]
+        return {
+            "family": "marginal_dp",
+            "mechanism": f"{self.algorithm_name} (OpenDP opendp.extras.mbi, Private-PGM)",
+            "facts": {"algorithm": self.algorithm_name, "measure": self.privacy,
+                      "budget": float(self.epsilon), "variables": len(self.variables),
+                      "binned": ", ".join(binned) if binned else "none",
+                      "weight_classes": (len(self.weight_bins) - 1) if self.weight_bins is not None
+                      else 0, "marginals_measured": len(self.cliques_),
+                      "n": int(self.n_)},
+            "published_without_budget": [{
+                "item": f"the number of records n = {self.n_} of each synthetic set",
+                "reason": "the guarantee is for replace-one neighbours (databases of the same "
+                          "size), under which n is public; the noisy marginals do not protect it."}],
+            "notes": ([] if not self.seeded_ else [
+                "random_state seeds only the post-processing (records drawn from the fitted "
+                "model, row order): OpenDP's noise comes from the operating system's entropy "
+                "and cannot be seeded, so this release is not reproducible bit for bit."]),
+        }
+
+
+class _Unit:
+    """A DataFrame input's design: weights 1."""
+
+    def __init__(self, n: int) -> None:
+        self.weights = np.ones(n)
+
+
+class AIM(MarginalSynthesizer):
+    """AIM (McKenna, Mullins, Sheldon & Miklau 2022): adaptively selects the worst-estimated
+    marginal (up to ``degree``-way) by the exponential mechanism and measures it with noise,
+    annealing the per-round budget; OpenDP's implementation. See :class:`MarginalSynthesizer`."""
+
+    name: ClassVar[str] = "AIM"
+    algorithm_name: ClassVar[str] = "AIM"
+
+    def __init__(self, *, variables: Sequence[str] | None = None,
+                 categories: Mapping[str, Sequence[Any]] | None = None,
+                 bins: Mapping[str, Sequence[float]] | None = None,
+                 weight_bins: Sequence[float] | None = None, privacy: str = "pure",
+                 epsilon: float = 1.0, m: int = 5, population_size: float | None = None,
+                 degree: int = 2, rounds: int | None = None, iters: int = 1000,
+                 random_state: Any = None, max_epsilon: float | None = None) -> None:
+        super().__init__(variables=variables, categories=categories, bins=bins,
+                         weight_bins=weight_bins, privacy=privacy, epsilon=epsilon, m=m,
+                         population_size=population_size, iters=iters,
+                         random_state=random_state, max_epsilon=max_epsilon)
+        self.degree = degree
+        self.rounds = rounds
+
+    def _algorithm(self) -> Any:
+        import opendp.extras.mbi as mbi
+
+        if isinstance(self.degree, bool) or not isinstance(self.degree, (int, np.integer)) \
+                or self.degree < 1:
+            raise ValueError(f"degree={self.degree!r}: the largest marginal AIM may measure, "
+                             "a positive integer (2: two-way marginals).")
+        return mbi.AIM(queries=int(self.degree), rounds=self.rounds, estimator=self._estimator())
+
+
+class MST(MarginalSynthesizer):
+    """MST (McKenna, Miklau & Sheldon 2021): one-way marginals, then the two-way marginals of a
+    maximum spanning tree chosen by the exponential mechanism; OpenDP's implementation. See
+    :class:`MarginalSynthesizer`."""
+
+    name: ClassVar[str] = "MST"
+    algorithm_name: ClassVar[str] = "MST"
+
+    def _algorithm(self) -> Any:
+        import opendp.extras.mbi as mbi
+
+        return mbi.MST(estimator=self._estimator())
