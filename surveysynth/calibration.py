@@ -36,8 +36,9 @@ misspelt term) are errors, not R's warning.
 
 from __future__ import annotations
 
+import inspect
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -337,7 +338,59 @@ def _population_vector(population: Any, names: list[str], mm: np.ndarray,
 
 
 # ----------------------------------------------------------------------------- calfuns
-def _fm1(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+class CalFun:
+    """A calibration distance as R's ``calfun`` objects (``make.calfun``): ``Fm1(u, bounds)``
+    is F - 1 (the g-weight minus 1 as a function of the linear predictor ``u``), ``dF(u,
+    bounds)`` its derivative; ``bounds`` is ``{"lower": L, "upper": U}`` (R's
+    ``list(lower=, upper=)``). ``calibrate(calfun=CalFun)`` runs R's iterative ``grake`` with
+    it (even for ``cal_linear``, as R does with an object instead of the string)."""
+
+    def __init__(self, Fm1: Callable[..., Any], dF: Callable[..., Any], name: str) -> None:  # noqa: N803
+        self.Fm1 = Fm1
+        self.dF = dF
+        self.name = str(name)
+
+    def __repr__(self) -> str:
+        return f"calibration metric: {self.name}"
+
+
+def make_calfun(Fm1: Callable[..., Any], dF: Callable[..., Any], name: str) -> CalFun:  # noqa: N803
+    """A user calibration distance for ``calibrate(calfun=)`` (R ``make.calfun``). ``Fm1`` and
+    ``dF`` must take exactly the arguments ``(u, bounds)`` (R checks the names too) and return
+    arrays like ``u``."""
+    for label, f in (("Fm1", Fm1), ("dF", dF)):
+        if not callable(f):
+            raise TypeError(f"make_calfun: {label} must be a function of (u, bounds).")
+        params = list(inspect.signature(f).parameters)
+        if params != ["u", "bounds"]:
+            raise ValueError(f"make_calfun: wrong argument names for {label}: {params} (R: "
+                             "'wrong argument names for Fm1'). Fix: def f(u, bounds): ...")
+    return CalFun(Fm1, dF, name)
+
+
+def _sinh_fm1(u: np.ndarray, bounds: Mapping[str, float]) -> np.ndarray:
+    if not (np.all(np.isfinite(bounds["lower"])) and np.all(np.isfinite(bounds["upper"]))):
+        raise CalibrationError("cal_sinh needs finite bounds (R: 'Sinh calibration requires "
+                               "finite bounds'). Fix: bounds=(0.5, 2), say.")
+    p = np.arcsinh(2 * u)
+    m = (p + np.sqrt(p**2 + 4)) / 2
+    return np.minimum(np.maximum(m, bounds["lower"]), bounds["upper"]) - 1
+
+
+def _sinh_df(u: np.ndarray, bounds: Mapping[str, float]) -> np.ndarray:
+    p = np.arcsinh(2 * u)
+    m = 1 / np.sqrt(1 + (2 * u) ** 2) * (1 + p / np.sqrt(p**2 + 4))
+    return np.where((u < bounds["upper"] - 1) & (u > bounds["lower"] - 1), m, 0.0)
+
+
+def _string_calfun(name: str, label: str) -> CalFun:
+    return CalFun(lambda u, bounds: _fm1(name, u, bounds["lower"], bounds["upper"]),
+                  lambda u, bounds: _dF(name, u, bounds["lower"], bounds["upper"]), label)
+
+
+def _fm1(calfun: Any, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+    if isinstance(calfun, CalFun):
+        return np.asarray(calfun.Fm1(u, {"lower": lo, "upper": up}), dtype=float)
     if calfun == "linear":
         return np.minimum(np.maximum(u + 1, lo), up) - 1
     if calfun == "raking":
@@ -349,7 +402,9 @@ def _fm1(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
         return (lo * (up - 1) + up * (1 - lo) * e) / (up - 1 + (1 - lo) * e) - 1
 
 
-def _dF(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+def _dF(calfun: Any, u: np.ndarray, lo: float, up: float) -> np.ndarray:
+    if isinstance(calfun, CalFun):
+        return np.asarray(calfun.dF(u, {"lower": lo, "upper": up}), dtype=float)
     if calfun == "linear":
         return ((u < up - 1) & (u > lo - 1)).astype(float)
     if calfun == "raking":
@@ -361,6 +416,32 @@ def _dF(calfun: str, u: np.ndarray, lo: float, up: float) -> np.ndarray:
         den = up - 1 + (1 - lo) * e
         return up * (1 - lo) * e * A / den - (lo * (up - 1) + up * (1 - lo) * e) * (
             (1 - lo) * e * A) / den**2
+
+
+cal_linear = _string_calfun("linear", "linear calibration")
+cal_raking = _string_calfun("raking", "raking")
+cal_logit = _string_calfun("logit", "logit calibration")
+cal_sinh = CalFun(_sinh_fm1, _sinh_df, "sinh calibration")
+"""R's calibration-function objects (``cal.linear``, ``cal.raking``, ``cal.logit``,
+``cal.sinh``: the hyperbolic-sine distance of CALMAR2, which needs finite bounds)."""
+
+
+def cal_names(formula_or_columns: str | Sequence[str], design: Any) -> list[str]:
+    """The names ``calibrate`` expects population totals for (R ``cal_names``): the columns of
+    R's ``model.matrix`` of the formula on the design's data, e.g. ``["(Intercept)",
+    "stypeH", "stypeM", "api99"]``. Missing values do not matter (only names are made)."""
+    terms, _ = _terms(formula_or_columns)
+    cols = list(dict.fromkeys(v for t in terms for v in t))
+    frame = design.full_data
+    require_columns(frame, cols, "formula_or_columns")
+    sub = frame[cols].copy()
+    for c in cols:  # names only: fill gaps with a value the column has (levels unchanged)
+        if sub[c].isna().any():
+            present = sub[c].dropna()
+            if present.empty:
+                raise ValueError(f"cal_names: column {c!r} has no non-missing value.")
+            sub[c] = sub[c].fillna(present.iloc[0])
+    return model_matrix(sub, formula_or_columns)[1]
 
 
 def _ginv(M: np.ndarray) -> np.ndarray:
@@ -442,8 +523,9 @@ def _check_bounds(calfun: str, bounds: Any, mm: np.ndarray, ww: np.ndarray,
                   row_bounds: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Any, Any]:
     """Check the g-weight bounds (scalars, or ``row_bounds``: one lower and upper per row, from
     ``bounds_const`` or per-row bounds) before iterating; returns (lower, upper)."""
-    if calfun not in CALFUNS:
-        raise ValueError(f"calfun={calfun!r}: choose one of {CALFUNS} (R's calfun).")
+    if not isinstance(calfun, CalFun) and calfun not in CALFUNS:
+        raise ValueError(f"calfun={calfun!r}: choose one of {CALFUNS} or a CalFun "
+                         "(make_calfun, cal_sinh; R's calfun).")
     if row_bounds is not None:
         lo, up = row_bounds
         if not np.all(lo < up):
@@ -469,7 +551,7 @@ def _check_bounds(calfun: str, bounds: Any, mm: np.ndarray, ww: np.ndarray,
             lo = 0.0 if np.isfinite(lo) else lo
     # a column that is never negative can reach at most sum(upper * w * x), at least lower*...
     nonneg = (mm >= 0).all(axis=0)
-    lo_eff = lo if calfun == "linear" else np.maximum(lo, 0.0)
+    lo_eff = np.maximum(lo, 0.0) if calfun in ("raking", "logit") else lo
     wx = mm * ww[:, None]
     with np.errstate(invalid="ignore"):
         reach_lo = np.where(wx == 0, 0.0, wx * np.broadcast_to(

@@ -484,15 +484,29 @@ def strata_allocation(Nh: Any, Sh: Any = None, n: float | None = None, alloc: st
 
 def stratsample(strata: Any, counts: Mapping[Any, int] | pd.Series,
                 seed: int | np.random.Generator | None = None) -> np.ndarray:
-    """Row positions of a stratified simple random sample (R survey's ``stratsample``):
-    ``counts[h]`` units drawn without replacement from the units labelled h, strata in the
-    order of ``counts``."""
-    s = pd.Series(np.asarray(strata))
+    """A stratified simple random sample without replacement (R ``stratsample``): for each
+    stratum named in ``counts`` (in its order), ``counts[h]`` distinct units drawn at random
+    among the units whose ``strata`` label is ``h``. Returns their positions (0-based; R's
+    are 1-based), stratum by stratum as R returns them. Strata not named are not sampled, as
+    in R. Randomness from OS entropy unless ``seed`` is given."""
+    labels = pd.Series(strata).astype(str).to_numpy() if not isinstance(strata, pd.Series) \
+        else strata.astype(str).to_numpy()
+    if isinstance(counts, pd.Series):
+        counts = counts.to_dict()
+    if not isinstance(counts, Mapping) or not counts:
+        raise ValueError("stratsample: counts must be a mapping (or Series) stratum -> sample "
+                         "size, as R's named vector, e.g. {'E': 20, 'H': 10}.")
     rng = as_generator(seed)
-    rows = []
-    for h, k in pd.Series(counts).items():
-        pool = np.flatnonzero((s == h).to_numpy())
-        if k > pool.size or k < 0:
-            raise ValueError(f"stratsample: stratum {h!r} has {pool.size} units, cannot draw {k}.")
-        rows.append(rng.choice(pool, size=int(k), replace=False))
-    return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    out = []
+    for h, k in counts.items():
+        members = np.flatnonzero(labels == str(h))
+        k_int = int(k)
+        if k_int != k or k_int < 0:
+            raise ValueError(f"stratsample: count {k!r} for stratum {h!r} must be a "
+                             "non-negative integer.")
+        if k_int > members.size:
+            raise ValueError(f"stratsample: stratum {h!r} has {members.size} units, fewer than "
+                             f"the {k_int} asked (R: 'cannot take a sample larger than the "
+                             "population'). Fix: lower its count or check the label.")
+        out.append(rng.choice(members, size=k_int, replace=False))
+    return np.concatenate(out).astype(np.int64)

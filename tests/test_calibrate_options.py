@@ -270,3 +270,30 @@ def test_stage_within_clusters(R, api):
         d.calibrate("~0+api99", by_id, stage=1, calfun="raking")
     with pytest.raises(ValueError, match="no population totals"):
         d.calibrate("~0+api99", dict(list(by_id.items())[:3]), stage=1)
+
+
+# ------------------------------------------------------ calfun objects with these options
+def test_calfun_objects_with_row_bounds_and_variance(R, api):
+    """The calfun objects (``cal_sinh``, ``make_calfun``) combined with per-row bounds,
+    ``bounds_const=`` and ``variance=``: the objects get R's per-row ``bounds`` list (a sinh
+    that tested its bounds as scalars fails here) and the working variance divides x'eta."""
+    d = ss.SurveyDesign(api["apiclus1"], ids="dnum", weights="pw", fpc="fpc")
+    n = d.n
+    g = d.calibrate("~stype+api99", POP3, calfun=ss.cal_sinh, bounds=(20, 60),
+                    bounds_const=True)
+    check(R, g, DCLUS1, f"calibrate(d, ~stype+api99, {R_POP3}, calfun=cal.sinh, "
+          "bounds=c(20, 60), bounds.const=TRUE)", STATS)
+    assert g.weights.max() <= 60 + 1e-6 and g.weights.min() >= 20 - 1e-6
+    lo, up = np.full(n, 0.6), np.r_[1.05, np.full(n - 1, 1.8)]
+    gp = d.calibrate("~stype+api99", POP3, calfun=ss.cal_sinh, bounds=(lo, up))
+    check(R, gp, DCLUS1, f"calibrate(d, ~stype+api99, {R_POP3}, calfun=cal.sinh, "
+          "bounds=list(lower=rep(0.6, nrow(apiclus1)), upper=c(1.05, rep(1.8, "
+          "nrow(apiclus1)-1))))", STATS)
+    hell = ss.make_calfun(lambda u, bounds: (1 - u / 2) ** -2 - 1,
+                          lambda u, bounds: (1 - u / 2) ** -3, "hellinger distance")
+    gv = d.calibrate("~stype+api99", POP3, calfun=hell, variance="api99")
+    check(R, gv, DCLUS1, "calibrate(d, ~stype+api99, " + R_POP3 + ", calfun=make.calfun("
+          "function(u, bounds) (1 - u/2)^-2 - 1, function(u, bounds) (1 - u/2)^-3, "
+          "'hellinger distance'), variance=apiclus1$api99)", STATS)
+    plain = d.calibrate("~stype+api99", POP3, calfun=hell)
+    assert not np.allclose(plain.full_weights, gv.full_weights, rtol=1e-6)

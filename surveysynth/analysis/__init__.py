@@ -15,6 +15,7 @@ Sits above the estimation core and the combining rules, below privacy and releas
 from __future__ import annotations
 
 from .chisqsum import pchisqsum, pFsum
+from .crossval import with_crossval, withCrossval
 from .design_tests import TestResult, svychisq, svyranktest, svyttest
 from .families import quasi
 from .glm import GLMResults, GLMSummary, svyglm
@@ -43,8 +44,10 @@ from .othermodels import (
 )
 from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
+from .scoretest import svyscoretest
 from .small_area import FayHerriot, eblupFH, fay_herriot, mseFH, svysmooth_area, svysmoothArea
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
+from .summaries import make_formula, psrsq, svykappa
 from .survival import (
     CoxResults,
     KMCurve,
@@ -70,5 +73,8 @@ __all__ += ["Smooth", "make_panel_svysmooth", "svysmooth", "dotchart", "svycoplo
 __all__ += ["svyboxplot", "svyhist", "svyplot", "svyqqmath", "svyqqplot"]
 __all__ += ["FactanalResult", "PrcompResult", "StepCDF", "svycdf", "svycralpha", "svyfactanal",
             "svyprcomp"]
+__all__ += ["make_formula", "psrsq", "svykappa"]
+__all__ += ["with_crossval", "withCrossval"]
+__all__ += ["svyscoretest"]
 __all__ += ["FayHerriot", "eblupFH", "fay_herriot", "mseFH", "svysmooth_area", "svysmoothArea"]
 __all__ += ["ImputationDesign", "MIcombine", "mi_combine", "withPV", "with_pv"]

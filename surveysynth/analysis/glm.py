@@ -465,6 +465,16 @@ class GLMResults:
         return self._fit.y.copy()
 
     @property
+    def working_weights(self) -> np.ndarray:
+        """The IRLS working weights of the last iteration (R ``glm$weights``)."""
+        return self._fit.weights.copy()
+
+    @property
+    def working_residuals(self) -> np.ndarray:
+        """``(y - mu) / (d mu / d eta)`` at the final fit (R ``resid(glm, "working")``)."""
+        return self._fit.resid_working.copy()
+
+    @property
     def linear_predictors(self) -> np.ndarray:
         """Linear predictor with the offset (R ``glm$linear.predictors``)."""
         return self._fit.eta.copy()

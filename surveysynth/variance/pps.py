@@ -85,6 +85,40 @@ def ppsmat(joint: Any, tolerance: float = 1e-4) -> PPSMat:
     return PPSMat(joint, tolerance)
 
 
+@dataclass(frozen=True)
+class PPSCov:
+    """The sampling covariance of the inclusion indicators given directly (R ``ppscov``):
+    ``probcov`` is Delta (``pi_ij - pi_i pi_j``) or, with ``weighted=True``, the weighted
+    covariance Dcheck (``Delta_ij / pi_ij``, what ``ppsmat`` computes from joint
+    probabilities). A (K, K) array over the sampled PSUs in order of first appearance, a
+    PSU-labelled DataFrame, or a scipy sparse matrix."""
+
+    probcov: Any
+    weighted: bool = False
+
+
+def ppscov(probcov: Any, weighted: bool = False) -> PPSCov:
+    """R's ``ppscov(probcov, weighted)``: a PPS design from the covariance of the sampling
+    indicators. ``weighted=True``: ``probcov`` is Dcheck and enters the HT/YG formulas as it
+    is. ``weighted=False`` (R 4.5; R 4.1.1 fails on it): Delta is weighted as R weights it,
+    ``Delta_ij w_i w_j`` off the diagonal and ``Delta_ii w_i`` on it (``w = 1 / pi``), i.e.
+    ``pi_ij`` approximated by ``pi_i pi_j`` off the diagonal; so it equals ``ppsmat`` of the
+    joint probabilities only on the diagonal."""
+    return PPSCov(probcov, bool(weighted))
+
+
+def poisson_sampling(p: Any) -> PPSCov:
+    """R's ``poisson_sampling(p)``: units sampled independently with probabilities ``p`` (one
+    per sampled unit, in data order): ``ppscov(diag(1 - p), weighted=True)``, stored sparse,
+    so the HT variance is ``sum (1 - p_i) (w_i y_i)^2``."""
+    p = np.asarray(p, dtype=float).reshape(-1)
+    if not (np.isfinite(p).all() and (p > 0).all() and (p <= 1).all()):
+        bad = np.flatnonzero(~(np.isfinite(p) & (p > 0) & (p <= 1)))[:5].tolist()
+        raise ValueError(f"poisson_sampling: probabilities must be in (0, 1]; positions {bad} "
+                         "are not. Fix: pass the sampled units' inclusion probabilities.")
+    return PPSCov(sparse.diags(1 - p).tocsr(), True)
+
+
 def HR(psum: Any = None) -> HartleyRao:  # noqa: N802 - R's name
     """R's ``HR(psum)``: Hartley-Rao variance. ``psum = sum over the population of pi_k^2,
     divided by the sample size n``: a number, or a mapping stratum -> number; None estimates
@@ -101,11 +135,13 @@ class PPSSpec:
     joint: Any = None
     tolerance: float = 1e-4
     psum: Any = None
+    weighted: bool = False
 
     @property
     def label(self) -> str:
         return {"brewer": "Brewer", "overton": "Overton", "hr": "Hartley-Rao",
-                "ppsmat": "joint probabilities"}[self.method] + f" ({self.variance})"
+                "ppsmat": "joint probabilities",
+                "ppscov": "sampling covariance"}[self.method] + f" ({self.variance})"
 
 
 def parse_pps(pps: Any, variance: str) -> PPSSpec | None:
@@ -132,9 +168,12 @@ def parse_pps(pps: Any, variance: str) -> PPSSpec | None:
         if not tol >= 0:
             raise ValueError(f"ppsmat(tolerance={pps.tolerance!r}): must be >= 0.")
         spec = PPSSpec("ppsmat", variance, joint=pps.joint, tolerance=tol)
+    elif isinstance(pps, PPSCov):
+        spec = PPSSpec("ppscov", variance, joint=pps.probcov, weighted=pps.weighted)
     else:
-        raise ValueError(f"pps={pps!r}: give 'brewer', 'overton', 'hr', HR(psum) or "
-                         "ppsmat(joint) (from surveysynth.variance.pps).")
+        raise ValueError(f"pps={pps!r}: give 'brewer', 'overton', 'hr', HR(psum), "
+                         "ppsmat(joint), ppscov(probcov) or poisson_sampling(p) (from "
+                         "surveysynth.variance.pps).")
     if spec.method == "brewer" and variance != "HT":
         raise ValueError("variance='YG' with pps='brewer': Brewer's approximation has no "
                          "Yates-Grundy form (R: 'Only variance=\"HT\" supported'). Fix: "
@@ -406,6 +445,8 @@ def build_pps(spec: PPSSpec, stages: list[Stage], pi_rows: np.ndarray,
     n_h = np.bincount(s_of_c, minlength=st.n_strata).astype(float)
     if spec.method == "ppsmat":
         D = _dcheck_joint(spec, st, pi, frame, ids_vars, strata_var)
+    elif spec.method == "ppscov":
+        D = _dcheck_cov(spec, pi, _psu_labels(frame, ids_vars, st))
     else:
         i, j = _block_pairs(s_of_c)
         off = i != j
@@ -512,6 +553,32 @@ def _dcheck_joint(spec: PPSSpec, st: Stage, pi: np.ndarray, frame: pd.DataFrame,
     P = _as_matrix(joint, labels, "the joint matrix")
     _check_joint(P, pi, labels, "the joint matrix")
     return sparse.csr_matrix(_pi2dcheck(P, spec.tolerance))
+
+
+def _dcheck_cov(spec: PPSSpec, pi: np.ndarray, labels: np.ndarray) -> sparse.csr_matrix:
+    """R ``pps_design.ppsdcheck`` (the matrix as given) / ``ppsdelta`` (Delta weighted)."""
+    m = spec.joint
+    K = labels.shape[0]
+    if sparse.issparse(m):
+        M = sparse.csr_matrix(m, dtype=float)
+        if M.shape != (K, K):
+            raise ValueError(f"ppscov: the matrix is {M.shape[0]} x {M.shape[1]} for {K} "
+                             "sampled PSUs. Fix: one row and column per sampled PSU, in order "
+                             "of first appearance in the data.")
+    else:
+        M = sparse.csr_matrix(_as_matrix(m, labels, "the covariance matrix"))
+    if not np.isfinite(M.data).all():
+        raise ValueError("ppscov: the covariance matrix has non-finite entries. Fix: give "
+                         "finite covariances of the sampling indicators.")
+    if abs(M - M.T).max() > 1e-12 * max(abs(M).max(), 1.0):
+        raise ValueError("ppscov: the covariance matrix is not symmetric. Fix: pass the "
+                         "covariance of the sampling indicators (symmetric).")
+    if spec.weighted:
+        return M
+    w = 1.0 / pi
+    D = sparse.lil_matrix(sparse.diags(w) @ M @ sparse.diags(w))
+    D.setdiag(M.diagonal() * w)
+    return sparse.csr_matrix(D)
 
 
 def _pi2dcheck(P: np.ndarray, tolerance: float) -> np.ndarray:
