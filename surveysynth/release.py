@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .combine import combine_sets, low_df_note, rule_note
+from .combine import NOTE_FALLBACK, combine_sets, low_df_note, rule_note
 from .privacy.confidential import write_confidential
 from .privacy.record import PrivacyRecord
 from .results import Covariance, Estimate, confidence_interval, stored_covariance
@@ -389,7 +389,7 @@ class SyntheticRelease:
         (full synthesis, Raghunathan, Reiter & Rubin 2003; Reiter 2005 for several estimands),
         ``Ubar`` for m = 1. Its diagonal is set to the ``variance`` column (the same formulas
         per row; the matrix products differ from it only by rounding). A full-synthesis row
-        that fell back to ``T_f*`` has no matrix version: an error, as are sets whose rows
+        floored at ``T_s`` (combine.py) has no matrix version here: an error, as are sets whose rows
         differ (a domain empty in some set)."""
         covs = [stored_covariance(f) for f in frames]
         names = covs[0].names
@@ -399,12 +399,14 @@ class SyntheticRelease:
                 f"covmat=True: synthetic sets {differ[:5] or 'some'} give other rows than set 0 "
                 "(a domain empty in some set), so no common covariance matrix exists. Fix: "
                 "merge rare domains, or take covmat=False (the variances are still combined).")
-        fell_back = out["note"].astype(str).str.contains("T_f*", regex=False).to_numpy()
+        fell_back = out["note"].astype(str).str.startswith(NOTE_FALLBACK).to_numpy()
         if fell_back.any():
             raise ValueError(
-                "covmat=True: the full-synthesis variance fell back to T_f* = (n_syn/n) ubar "
-                f"for rows {np.flatnonzero(fell_back)[:5].tolist()} (T_f <= 0), which has no "
-                "matrix version. Fix: more synthetic sets (a larger m), or covmat=False.")
+                "covmat=True: the full-synthesis variance of rows "
+                f"{np.flatnonzero(fell_back)[:5].tolist()} was floored at T_s = ubar (n_syn/n + "
+                "(1 + n_syn/n)/m) (T_f below it), and a matrix mixing floored and unfloored "
+                "rows need not be a covariance matrix. Fix: more synthetic sets (a larger m), "
+                "or covmat=False (each row's variance is still combined).")
         m = len(covs)
         Q = np.vstack([c.estimate for c in covs])
         Ubar = np.mean([c.matrix for c in covs], axis=0)

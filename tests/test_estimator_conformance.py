@@ -238,8 +238,8 @@ def test_dask_covmat_is_the_native_one(designs, dask, native):
 
 def test_release_covmat_is_the_rule_on_the_sets_matrices(designs):
     """Partial synthesis: T = Ubar + B/m from the sets' own covmat results (by hand), its
-    diagonal the combined variance; full synthesis (1 + 1/m) B - Ubar; a T_f* fallback row
-    (copies of one design: b = 0) has no matrix version and is refused."""
+    diagonal the combined variance; full synthesis (1 + 1/m) B - Ubar; a row floored at T_s
+    (copies of one design: b = 0, T_f < 0) has no matrix version and is refused."""
     rel = designs["release"]
     got = rel.mean(["y", "x"], by="g", covmat=True)
     per = [d.mean(["y", "x"], by="g", covmat=True) for d in rel.designs]
@@ -263,9 +263,9 @@ def test_release_covmat_is_the_rule_on_the_sets_matrices(designs):
     d0 = rel.designs[0]
     copies = SyntheticRelease([d0, d0], "full", build_record(
         "none", "test copy", m=2, epsilon=None, seeded=True, notes=["test"]), n_original=240)
-    with pytest.raises(ValueError, match=r"T_f\*"):
+    with pytest.raises(ValueError, match=r"floored at T_s"):
         copies.mean("y", covmat=True)
-    assert np.isfinite(copies.mean("y")["se"]).all()  # without covmat the fallback applies
+    assert np.isfinite(copies.mean("y")["se"]).all()  # without covmat the floor applies
 
 
 def test_diagonal_vcov_warns_and_derived_frames_are_plain(designs):
