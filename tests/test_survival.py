@@ -147,8 +147,12 @@ def test_svykm_replicate_and_calibrated_equal_R(designs, design):
 
 
 def _cox_ref(design: str, formula: str, extra: str = "") -> dict[str, np.ndarray]:
+    # The formula is written where strata is survival's: a package attached later in the R
+    # session (sampling, by another test) would mask it (sampling::strata fails on strata(sex)).
+    # survival::strata(sex) is no answer: svycoxph does not read it as the strata special.
     with r_session("survey") as (ro, _):
-        ro.r(f"sv_m <- svycoxph({formula}, design={design}{extra})")
+        ro.r(f"sv_m <- local({{strata <- survival::strata; "
+             f"svycoxph({formula}, design={design}{extra})}})")
         return {"coef": np.array(ro.r("coef(sv_m)"), dtype=float),
                 "vcov": np.array(ro.r("as.vector(vcov(sv_m))"), dtype=float)}
 

@@ -229,23 +229,6 @@ def svyhist(x: str, design: Any, breaks: Any = "Sturges", include_lowest: bool =
     return h
 
 
-# ------------------------------------------------------------------------------ quantiles
-def _quantile(x: np.ndarray, w: np.ndarray, p: Sequence[float], survey_version: str,
-              qrule: str = "math") -> np.ndarray:
-    """``svyquantile``'s point estimates with R 4.5's ``math`` rule (``wlow <= 0``: the
-    smallest x whose cumulative share reaches p, the minimum at p = 0) or 4.1.1's."""
-    if qrule != "math" or survey_version == "4.1":
-        return weighted_quantile(x, w, p, qrule)
-    keep = w != 0
-    x, w = x[keep], w[keep]
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    cumw = np.cumsum(w[order].astype(np.longdouble)).astype(float)
-    total = float(np.cumsum(w.astype(np.longdouble))[-1])
-    pos = np.searchsorted(cumw, np.asarray(p, dtype=float) * total, side="left")
-    return xs[np.minimum(pos, xs.shape[0] - 1)]
-
-
 # ------------------------------------------------------------------------------ svyboxplot
 @dataclass
 class BoxStats:
@@ -299,7 +282,10 @@ def svyboxplot(y: str, design: Any, by: str | None = None, all_outliers: bool = 
     for i in range(G):
         sel = groups == i
         ok = sel & ~np.isnan(v_all)
-        qs = _quantile(v_all[ok], w_all[ok], [0, 0.25, 0.5, 0.75, 1], survey_version)
+        # the one survey_version switch (estimate.qrule_math): 4.1.1 reads p = 0 as the
+        # second smallest value, 4.5 as the minimum
+        qs = weighted_quantile(v_all[ok], w_all[ok], [0, 0.25, 0.5, 0.75, 1], "math",
+                               survey_version)
         iqr = qs[3] - qs[1]
         lo, hi = max(qs[0], qs[1] - 1.5 * iqr), min(qs[4], qs[3] + 1.5 * iqr)
         stat[:, i] = [lo, qs[1], qs[2], qs[3], hi]
