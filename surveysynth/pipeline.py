@@ -1072,14 +1072,22 @@ def publish_dp_tables(cfg: ReleaseConfig, design: Any, release: Any,
     total = float(sum(float(e["budget"]) for e in entries))
     if declared is not None and total > declared * (1 + 1e-12):  # pragma: no cover
         raise ConfigError(f"budget.total = {declared:g} exceeded: {total:g} spent.")
+    # add/remove-one is the relation of the stated total: the synthesizer's loss at symmetric
+    # distance 2 bounds distance 1 too, and each table's is add/remove-one. Under replace-one a
+    # table's loss doubles (group-privacy bound), the synthesizer's does not.
+    synth_part = float(first["budget"])
     return {"measure": measure, "unit": "epsilon" if measure == "pure" else "rho",
             "entries": entries, "total": total, "declared_total": declared,
+            "total_neighbours": "add/remove one record",
+            "total_replace_one": synth_part + (2.0 if measure == "pure" else 4.0)
+            * (total - synth_part),
             "composition": "sequential: the synthesizer and every DP table use the same "
                            "confidential records, so their budgets add",
-            "neighbours": "the synthesizer's loss is OpenDP's map at symmetric distance 2 "
-                          "(replace-one neighbours), which also bounds add/remove-one; each DP "
-                          "table's is as its own record states (add/remove-one neighbours: "
-                          "under replace-one a table's epsilon counts twice)"}
+            "neighbours": "total is stated for add/remove-one neighbours: the synthesizer's loss "
+                          "is OpenDP's map at symmetric distance 2 (replace-one), which also "
+                          "bounds add/remove-one; each DP table's is add/remove-one. Under "
+                          "replace-one a table's epsilon counts twice (rho four times, zCDP "
+                          "group privacy): total_replace_one"}
 
 
 def remove_partial_folders() -> None:

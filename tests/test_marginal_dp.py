@@ -258,6 +258,10 @@ folder = "out"
     assert b["total"] == pytest.approx(sum(e["budget"] for e in b["entries"]))
     if with_table:
         assert b["total"] == pytest.approx(2.5)
+        # the total is add/remove-one's; under replace-one the table's 0.5 counts twice
+        # (kills: a replace-one total that adds the table's add/remove epsilon once)
+        assert b["total_neighbours"] == "add/remove one record"
+        assert b["total_replace_one"] == pytest.approx(3.0)
         assert (out / "public" / "dp_tables" / "mean_api00.csv").exists()
     else:
         assert b["total"] == 2.0
