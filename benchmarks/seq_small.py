@@ -114,6 +114,33 @@ def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
     return out
 
 
+def table(log_lines: list[str]) -> str:
+    """Markdown table per step from the per-fit JSON lines this script prints."""
+    import re
+    rows: dict[str, list[dict]] = {}
+    for ln in log_lines:
+        if ln.startswith("{"):
+            d = json.loads(ln)
+            step = re.sub(r"^Sequential (.*?) (unweighted|weighted|final).*$", r"\1", d["label"])
+            rows.setdefault(step, []).append(d)
+    out = ["| step | rows in Stan | fits | sampling leapfrog per fit (unweighted; weighted mean) "
+           "| total sampling leapfrog | max tree depth | depth-10 hits | step size | divergent "
+           "| max R-hat | s per 1k leapfrog |", "|" + "---|" * 11]
+    tot = 0
+    for step, fs in rows.items():
+        lf = [f["leapfrog"] for f in fs]
+        tot += sum(lf)
+        w = lf[1:] or [0]
+        out.append(f"| {step} | {fs[0]['rows']} | {len(fs)} | {lf[0]}; {np.mean(w):.0f} | {sum(lf)} "
+                   f"| {max(f['max_treedepth'] for f in fs)} | {sum(f['treedepth_hits'] for f in fs)} "
+                   f"| {min(f['stepsize'] for f in fs):.3f}-{max(f['stepsize'] for f in fs):.3f} "
+                   f"| {sum(f['divergences'] for f in fs)} | {max(f['max_rhat'] for f in fs):.4f} "
+                   f"| {1e3 * sum(f['seconds'] for f in fs) / sum(lf):.3f} |")
+    nf = sum(len(f) for f in rows.values())
+    out.append(f"| **all** | | **{nf}** | | **{tot}** | | | | | | |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("dataset", choices=["apiclus2", "apistrat"])
@@ -121,7 +148,12 @@ if __name__ == "__main__":
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=1000)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--table", help="print the per-step table of a log of this script")
     a = ap.parse_args()
+    if a.table:
+        print(table(Path(a.table).read_text().splitlines()))
+        sys.exit(0)
     res = run(a.dataset, a.seed, a.chains, a.draws, a.warmup)
     Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+
