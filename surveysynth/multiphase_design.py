@@ -72,29 +72,10 @@ class MultiPhaseDesign(_PhasedDesign):
     def _df_core(self, dom, D):
         return np.bincount(dom[dom >= 0], minlength=D).astype(float) - 1
 
-    def _ratio_core(self, Y, X, dom, D):
-        w = self._w
-        sel = dom >= 0
-        ds, ws, Ys = dom[sel], w[sel], Y[sel]
-        Ty = np.column_stack([np.bincount(ds, weights=ws * Ys[:, v], minlength=D)
-                              for v in range(Y.shape[1])])
-        z = np.zeros_like(Y, dtype=float)
-        if X is None:
-            z[sel] = ws[:, None] * Ys
-            est = Ty
-        else:
-            Xs = X[sel]
-            Tx = np.column_stack([np.bincount(ds, weights=ws * Xs[:, v], minlength=D)
-                                  for v in range(X.shape[1])])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                est = Ty / Tx
-                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
-        V = z.shape[1]
-        rows = np.flatnonzero(sel)
-        Z = np.zeros((z.shape[0], D * V))
-        Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        var = sum(self.phase_variances(Z)).reshape(D, V)
-        return est, var, z
+    def _total_variance(self, Z: np.ndarray) -> np.ndarray:
+        """The sum of the phase variances of the columns of ``Z``: the hook of
+        :meth:`surveysynth.twophase_design._PhasedDesign._ratio_core`."""
+        return sum(self.phase_variances(Z))
 
     def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
                    levels=None):

@@ -240,6 +240,24 @@ def _integer_n(p: np.ndarray, what: str) -> int:
     return n
 
 
+def _fixed_size_selection(pik: Any, strata: Any, seed: Any, what: str, draw) -> np.ndarray:
+    """A fixed-size PPS selection per stratum (a boolean mask): units with pik >= 1 - 1e-6 are
+    taken, those with pik <= 1e-6 never, and ``draw(pik, n, rng)`` selects n = sum(pik) of the
+    rest (R ``sampling``'s UP* functions fix the same units)."""
+    p = check_pik(pik)
+    rng = as_generator(seed)
+    out = np.zeros(p.size, dtype=bool)
+    for idx in _by_stratum(p, strata, what):
+        ph = p[idx]
+        fixed_in = ph >= 1 - _EPS
+        drawn = (ph > _EPS) & ~fixed_in
+        out[idx[fixed_in]] = True
+        pb = ph[drawn]
+        if pb.size:
+            out[idx[drawn]] = draw(pb, _integer_n(pb, what), rng)
+    return out
+
+
 def pps_brewer(pik: Any, strata: Any = None,
                seed: int | np.random.Generator | None = None) -> np.ndarray:
     """Brewer's PPS selection without replacement (R ``sampling::UPbrewer``); a boolean mask.
@@ -249,26 +267,16 @@ def pps_brewer(pik: Any, strata: Any = None,
     units. Fixed size n = sum(pik) per stratum; inclusion probabilities exactly ``pik``; units
     with pik <= 1e-6 or >= 1 - 1e-6 are fixed at 0 / 1 as in R.
     """
-    p = check_pik(pik)
-    rng = as_generator(seed)
-    out = np.zeros(p.size, dtype=bool)
-    for idx in _by_stratum(p, strata, "pps_brewer"):
-        ph = p[idx]
-        fixed_in = ph >= 1 - _EPS
-        drawn = (ph > _EPS) & ~fixed_in
-        out[idx[fixed_in]] = True
-        pb = ph[drawn]
-        if pb.size == 0:
-            continue
-        n = _integer_n(pb, "pps_brewer")
+    def draw(pb: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         sb = np.zeros(pb.size)
         for i in range(1, n + 1):
             a = np.sum(pb * sb)
             w = (1 - sb) * pb * ((n - a) - pb) / ((n - a) - pb * (n - i + 1))
             j = int(np.searchsorted(np.cumsum(w / w.sum()), rng.uniform(), side="right"))
             sb[min(j, pb.size - 1)] = 1
-        out[idx[drawn]] = sb.astype(bool)
-    return out
+        return sb.astype(bool)
+
+    return _fixed_size_selection(pik, strata, seed, "pps_brewer", draw)
 
 
 def pps_sampford(pik: Any, strata: Any = None, seed: int | np.random.Generator | None = None,
@@ -280,31 +288,19 @@ def pps_sampford(pik: Any, strata: Any = None, seed: int | np.random.Generator |
     (at most ``max_iter`` times, then an error as R). Inclusion probabilities exactly ``pik``,
     joint ones :func:`sampford_joint_probabilities`.
     """
-    p = check_pik(pik)
-    rng = as_generator(seed)
-    out = np.zeros(p.size, dtype=bool)
-    for idx in _by_stratum(p, strata, "pps_sampford"):
-        ph = p[idx]
-        fixed_in = ph >= 1 - _EPS
-        drawn = (ph > _EPS) & ~fixed_in
-        out[idx[fixed_in]] = True
-        pb = ph[drawn]
-        if pb.size == 0:
-            continue
-        n = _integer_n(pb, "pps_sampford")
+    def draw(pb: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         y = pb / (1 - pb)
         y = y / y.sum()
         for _ in range(max_iter + 1):
             counts = rng.multinomial(1, pb / pb.sum()) + rng.multinomial(n - 1, y)
             if (counts <= 1).all():
-                break
-        else:
-            raise ValueError(
-                f"pps_sampford: no sample without repeated units in {max_iter + 1} tries (large "
-                "pik near 1 make Sampford's rejection slow); raise max_iter or use pps_brewer."
-            )
-        out[idx[drawn]] = counts.astype(bool)
-    return out
+                return counts.astype(bool)
+        raise ValueError(
+            f"pps_sampford: no sample without repeated units in {max_iter + 1} tries (large "
+            "pik near 1 make Sampford's rejection slow); raise max_iter or use pps_brewer."
+        )
+
+    return _fixed_size_selection(pik, strata, seed, "pps_sampford", draw)
 
 
 def pps_poisson(pik: Any, seed: int | np.random.Generator | None = None) -> np.ndarray:

@@ -112,6 +112,32 @@ class _PhasedDesign(SurveyDesign):
     (R, samplics), replicate weights and the one-phase weighting steps (which would attach a
     one-phase variance adjustment it does not read) are errors, not silently wrong numbers."""
 
+    def _ratio_core(self, Y, X, dom, D):
+        """Ratios (or totals, ``X`` None) per domain and their linearized values, with the
+        variance of the subclass's phases (:meth:`_total_variance`)."""
+        w = self._w
+        sel = dom >= 0
+        ds, ws, Ys = dom[sel], w[sel], Y[sel]
+        Ty = np.column_stack([np.bincount(ds, weights=ws * Ys[:, v], minlength=D)
+                              for v in range(Y.shape[1])])
+        z = np.zeros_like(Y, dtype=float)
+        if X is None:
+            z[sel] = ws[:, None] * Ys
+            est = Ty
+        else:
+            Xs = X[sel]
+            Tx = np.column_stack([np.bincount(ds, weights=ws * Xs[:, v], minlength=D)
+                                  for v in range(X.shape[1])])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                est = Ty / Tx
+                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        V = z.shape[1]
+        rows = np.flatnonzero(sel)
+        Z = np.zeros((z.shape[0], D * V))
+        Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
+        var = self._total_variance(Z).reshape(D, V)
+        return est, var, z
+
     def _engine(self, engine: str):
         if engine != "native":
             raise ValueError(f"engine={engine!r}: a {type(self).__name__} has its own variance"
@@ -182,29 +208,10 @@ class TwoPhaseDesign(_PhasedDesign):
     phase1_data: pd.DataFrame
 
     # ------------------------------------------------------------------ variance
-    def _ratio_core(self, Y, X, dom, D):
-        w = self._w
-        sel = dom >= 0
-        ds, ws, Ys = dom[sel], w[sel], Y[sel]
-        Ty = np.column_stack([np.bincount(ds, weights=ws * Ys[:, v], minlength=D)
-                              for v in range(Y.shape[1])])
-        z = np.zeros_like(Y, dtype=float)
-        if X is None:
-            z[sel] = ws[:, None] * Ys
-            est = Ty
-        else:
-            Xs = X[sel]
-            Tx = np.column_stack([np.bincount(ds, weights=ws * Xs[:, v], minlength=D)
-                                  for v in range(X.shape[1])])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                est = Ty / Tx
-                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
-        V = z.shape[1]
-        rows = np.flatnonzero(sel)
-        Z = np.zeros((z.shape[0], D * V))
-        Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
-        var = self.twophase_variance(Z)[0].reshape(D, V)
-        return est, var, z
+    def _total_variance(self, Z: np.ndarray) -> np.ndarray:
+        """The phased variance of the columns of ``Z`` (both phases): the hook of
+        :meth:`_PhasedDesign._ratio_core`."""
+        return self.twophase_variance(Z)[0]
 
     def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
                    levels=None):
