@@ -33,10 +33,11 @@ def _design(a):
     return ss.SurveyDesign(a, strata="stype", weights="pw", fpc="fpc")
 
 
-def _r(a, code: str) -> np.ndarray:
+def _r(a, code: str, cal: bool = False) -> np.ndarray:
     setup = ("suppressMessages(library(survey)); data(api); x <- apistrat; "
              f"x$resp <- c({','.join(map(str, a['resp']))}); "
              "d <- svydesign(id=~1, strata=~stype, weights=~pw, fpc=~fpc, data=x); "
+             + ("d <- calibrate(d, ~api99, c(6194, 3914069)); " if cal else "") +
              f"m <- svyglm(resp {RHS}, d, family=quasibinomial()); p <- as.vector(fitted(m)); ")
     with r_session("survey") as (ro, _):
         return np.array(ro.r(f"local({{ {setup} {code} }})"), dtype=float)
@@ -85,7 +86,6 @@ def test_inverse_propensity_weights_equal_r_by_hand(strat):
     """classes=None: w / p for respondents; on JKn each replicate divides by the propensities
     of the model refitted with its weights (R svyglm return.replicates=TRUE)."""
     d = _design(strat)
-    n = strat.shape[0]
     ipw = propensity_adjust(d, "resp == 1", RHS, classes=None)
     ref = _r(strat, "ifelse(x$resp == 1, weights(d) / p, 0)")
     assert_rel(ipw.full_weights, ref, 1e-10)
@@ -97,6 +97,19 @@ def test_inverse_propensity_weights_equal_r_by_hand(strat):
               "as.vector(W / P * (x$resp == 1))")
     assert_rel(rd.replicate_weights("analysis").ravel(order="F"), rref, 1e-10, atol=1e-10)
     assert_rel(rd.full_weights, ref, 1e-10)
+
+
+def test_calibrated_design_weights_equal_r_by_hand(strat):
+    """A design calibrated to the api99 total (R calibrate, linear) as the base: the response
+    model uses its weights, classes and inverse propensities as above, 1e-10."""
+    d = _design(strat).calibrate("~api99", {"(Intercept)": 6194, "api99": 3914069})
+    n = strat.shape[0]
+    ref = _r(strat, R_CLASSES + "c(weights(d), adj(weights(d)), "
+             "ifelse(x$resp == 1, weights(d) / p, 0))", cal=True)
+    assert_rel(d.full_weights, ref[:n], 1e-10)
+    assert_rel(propensity_adjust(d, "resp == 1", RHS).full_weights, ref[n:2 * n], 1e-10)
+    assert_rel(propensity_adjust(d, "resp == 1", RHS, classes=None).full_weights,
+               ref[2 * n:], 1e-10)
 
 
 def _logit_fit(X, y, w):
