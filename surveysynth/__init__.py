@@ -48,6 +48,7 @@ _EXPORTS = {
     "trim_weights": ".calibration",
     "DaskSurveyDesign": ".engines.dask_engine", "DaskReplicateDesign": ".engines.dask_engine",
     "redistribute_weights": ".nonresponse", "predict_ratio": ".ratio_estimators",
+    "propensity_adjust": ".propensity", "balance_table": ".propensity",
     "svyratio_separate": ".ratio_estimators", "quad_form": ".replicate_generators",
     "Estimate": ".results",
     "psrsq": ".analysis", "svykappa": ".analysis", "make_formula": ".analysis",
