@@ -6,6 +6,9 @@ derivatives of the whole chain, and the balance table on MAR nonresponse of apis
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -179,6 +182,24 @@ def test_balance_improves_under_mar_and_equals_r(strat):
     assert_rel(tab["mean_sample"].to_numpy(), ref[:5], 1e-10)
     assert_rel(tab["sd_sample"].to_numpy(), ref[5:10], 1e-10)
     assert_rel(tab["mean_before"].to_numpy(), ref[10:], 1e-10)
+
+
+def test_balance_table_equals_meta_balance(strat):
+    """ASMDs equal Meta balance 0.23.0's ``asmd(std_type="target")`` (fixture written by
+    tests/reference/balance/make_asmd_reference.py) before and after both adjustments,
+    1e-12; a balance_table on R's stype levels gives one row per level, as balance's
+    one-hot columns."""
+    ref = json.loads((Path(__file__).parent / "reference" / "balance" /
+                      "asmd_apistrat.json").read_text())
+    assert ref["resp"] == strat["resp"].tolist()
+    d = _design(strat)
+    keys = ["meals", "api99", "stype[E]", "stype[H]", "stype[M]"]
+    for classes in (5, None):
+        tab = balance_table(d, propensity_adjust(d, "resp == 1", RHS, classes=classes),
+                            ["meals", "api99", "stype"])
+        assert_rel(tab["asmd_before"].to_numpy(), [ref["before"][k] for k in keys], 1e-12)
+        assert_rel(tab["asmd_after"].to_numpy(), [ref[f"after_{classes}"][k] for k in keys],
+                   1e-12)
 
 
 def test_bad_input(strat):
