@@ -100,6 +100,28 @@ def test_inverse_propensity_weights_equal_r_by_hand(strat):
               "as.vector(W / P * (x$resp == 1))")
     assert_rel(rd.replicate_weights("analysis").ravel(order="F"), rref, 1e-10, atol=1e-10)
     assert_rel(rd.full_weights, ref, 1e-10)
+    # the mutant dividing every replicate by the full-sample propensities is far off
+    fixed_p = d.jackknife().replicate_weights("analysis") / ipw.full_data[
+        "ps_propensity"].to_numpy()[:, None] * (strat["resp"].to_numpy() == 1)[:, None]
+    assert np.abs(fixed_p.ravel(order="F") - rref).max() > 1e-3
+
+
+def test_replicate_se_equals_r_svrepdesign_on_adjusted_weights(strat):
+    """The adjusted JKn designs carry the scale and rscales (fpc) of the base: the SE of the
+    total of enroll equals R svrepdesign on the weights written out in R (1e-10)."""
+    rd = _design(strat).jackknife()
+    R_SE = ("rd <- as.svrepdesign(d, type = 'JKn'); W <- weights(rd, 'analysis'); "
+            "se <- function(w, Wr) SE(svytotal(~enroll, svrepdesign(data = x, weights = w, "
+            "repweights = Wr, type = 'JKn', scale = rd$scale, rscales = rd$rscales, "
+            "combined.weights = TRUE))); ")
+    ref = _r(strat, R_CLASSES + R_SE + "mr <- svyglm(resp " + RHS + ", rd, family = "
+             "quasibinomial(), return.replicates = TRUE); "
+             "P <- plogis(model.matrix(mr) %*% t(mr$replicates)); "
+             "c(se(adj(weights(d)), apply(W, 2, adj)), "
+             "se(ifelse(x$resp == 1, weights(d) / p, 0), W / P * (x$resp == 1)))")
+    got = [propensity_adjust(rd, "resp == 1", RHS, classes=c).total("enroll")["se"].iloc[0]
+           for c in (5, None)]
+    assert_rel(got, ref, 1e-10)
 
 
 def test_calibrated_design_weights_equal_r_by_hand(strat):
