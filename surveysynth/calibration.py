@@ -775,7 +775,9 @@ def _calibrate_within(design: Any, kind: str, formula: Any, population: Any, sta
     mm, names = model_matrix(frame, formula)
     sigma2 = _sigma2(variance, mm, frame)
     s2 = np.ones(mm.shape[0]) if sigma2 is None else sigma2
-    allprob = np.asarray(design.__dict__.get("_allprob", np.ones((mm.shape[0], 1))))
+    allprob = design.__dict__.get("_allprob")  # kept by the design only with several columns
+    allprob = (1.0 / np.asarray(design.full_weights, dtype=float)[:, None] if allprob is None
+               else np.asarray(allprob))
     if allprob.shape[1] < stage:
         raise ValueError(
             f"calibrate(stage={stage}): the design's sampling probabilities have "

@@ -544,14 +544,14 @@ class SurveyDesign(Estimators):
                     [sampsize[s][strata_codes[s]] for s in range(popsize.shape[1])]
                 )
                 # as R: prob = prod over stages of 1/(N/n), weights = 1/prob
-                self._allprob = 1.0 / (popsize / samp)  # R's allprob, one column per stage
-                return 1.0 / np.prod(self._allprob, axis=1)
+                allprob = 1.0 / (popsize / samp)  # R's allprob, one column per stage
+                self._keep_allprob(allprob)
+                return 1.0 / np.prod(allprob, axis=1)
             warnings.warn(
                 "No weights or probabilities supplied, assuming equal probability",
                 UserWarning,
                 stacklevel=3,
             )
-            self._allprob = np.ones((frame.shape[0], 1))
             return np.ones(frame.shape[0])
         if isinstance(spec, (str, list, tuple)):
             cols = parse_vars(spec, arg)
@@ -585,10 +585,17 @@ class SurveyDesign(Estimators):
         # R holds prob = prod(1/weights) (or prod(probs)) and weights() is 1/prob: the same
         # double inversion here makes weighted quantiles break ties at exact cumulative
         # shares as R does (1/(1/w) differs from w in the last bit for ~14% of values)
-        self._allprob = 1.0 / vals if arg == "weights" else vals  # R's allprob
+        self._keep_allprob(1.0 / vals if arg == "weights" else vals)  # R's allprob
         if arg == "weights":
             return 1.0 / np.prod(1.0 / vals, axis=1)
         return 1.0 / np.prod(vals, axis=1)
+
+    def _keep_allprob(self, allprob: np.ndarray) -> None:
+        """R's ``allprob`` (one column per stage), kept only with more than one column: a
+        single column is 1 / the weights, which calibration's ``stage=`` derives from them,
+        so a one-stage design holds no second copy of its weights."""
+        if allprob.shape[1] > 1:
+            self._allprob = allprob
 
     @staticmethod
     def _stratum_labels(frame, strata_vars, codes, s, H, ids_vars) -> np.ndarray:

@@ -104,7 +104,14 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("shape")
 
 
-@pytest.mark.parametrize("method", SYNTHESIZERS)
+# AIM's run fails now and then inside OpenDP's AIM loop ("scale (-0.5) must not be finite and
+# non-negative": its remaining budget goes negative in one round; OpenDP's noise cannot be
+# seeded, so the run is not reproducible). Known bug (issue 40 note): the AIM case runs in the
+# slow tier until it is fixed; MST and every other method stay in the default tier.
+_METHODS = [pytest.param(m, marks=pytest.mark.slow) if m == "AIM" else m for m in SYNTHESIZERS]
+
+
+@pytest.mark.parametrize("method", _METHODS)
 def test_every_method_gives_the_same_report_shape(folder, method):
     tmp = folder / method
     tmp.mkdir()
