@@ -77,14 +77,6 @@ class MultiPhaseDesign(_PhasedDesign):
         :meth:`surveysynth.twophase_design._PhasedDesign._ratio_core`."""
         return sum(self.phase_variances(Z))
 
-    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
-                   levels=None):
-        if Y is None:
-            Y = (levels[0][:, None] == np.arange(levels[1])[None, :]).astype(float)
-            X = np.ones_like(Y)
-        est, var, z = self._ratio_core(Y, X, dom, D)
-        return est, var, z, (self._df_core(dom, D) if want_df else None), None
-
     def phase_variances(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(phase-1, phase-2) parts of the variance of each column's total of the weighted
         values ``Z`` (n, k) over the phase-2 rows (R's ``attr(vcov, "phases")``)."""

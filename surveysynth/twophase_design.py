@@ -138,6 +138,16 @@ class _PhasedDesign(SurveyDesign):
         var = self._total_variance(Z).reshape(D, V)
         return est, var, z
 
+    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
+                   levels=None):
+        """Both phased designs linearize through :meth:`_ratio_core` (shares of a
+        categorical variable as ratios to a column of ones)."""
+        if Y is None:
+            Y = (levels[0][:, None] == np.arange(levels[1])[None, :]).astype(float)
+            X = np.ones_like(Y)
+        est, var, z = self._ratio_core(Y, X, dom, D)
+        return est, var, z, (self._df_core(dom, D) if want_df else None), None
+
     def _engine(self, engine: str):
         if engine != "native":
             raise ValueError(f"engine={engine!r}: a {type(self).__name__} has its own variance"
@@ -212,14 +222,6 @@ class TwoPhaseDesign(_PhasedDesign):
         """The phased variance of the columns of ``Z`` (both phases): the hook of
         :meth:`_PhasedDesign._ratio_core`."""
         return self.twophase_variance(Z)[0]
-
-    def _linearize(self, Y, X, dom, D, *, want_z=True, want_df=False, x_is_one=False,
-                   levels=None):
-        if Y is None:
-            Y = (levels[0][:, None] == np.arange(levels[1])[None, :]).astype(float)
-            X = np.ones_like(Y)
-        est, var, z = self._ratio_core(Y, X, dom, D)
-        return est, var, z, (self._df_core(dom, D) if want_df else None), None
 
     def twophase_variance(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(total, phase-1 part, phase-2 part) of the variance of each column's total of the
