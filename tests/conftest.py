@@ -35,6 +35,18 @@ def r_eval(code: str) -> np.ndarray:
         return np.array(ro.r(code), dtype=float)
 
 
+def replicate_design_from_r(data, name: str):
+    """The ReplicateDesign of R's replicate design object ``name`` (built in the R session):
+    its analysis weights, full-sample weights, scale, rscales and mse, on ``data``."""
+    from surveysynth import ReplicateDesign
+
+    return ReplicateDesign(
+        data, repweights=r_eval(f"as.matrix(weights({name}, 'analysis'))"),
+        weights=r_eval(f"as.numeric({name}$pweights)"), type="other",
+        scale=float(r_eval(f"{name}$scale")[0]), rscales=r_eval(f"{name}$rscales"),
+        mse=bool(r_eval(f"as.numeric({name}$mse)")[0]), combined_weights=True)
+
+
 @pytest.fixture(scope="session")
 def R():
     """Run R code with library(survey) and data(api) loaded; returns numeric vectors."""

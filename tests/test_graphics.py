@@ -19,6 +19,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pytest
+from conftest import replicate_design_from_r
 
 import surveysynth as ss
 from r_bridge import r_session
@@ -34,7 +35,6 @@ from surveysynth.analysis.graphics import (
     svyqqmath,
     svyqqplot,
 )
-from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
 matplotlib.use("Agg")
@@ -90,11 +90,7 @@ def designs(R, api):
     with r_session("survey") as (ro, _):
         ro.r(R_SETUP)
     strat = ss.SurveyDesign(api["apistrat"], strata="stype", weights="pw", fpc="fpc")
-    rstrat = ReplicateDesign(
-        api["apistrat"], repweights=_r("as.matrix(weights(gr_rstrat, 'analysis'))"),
-        weights=_r("as.numeric(gr_rstrat$pweights)"), type="other",
-        scale=float(_r("gr_rstrat$scale")[0]), rscales=_r("gr_rstrat$rscales"),
-        mse=False, combined_weights=True)
+    rstrat = replicate_design_from_r(api["apistrat"], "gr_rstrat")
     return {
         "gr_dstrat": strat,
         "gr_dclus1": ss.SurveyDesign(api["apiclus1"], ids="dnum", weights="pw", fpc="fpc"),

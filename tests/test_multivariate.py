@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import replicate_design_from_r
 
 import surveysynth as ss
 from r_bridge import r_session
 from surveysynth.analysis import svycdf, svycralpha, svyfactanal, svyprcomp
 from surveysynth.analysis.multivariate import promax, varimax
-from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
 TOL = 1e-8
@@ -44,11 +44,7 @@ def designs(R, api):
     with r_session("survey") as (ro, _):
         ro.r(R_SETUP)
     strat = ss.SurveyDesign(api["apistrat"], strata="stype", weights="pw", fpc="fpc")
-    rstrat = ReplicateDesign(
-        api["apistrat"], repweights=_r("as.matrix(weights(mv_rstrat, 'analysis'))"),
-        weights=_r("as.numeric(mv_rstrat$pweights)"), type="other",
-        scale=float(_r("mv_rstrat$scale")[0]), rscales=_r("mv_rstrat$rscales"),
-        mse=bool(_r("as.numeric(mv_rstrat$mse)")[0]), combined_weights=True)
+    rstrat = replicate_design_from_r(api["apistrat"], "mv_rstrat")
     return {
         "mv_dclus2": ss.SurveyDesign(api["apiclus2"], ids=["dnum", "snum"],
                                      fpc=["fpc1", "fpc2"]),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import replicate_design_from_r
 
 import surveysynth as ss
 from r_bridge import r_session
 from surveysynth.analysis.smoothing import dpik, dpill, svysmooth
-from surveysynth.replicate_design import ReplicateDesign
 from tests.conftest import assert_rel
 
 TOL = 1e-8
@@ -35,11 +35,7 @@ def designs(R, api):
     with r_session("survey") as (ro, _):
         ro.r(R_SETUP)
     strat = ss.SurveyDesign(api["apistrat"], strata="stype", weights="pw", fpc="fpc")
-    rstrat = ReplicateDesign(
-        api["apistrat"], repweights=_r("as.matrix(weights(sm_rstrat, 'analysis'))"),
-        weights=_r("as.numeric(sm_rstrat$pweights)"), type="other",
-        scale=float(_r("sm_rstrat$scale")[0]), rscales=_r("sm_rstrat$rscales"),
-        mse=False, combined_weights=True)
+    rstrat = replicate_design_from_r(api["apistrat"], "sm_rstrat")
     return {"sm_dstrat": strat, "sm_rstrat": rstrat,
             "sm_cal": strat.calibrate("~stype+api99", POP_API),
             "sm_dclus1": ss.SurveyDesign(api["apiclus1"], ids="dnum", weights="pw",
