@@ -88,6 +88,11 @@ def _bad_rows(mask: np.ndarray) -> list[int]:
     return np.flatnonzero(mask)[:5].tolist()
 
 
+def _first(labels: Any) -> list[Any]:
+    """The first five labels as plain Python values (for error messages)."""
+    return [v.item() if isinstance(v, np.generic) else v for v in list(labels)[:5]]
+
+
 class _Nested:
     """Domain sums of the sample for the nested-error model; H = V / sigma_e^2 = I + lam ZZ'."""
 
@@ -259,11 +264,11 @@ def _mean_frame(pop_means: pd.DataFrame, domain: str, names: list[str], what: st
     pm = pop_means.drop_duplicates(subset=domain)
     if len(pm) != len(pop_means):
         raise _err(what, f"pop_means has more than one row for domains "
-                   f"{pop_means.loc[pop_means[domain].duplicated(), domain].tolist()[:5]}.")
+                   f"{_first(pop_means.loc[pop_means[domain].duplicated(), domain])}.")
     pm = pm.set_index(domain)
     absent = [t for t in targets if t not in pm.index]
     if absent:
-        raise _err(what, f"pop_means has no row for domains {absent[:5]}.")
+        raise _err(what, f"pop_means has no row for domains {_first(absent)}.")
     out = np.ones((len(targets), len(names)))
     for j, c in enumerate(names):
         if c in need:
@@ -271,9 +276,74 @@ def _mean_frame(pop_means: pd.DataFrame, domain: str, names: list[str], what: st
             bad = ~np.isfinite(col)
             if bad.any():
                 raise _err(what, f"pop_means column {c!r} has missing or non-numeric values "
-                           f"for domains {list(np.asarray(targets)[bad][:5])}; fill them.")
+                           f"for domains {_first(np.asarray(targets)[bad])}; fill them.")
             out[:, j] = col
     return out
+
+
+def _sample_arrays(formula: str, data: pd.DataFrame, domain: str, weights: str | None,
+                   what: str) -> tuple[Any, ...]:
+    """Response, model matrix, its column names, sorted domain labels, row codes and weights
+    of the unit-level sample; bad input is an error naming the column and rows."""
+    if "~" not in formula:
+        raise _err(what, f"formula {formula!r} needs a response: 'y ~ x'.")
+    lhs, rhs = (t.strip() for t in formula.split("~", 1))
+    for col, role in ((lhs, "response"), (domain, "domain")) + (
+            ((weights, "weights"),) if weights else ()):
+        if col not in data.columns:
+            raise _err(what, f"data has no column {col!r} (the {role}); columns: "
+                       f"{list(map(str, data.columns))[:12]}.")
+    y = pd.to_numeric(data[lhs], errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise _err(what, f"response column {lhs!r} has missing or non-numeric values at rows "
+                   f"{_bad_rows(bad)}; drop those units.")
+    dom = data[domain].to_numpy()
+    bad = pd.isna(data[domain]).to_numpy()
+    if bad.any():
+        raise _err(what, f"domain column {domain!r} is missing at rows {_bad_rows(bad)}; "
+                   "drop those units or give them a domain.")
+    for c in formula_columns(rhs, data.columns):
+        badc = data[c].isna().to_numpy()
+        if badc.any():
+            raise _err(what, f"covariate column {c!r} has missing values at rows "
+                       f"{_bad_rows(badc)}; drop or impute those units.")
+    Xdf = formula_matrix(rhs, data, what)
+    X = np.asarray(Xdf, dtype=float)
+    names = list(map(str, Xdf.columns))
+    p = X.shape[1]
+    labels = np.array(sorted(pd.unique(dom), key=lambda v: (str(type(v)), v)), dtype=object)
+    codes = pd.Index(labels).get_indexer(dom)
+    if labels.size <= p:
+        raise _err(what, f"{labels.size} sampled domains cannot fit {p} coefficients and "
+                   "sigma_v^2.")
+    if np.linalg.matrix_rank(X) < p:
+        raise _err(what, f"the model matrix of {rhs!r} is rank-deficient (columns {names}); "
+                   "drop collinear terms.")
+    w = None
+    if weights is not None:
+        w = pd.to_numeric(data[weights], errors="coerce").to_numpy(float)
+        badw = ~(np.isfinite(w) & (w > 0))
+        if badw.any():
+            raise _err(what, f"weights column {weights!r} is missing or not positive at rows "
+                       f"{_bad_rows(badw)}.")
+    return y, X, names, labels, codes, w
+
+
+def _sizes(pop_sizes: Any, targets: np.ndarray, nd_t: np.ndarray, what: str) -> Any:
+    """Population sizes N_d of the targets (None without ``pop_sizes``)."""
+    if pop_sizes is None:
+        return None
+    size = pop_sizes if isinstance(pop_sizes, pd.Series) else pd.Series(dict(pop_sizes))
+    absent = [t for t in targets if t not in size.index]
+    if absent:
+        raise _err(what, f"pop_sizes has no size for domains {_first(absent)}.")
+    N = pd.to_numeric(size.reindex(targets), errors="coerce").to_numpy(float)
+    small = ~(N >= np.maximum(nd_t, 1))
+    if small.any():
+        raise _err(what, f"pop_sizes is missing or below the sample size for domains "
+                   f"{_first(targets[small])}; give each domain's population count.")
+    return N
 
 
 def battese_harter_fuller(
@@ -305,42 +375,8 @@ def battese_harter_fuller(
     what = "battese_harter_fuller"
     if method not in _METHODS:
         raise _err(what, f"method={method!r} must be one of {_METHODS}.")
-    if "~" not in formula:
-        raise _err(what, f"formula {formula!r} needs a response: 'y ~ x'.")
-    lhs, rhs = (t.strip() for t in formula.split("~", 1))
-    for col, role in ((lhs, "response"), (domain, "domain")) + (
-            ((weights, "weights"),) if weights else ()):
-        if col not in data.columns:
-            raise _err(what, f"data has no column {col!r} (the {role}); columns: "
-                       f"{list(map(str, data.columns))[:12]}.")
-    y = pd.to_numeric(data[lhs], errors="coerce").to_numpy(float)
-    bad = ~np.isfinite(y)
-    if bad.any():
-        raise _err(what, f"response column {lhs!r} has missing or non-numeric values at rows "
-                   f"{_bad_rows(bad)}; drop those units.")
-    dom = data[domain].to_numpy()
-    bad = pd.isna(data[domain]).to_numpy()
-    if bad.any():
-        raise _err(what, f"domain column {domain!r} is missing at rows {_bad_rows(bad)}; "
-                   "drop those units or give them a domain.")
-    for c in formula_columns(rhs, data.columns):
-        v = data[c]
-        badc = v.isna().to_numpy()
-        if badc.any():
-            raise _err(what, f"covariate column {c!r} has missing values at rows "
-                       f"{_bad_rows(badc)}; drop or impute those units.")
-    Xdf = formula_matrix(rhs, data, what)
-    X = np.asarray(Xdf, dtype=float)
-    names = list(map(str, Xdf.columns))
-    n, p = X.shape
-    labels = np.array(sorted(pd.unique(dom), key=lambda v: (str(type(v)), v)), dtype=object)
-    codes = pd.Index(labels).get_indexer(dom)
+    y, X, names, labels, codes, w = _sample_arrays(formula, data, domain, weights, what)
     m = labels.size
-    if m <= p:
-        raise _err(what, f"{m} sampled domains cannot fit {p} coefficients and sigma_v^2.")
-    if np.linalg.matrix_rank(X) < p:
-        raise _err(what, f"the model matrix of {rhs!r} is rank-deficient (columns {names}); "
-                   "drop collinear terms.")
     nest = _Nested(y, X, codes, m, method)
     fit = _fit(nest, sigma2, what)
 
@@ -354,25 +390,10 @@ def battese_harter_fuller(
         arr = fit[key][np.maximum(k, 0)].copy()
         arr[k < 0] = np.nan
         fit[key + "_t"] = arr
-    N = None
-    if pop_sizes is not None:
-        size = pop_sizes if isinstance(pop_sizes, pd.Series) else pd.Series(dict(pop_sizes))
-        absent = [t for t in targets if t not in size.index]
-        if absent:
-            raise _err(what, f"pop_sizes has no size for domains {absent[:5]}.")
-        N = pd.to_numeric(size.reindex(targets), errors="coerce").to_numpy(float)
-        small = ~(N >= np.maximum(nd_t, 1))
-        if small.any():
-            raise _err(what, f"pop_sizes is missing or below the sample size for domains "
-                       f"{list(targets[small][:5])}; give each domain's population count.")
+    N = _sizes(pop_sizes, targets, nd_t, what)
     pred = _predict(fit, nd_t, Xbar, N)
     gamma = fit["gamma_t"]
-    if weights is not None:
-        w = pd.to_numeric(data[weights], errors="coerce").to_numpy(float)
-        badw = ~(np.isfinite(w) & (w > 0))
-        if badw.any():
-            raise _err(what, f"weights column {weights!r} is missing or not positive at rows "
-                       f"{_bad_rows(badw)}.")
+    if w is not None:
         if N is not None:
             raise _err(what, "weights= (the pseudo-EBLUP of mu_d) cannot be combined with "
                        "pop_sizes=; drop one.")
@@ -492,7 +513,7 @@ def svysmoothUnit(
     np.add.at(Xbar, codes, wp[:, None] * Xp)
     unknown = sorted(set(pd.unique(data[domain].dropna())) - set(labels), key=str)
     if unknown:
-        raise _err(what, f"X_pop has no units of the sampled domains {unknown[:5]}.")
+        raise _err(what, f"X_pop has no units of the sampled domains {_first(unknown)}.")
     pm = pd.DataFrame(Xbar, columns=names)
     pm.insert(0, domain, labels)
     df = data.copy(deep=False)
