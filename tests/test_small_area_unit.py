@@ -270,3 +270,29 @@ def test_errors_name_the_column(designs):
             columns={"cname": "county"}))
     # nothing above changed the caller's frames
     pd.testing.assert_frame_equal(sample, _corn()[0])
+
+
+def test_g1_g2_exact_and_information_dense():
+    """Independent of the closed forms: at fixed variance components the EBLUP is linear in y,
+    mu_hat_d = a_d'y (a_d read off by fitting unit vectors), so its exact MSE for mu_d is
+    sigma_v^2 |Z'a_d - 1_d|^2 + sigma_e^2 |a_d|^2, which must equal g1 + g2; and the Fisher
+    information behind g3 equals 0.5 tr(V^-1 V_a V^-1 V_b) computed with dense n x n matrices."""
+    sample, xmean, _ = _corn()
+    pm = _pop_means(xmean)
+    fit = battese_harter_fuller("CornHec ~ CornPix + SoyBeansPix", sample, "County", pm)
+    sv2, se2 = fit.refvar, fit.errorvar
+    n = len(sample)
+    A = np.empty((12, n))
+    for i in range(n):
+        yi = sample.assign(CornHec=np.eye(n)[i])
+        A[:, i] = battese_harter_fuller("CornHec ~ CornPix + SoyBeansPix", yi, "County", pm,
+                                        sigma2=(sv2, se2)).eblup
+    Z = (sample["County"].to_numpy()[:, None] == np.arange(1, 13)[None, :]).astype(float)
+    exact = sv2 * np.sum((A @ Z - np.eye(12)) ** 2, axis=1) + se2 * np.sum(A**2, axis=1)
+    e = fit.estimates
+    assert_rel(e["g1"] + e["g2"], exact, 1e-10, "g1 + g2 vs the exact MSE of the BLUP")
+    V = sv2 * Z @ Z.T + se2 * np.eye(n)
+    Vi = np.linalg.inv(V)
+    dV = [Z @ Z.T, np.eye(n)]
+    info = np.array([[0.5 * np.trace(Vi @ a @ Vi @ b) for b in dV] for a in dV])
+    assert_rel(np.linalg.inv(fit.vcov_sigma), info, 1e-10, "Fisher information")
