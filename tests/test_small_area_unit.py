@@ -296,3 +296,25 @@ def test_g1_g2_exact_and_information_dense():
     dV = [Z @ Z.T, np.eye(n)]
     info = np.array([[0.5 * np.trace(Vi @ a @ Vi @ b) for b in dV] for a in dV])
     assert_rel(np.linalg.inv(fit.vcov_sigma), info, 1e-10, "Fisher information")
+
+
+def test_ml_bias_term_dense():
+    """ML's MSE subtracts b'grad g1, b = I^-1 col_j tr((X'V^-1X)^-1 X' dV^-1/d delta_j X) / 2
+    the ML bias of (sigma_v^2, sigma_e^2) (Datta-Lahiri); here b from dense n x n matrices."""
+    sample, xmean, _ = _corn()
+    fit = battese_harter_fuller("CornHec ~ CornPix + SoyBeansPix", sample, "County",
+                                _pop_means(xmean), method="ML")
+    sv2, se2 = fit.refvar, fit.errorvar
+    n = len(sample)
+    X = np.column_stack([np.ones(n), sample["CornPix"], sample["SoyBeansPix"]])
+    Z = (sample["County"].to_numpy()[:, None] == np.arange(1, 13)[None, :]).astype(float)
+    Vi = np.linalg.inv(sv2 * Z @ Z.T + se2 * np.eye(n))
+    Minv = np.linalg.inv(X.T @ Vi @ X)
+    col = [np.trace(Minv @ X.T @ (-Vi @ dv @ Vi) @ X) for dv in (Z @ Z.T, np.eye(n))]
+    b = 0.5 * fit.vcov_sigma @ np.array(col)
+    assert b[0] < 0 and b[1] < 0  # ML underestimates both
+    e = fit.estimates
+    nd = e["n"].to_numpy(float)
+    al = se2 + nd * sv2
+    dg1 = np.column_stack([se2**2 / al**2, nd * sv2**2 / al**2])
+    assert_rel(e["mse"], e["g1"] + e["g2"] + 2 * e["g3"] - dg1 @ b, 1e-10, "ML mse")
