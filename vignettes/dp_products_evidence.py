@@ -366,11 +366,13 @@ def microdata(run_dir: Path) -> pd.DataFrame:
             "CI overlap (mean)", "CI overlap (min)"]
     t = t[[c for c in keep if c in t.columns]].copy()
     eps = float(j["epsilon"])
-    t.insert(1, "epsilon", [np.nan if m == "CART" else eps for m in t["method"]])
+    # 'AIM eps=1' rows: AIM/MST at a further budget (public_use_agency.py --dp-epsilons)
+    t.insert(1, "epsilon", [np.nan if m == "CART" else float(m.split("eps=")[1]) if "eps=" in m
+                            else eps for m in t["method"]])
     kinds = {"Sequential": "asymptotic database-local pDP (risk weights not privatized)",
              "AIM": "pure eps-DP (worst case), replace-one", "MST": "pure eps-DP (worst case), "
              "replace-one", "CART": "none (no privacy; the no-privacy reference)"}
-    t["guarantee"] = [kinds.get(m, "") for m in t["method"]]
+    t["guarantee"] = [kinds.get(m.split(" ")[0], "") for m in t["method"]]
     t["m"] = j.get("m")
     t["sequential_mcmc"] = f"{j.get('chains')} chains x {j.get('draws')} draws"
     return t
