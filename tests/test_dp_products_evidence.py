@@ -96,3 +96,33 @@ def test_rmse_orders_where_certain(fast):
     # adds it to the sample's own error; 6.3 times less noise at 68 lowers the RMSE
     assert rmse("DP pure", 10.8) > rmse("Sample")
     assert rmse("DP pure", 68.0) < rmse("DP pure", 10.8)
+
+
+def test_microdata_rows_carry_their_own_epsilon_and_guarantee(tmp_path):
+    """Part (b) reader: AIM/MST at a further budget keep that budget (not the Sequential
+    release's), CART has none, and the runs are averaged by method."""
+    import json
+
+    import dp_products_evidence as ev
+
+    dirs = []
+    for i, (seq, aim1) in enumerate(((0.4, 0.5), (0.6, 0.3))):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        methods = [{"method": "Sequential", "CI overlap (mean)": seq, "pMSE ratio": 5.0},
+                   {"method": "AIM", "CI overlap (mean)": 0.7, "pMSE ratio": 6.0},
+                   {"method": "AIM eps=1", "CI overlap (mean)": aim1, "pMSE ratio": 12.0},
+                   {"method": "CART", "CI overlap (mean)": 0.8, "pMSE ratio": 2.0}]
+        (d / "public_use_agency.json").write_text(json.dumps(
+            {"epsilon": 40.0 + i, "methods": methods, "m": 2, "chains": 2, "draws": 150}))
+        dirs.append(d)
+    per_run, summ = ev.microdata(dirs)
+    assert len(per_run) == 8
+    s = summ.set_index("method")
+    assert s.loc["AIM eps=1", "epsilon"] == 1.0
+    assert s.loc["AIM", "epsilon"] == 40.0 and np.isnan(s.loc["CART", "epsilon"])
+    assert s.loc["Sequential", "CI overlap (mean)"] == pytest.approx(0.5)
+    assert s.loc["AIM eps=1", "CI overlap (mean) range"] == "0.3 to 0.5"
+    assert s.loc["AIM eps=1", "guarantee"].startswith("pure eps-DP")
+    assert s.loc["CART", "guarantee"].startswith("none")
+    assert (s["runs"] == 2).all()

@@ -360,25 +360,38 @@ def md(df: pd.DataFrame, digits: int = 3) -> str:
 
 # ------------------------------------------------------------------------------ microdata
 
-def microdata(run_dir: Path) -> pd.DataFrame:
-    """Part (b): the public-use agency study's utility table with each method's guarantee and
-    epsilon, read from its ``public_use_agency.json``."""
-    j = json.loads((Path(run_dir) / "public_use_agency.json").read_text())
-    t = pd.DataFrame(j["methods"])
-    keep = ["method", "pMSE", "pMSE ratio", "k-marginal k=2", "k-marginal k=3",
-            "CI overlap (mean)", "CI overlap (min)"]
-    t = t[[c for c in keep if c in t.columns]].copy()
-    eps = float(j["epsilon"])
-    # 'AIM eps=1' rows: AIM/MST at a further budget (public_use_agency.py --dp-epsilons)
-    t.insert(1, "epsilon", [np.nan if m == "CART" else float(m.split("eps=")[1]) if "eps=" in m
-                            else eps for m in t["method"]])
+def microdata(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Part (b): the public-use agency study's utility rows with each method's guarantee and
+    epsilon, read from the ``public_use_agency.json`` of each run folder (one row per run and
+    method), and their mean and range over the runs by method."""
+    rows = []
+    keep = ["pMSE", "pMSE ratio", "k-marginal k=2", "k-marginal k=3", "CI overlap (mean)",
+            "CI overlap (min)"]
     kinds = {"Sequential": "asymptotic database-local pDP (risk weights not privatized)",
-             "AIM": "pure eps-DP (worst case), replace-one", "MST": "pure eps-DP (worst case), "
-             "replace-one", "CART": "none (no privacy; the no-privacy reference)"}
-    t["guarantee"] = [kinds.get(m.split(" ")[0], "") for m in t["method"]]
-    t["m"] = j.get("m")
-    t["sequential_mcmc"] = f"{j.get('chains')} chains x {j.get('draws')} draws"
-    return t
+             "AIM": "pure eps-DP (worst case), replace-one",
+             "MST": "pure eps-DP (worst case), replace-one",
+             "CART": "none (no privacy; the no-privacy reference)"}
+    for run_dir in run_dirs:
+        j = json.loads((Path(run_dir) / "public_use_agency.json").read_text())
+        eps = float(j["epsilon"])
+        for r in j["methods"]:
+            m = r["method"]
+            # 'AIM eps=1' rows: AIM/MST at a further budget (public_use_agency --dp-epsilons)
+            e = np.nan if m == "CART" else float(m.split("eps=")[1]) if "eps=" in m else eps
+            rows.append({"run": Path(run_dir).name, "method": m, "epsilon": e,
+                         **{k: r.get(k, np.nan) for k in keep},
+                         "guarantee": kinds.get(m.split(" ")[0], ""), "m": j.get("m"),
+                         "sequential_mcmc": f"{j.get('chains')} chains x {j.get('draws')} draws"})
+    per_run = pd.DataFrame(rows)
+    g = per_run.groupby("method", sort=False)
+    summ = g[["epsilon"]].first()
+    summ["runs"] = g.size()
+    for k in keep:
+        summ[k] = g[k].mean()
+        summ[f"{k} range"] = [f"{lo:.3g} to {hi:.3g}" for lo, hi in zip(g[k].min(), g[k].max(),
+                                                                       strict=True)]
+    summ["guarantee"] = g["guarantee"].first()
+    return per_run, summ.reset_index()
 
 
 # ------------------------------------------------------------------------------ report
@@ -407,7 +420,11 @@ def render(summ: pd.DataFrame, micro: pd.DataFrame | None, run: dict) -> str:
                 text += [f"## {pop}: {kind}s ({int(g['cells'].max())} cells)", "",
                          md(g[cols]), ""]
     if micro is not None:
-        text += ["## Microdata: public-use study (apistrat)", "", md(micro), ""]
+        cols = ["method", "epsilon", "runs", "pMSE ratio", "pMSE ratio range", "k-marginal k=2",
+                "k-marginal k=3", "CI overlap (mean)", "CI overlap (mean) range", "guarantee"]
+        text += ["## Microdata: public-use study (apistrat)", "",
+                 "Means over the runs of `vignettes/public_use_agency.py` (one row per method; "
+                 "per run: `dp_products_evidence_microdata_runs.csv`).", "", md(micro[cols]), ""]
     return "\n".join(text)
 
 
@@ -459,8 +476,8 @@ def main(argv=None) -> dict:
                     help="apistrat samples with FBS/FBP fits (default 20; fast 0)")
     ap.add_argument("--store", type=Path, default=HERE.parent / ".mc" / "dp_evidence")
     ap.add_argument("--out", type=Path, default=HERE / "output")
-    ap.add_argument("--microdata", type=Path, default=None,
-                    help="folder of a public_use_agency.py run (its --out) for part (b)")
+    ap.add_argument("--microdata", type=Path, nargs="+", default=None,
+                    help="folders of public_use_agency.py runs (their --out) for part (b)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--only", choices=("SDR", "apistrat", "fbs"), default=None,
                     help="run one part into the store and stop (the background runs)")
@@ -491,7 +508,8 @@ def main(argv=None) -> dict:
               "replicates": pd.concat(checks.get("replicates", []), ignore_index=True), "seconds": time.perf_counter() - t0,
               "reps": reps, "fbs_reps": fbs_reps}
     if a.microdata is not None:
-        micro = microdata(a.microdata)
+        per_run, micro = microdata(a.microdata)
+        per_run.to_csv(out / "dp_products_evidence_microdata_runs.csv", index=False)
         micro.to_csv(out / "dp_products_evidence_microdata.csv", index=False)
         result["microdata"] = micro
     run = {"command": "python vignettes/dp_products_evidence.py "
