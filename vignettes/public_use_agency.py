@@ -16,7 +16,10 @@ The same apistrat columns for every method: the strata ``stype`` and ten variabl
   with the public bounds as outer edges; a synthetic bin is turned back into a value by a
   draw from apipop's values in that bin (the same public frame; a uniform draw in a long-tailed
   top bin such as enroll's [817, 5000) inflated the mean by half). This decoder uses the
-  population's within-bin distribution, which favours AIM and MST; it is stated here. The domain (every category and bin) is declared from public
+  population's within-bin distribution, which favours AIM and MST; it is stated here. With
+  ``--dp-epsilons 1,10`` AIM and MST also run at those budgets (rows "AIM eps=1", ...: the
+  formal products at budgets an agency would spend; vignettes/dp_products_evidence.py reads
+  them). The domain (every category and bin) is declared from public
   codes, so nothing is spent on preprocessing. One fit, m samples (post-processing).
 * **CART**: synthpop's default method written with scikit-learn's trees
   (``public_use_common.cart_synthesize``), no privacy (the no-privacy reference).
@@ -356,6 +359,9 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     ap.add_argument("--floors", default=None,
                     help="comma-separated steps whose bound floor is probed (Delta_alpha at "
                          "c in FLOOR_GRID, the release's MCMC settings; needs --cache to keep)")
+    ap.add_argument("--dp-epsilons", default=None,
+                    help="comma-separated further budgets at which AIM and MST also run "
+                         "(rows 'AIM eps=E'; issue 40's evidence)")
     ap.add_argument("--allow-unconverged", action="store_true",
                     help="release a Sequential fit that fails the convergence gates (the "
                          "guarantee text and this report then say so)")
@@ -462,27 +468,31 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
     sizes = {c: len(cats[c]) for c in cats} | {c: len(e) - 1 for c, e in edges.items()}
     codes = bin_codes(data[cols], edges, cats)
     sn_info: dict[str, dict] = {}
-    for method in ("aim", "mst"):
+    # Sequential's epsilon first (labels AIM, MST), then any --dp-epsilons (labels
+    # "AIM eps=E"): the formal products at budgets an agency would spend on DP
+    extra = [float(e) for e in a.dp_epsilons.split(",")] if a.dp_epsilons else []
+    runs = [(mth, eps, mth.upper(), "") for mth in ("aim", "mst")] + [
+        (mth, e, f"{mth.upper()} eps={e:g}", f"_eps{e:g}") for e in extra for mth in ("aim", "mst")]
+    for method, sn_eps, label, suffix in runs:
         t = time.perf_counter()
         sn_seed = int(rng.integers(2**31))
-        sn_pkl = a.cache / f"{method}.pkl" if a.cache else None
+        sn_pkl = a.cache / f"{method}{suffix}.pkl" if a.cache else None
         if sn_pkl is not None and sn_pkl.exists():
             got, info = pickle.loads(sn_pkl.read_bytes())
-            if not np.isclose(info.get("epsilon", np.nan), eps, rtol=1e-12):
+            if not np.isclose(info.get("epsilon", np.nan), sn_eps, rtol=1e-12):
                 raise ValueError(f"--cache {a.cache}: {sn_pkl.name} was run at epsilon "
-                                 f"{info.get('epsilon')}, not at Sequential's {eps:.6g}; use "
+                                 f"{info.get('epsilon')}, not at {sn_eps:.6g}; use "
                                  "another cache directory or delete the file.")
             notes.append(f"{method.upper()} samples read from the cache {sn_pkl.name} (a run "
                          f"of this epsilon and data, its own seed).")
         else:
-            got, info = marginal_dp(method, codes, sizes, eps, a.m, sn_seed,
+            got, info = marginal_dp(method, codes, sizes, sn_eps, a.m, sn_seed,
                                     rounds=3 * len(cols) if a.fast else a.aim_rounds,
                                     iters=100 if a.fast else 1000)
             info["seconds"] = time.perf_counter() - t
-            info["epsilon"] = eps
+            info["epsilon"] = sn_eps
             if sn_pkl is not None and got is not None:
                 sn_pkl.write_bytes(pickle.dumps((got, info)))
-        label = method.upper()
         sn_info[label] = info
         if got is None:
             notes.append(f"{label}: not run. {info['reason']}")
@@ -495,10 +505,11 @@ def main(argv=None) -> Path:  # noqa: C901 - a linear script
                 f[c] = np.asarray(cats[c], dtype=object)[g[c].to_numpy()]
             frames.append(f)
         rows.append(measures(label, frames, [poststratified(f) for f in frames], "full", ctx))
-        text = (f"{info['guarantee']}: pure epsilon-DP at epsilon = {eps:.4g} (OpenDP's {label} "
-                "in surveysynth.synth.marginal_dp: Laplace-noise marginals, replace-one "
-                "neighbours); public domain, no budget on preprocessing; no survey design")
-        guarantees[label] = (f"pure epsilon-DP, epsilon = {eps:.4g}", text)
+        text = (f"{info['guarantee']}: pure epsilon-DP at epsilon = {sn_eps:.4g} (OpenDP's "
+                f"{method.upper()} in surveysynth.synth.marginal_dp: Laplace-noise marginals, "
+                "replace-one neighbours); public domain, no budget on preprocessing; no survey "
+                "design")
+        guarantees[label] = (f"pure epsilon-DP, epsilon = {sn_eps:.4g}", text)
         notes.append(f"{label}: {info.get('seconds', time.perf_counter() - t):.0f} s.")
 
     # ------------------------------------------------------------------ CART
