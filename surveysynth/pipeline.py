@@ -69,6 +69,7 @@ from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
 from .release_inputs import INPUT_FORMATS, build_design, read_input
 from .release_inputs import apply_value_labels as apply_value_labels
 from .release_inputs import joint_variables as _joint_variables
+from .synth.params import ParameterError
 from .synth.progress import listening
 
 __all__ = ["SYNTHESIZERS", "ConfigError", "ReleaseConfig", "TableSpec", "check_config",
@@ -429,20 +430,17 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
             raise ConfigError(str(exc)) from exc
     # issue 36 (D6, D7): the design the synthesizer refuses (clusters it cannot carry; weights
     # that vary within strata of a quantile synthesis), before any MCMC
-    check = getattr(constructed, "check_design", None)
-    if callable(check):
-        try:
-            check(design)
-        except ValueError as exc:
-            keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
-            raise ConfigError(f"[design] {keys}: {exc}") from exc
+    try:
+        constructed.check_design(design)
+    except ValueError as exc:
+        keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
+        raise ConfigError(f"[design] {keys}: {exc}") from exc
     # FBS, FBP, PBP: fit's own data checks, among them the prior-scale refusal (an outcome
     # whose magnitude makes the fixed priors informative: fix log or outcome_scale), after the
     # design's own refusal, before any MCMC
-    pre = getattr(constructed, "check_data", None) if method in ("FBS", "FBP", "PBP") else None
-    if callable(pre):
+    if method in ("FBS", "FBP", "PBP"):
         try:
-            pre(design)
+            constructed.check_data(design)
         except ValueError as exc:
             raise ConfigError(f"[synthesizer]: {exc}") from exc
 
@@ -638,14 +636,14 @@ def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
     """Constructor settings of the synthesizer from the [synthesizer] section."""
     init = s.get("init", {})
     fit_opts = s.get("fit", {})
-    out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "weights")}
+    out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "alpha")}
     if "predictors" in out:
         out["predictors"] = _as_list(out["predictors"])
     if "variables" in out:
         out["variables"] = _as_list(out["variables"])
     if method in ("mixture", "nb", "sequential"):
         if method != "sequential":
-            out["alpha"] = s.get("weights", "pairwise")
+            out["alpha"] = s.get("alpha", "pairwise")
         if "known" in s:
             out["known"] = _as_list(s["known"])
         if "r" in s:
@@ -675,13 +673,25 @@ def _construct(method: str, s: dict[str, Any]):
 
             check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
         syn = cls(**settings)
-        for hook in ("_validate", "_config"):  # the classes' own data-free checks
-            check = getattr(syn, hook, None)
-            if callable(check):
-                check()
+        # the one validator (the class's constraint table, then its cross-setting rules),
+        # naming each setting by its config key
+        syn.check_params(key=lambda p: _config_key(p, s))
         return syn
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"[synthesizer]: {exc}") from exc
+        raise ConfigError(str(exc) if isinstance(exc, ParameterError)
+                          else f"[synthesizer]: {exc}") from exc
+
+
+def _config_key(param: str, s: dict[str, Any]) -> str:
+    """The config key that set a synthesizer setting (for messages)."""
+    for table in ("fit", "init"):  # fit is merged last: it wins
+        if param in s.get(table, {}):
+            return f"synthesizer.{table}.{param}"
+    if param == "random_state":
+        return "synthesizer.seed"
+    if param in s or param in ("alpha",):
+        return f"synthesizer.{param}"
+    return f"synthesizer.init.{param}"
 
 
 def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,

@@ -105,6 +105,7 @@ from .kng import (
     kng_sample_intercept_exact,
 )
 from .kng.mechanism import _check_epsilon
+from .params import RELEASE, Columns, Interval, Options
 from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
 from .progress import progress_bar
 
@@ -363,6 +364,28 @@ class QuantileSynthesizer(Synthesizer):
     kind: ClassVar[str] = "full"
     name: ClassVar[str] = "quantile"
     release_spends: ClassVar[bool] = False
+    #: every setting's allowed values (surveysynth.synth.params; the grid, budget shares,
+    #: C_X, bounds and cross-setting rules: _config)
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "variables": [Columns()],
+        "quantiles": [None, "array-like"],
+        "method": [Options(*_METHODS)],
+        "slopes": [Options("fixed", "varying")],
+        "epsilon": [None, Interval("number", 0, None, closed="neither")],
+        "budget": [None, dict],
+        "C_X": [None, dict, "numbers"],
+        "bounds": [None, dict],
+        "anchors": [None, "array-like"],
+        "sensitivity": [Options("sound", "paper")],
+        "n_iter": [Interval("integer", 1, None)],
+        "init": [Options("independent", "nonprivate")],
+        "step": [None, dict, Interval("number", 0, None, closed="neither")],
+        "adapt": [bool],
+        "sampler": [Options("exact", "mcmc")],
+        "transform": [Options("pareto", "log", "identity")],
+        "progress": [bool],
+        **RELEASE,
+    }
 
     def __init__(
         self,
@@ -412,8 +435,12 @@ class QuantileSynthesizer(Synthesizer):
         self.max_epsilon = max_epsilon
 
     # ------------------------------------------------------------------ configuration
+    def _check_settings(self) -> None:
+        self._config()
+
     def _config(self) -> _Config:
-        """Validate the settings (no data needed); a clear ValueError names the setting."""
+        """The settings normalised, with the cross-setting rules (each setting alone: the
+        constraint table, :meth:`check_params`); a clear ValueError names the setting."""
         variables = as_list(self.variables) if isinstance(self.variables, str) else self.variables  # '~a+b'
         try:
             variables = list(variables)
@@ -422,19 +449,6 @@ class QuantileSynthesizer(Synthesizer):
         if not variables or len(set(variables)) != len(variables) or not all(isinstance(v, str) for v in variables):
             raise ValueError(f"variables must be a non-empty list of distinct names; got {self.variables!r}.")
         method = self.method
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
-        for name, value, allowed in (
-            ("slopes", self.slopes, ("fixed", "varying")),
-            ("sensitivity", self.sensitivity, ("sound", "paper")),
-            ("init", self.init, ("independent", "nonprivate")),
-            ("sampler", self.sampler, ("exact", "mcmc")),
-            ("transform", self.transform, ("pareto", "log", "identity")),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
-        if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 1:
-            raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}.")
         if method == "jointexp" and (self.sensitivity != "sound" or self.init != "independent"):
             raise ValueError(
                 f"method='jointexp' has no KNG gradient or chain start: sensitivity="
@@ -442,7 +456,6 @@ class QuantileSynthesizer(Synthesizer):
                 "leave them at their defaults ('sound', 'independent'), or choose a KNG method "
                 "(method='stepwise', 'sandwich' or 'kng'; jointexp is the default)."
             )
-        self._max_epsilon()
         grid, anchors = _parse_grid(self.quantiles, method, self.anchors)
         epsilon = None if method == "nonprivate" else _check_epsilon(self.epsilon, "epsilon")
         budget = dict(self.budget or {})

@@ -83,6 +83,7 @@ from ._seq_models import (
 )
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
+from .params import MCMC, RELEASE, Columns, Interval, Options
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
 
 __all__ = ["Sequential", "TYPES"]
@@ -210,6 +211,24 @@ class Sequential(Synthesizer):
     name = "Sequential"
     kind = "partial"
     release_spends = False
+    #: every setting's allowed values (surveysynth.synth.params; cross-setting rules and the
+    #: [[variables]] entries: _validate)
+    _parameter_constraints = {
+        "variables": [None, "sequence"],
+        "public": [None, Columns()],
+        "unlisted": [Options("drop", "public")],
+        "weights": [Options("smoothed", "synthesized")],
+        "missing": [Options("refuse", "model")],
+        "target_epsilon": [None, Interval("number", 0, None, closed="neither")],
+        "budget": [None, dict],
+        "risk_weights": [Options("lipschitz", "identification", "none")],
+        "known": [None, Columns()],
+        "r": [None, Interval("number", 0, None, closed="neither")],
+        "refit_warmup": [None, Interval("integer", 1, None)],
+        "tol": [Interval("number", 0, 1, closed="neither")],
+        "max_refits": [Interval("integer", 1, None)],
+        **MCMC, **RELEASE,
+    }
 
     def __init__(
         self,
@@ -264,37 +283,22 @@ class Sequential(Synthesizer):
         self.max_epsilon = max_epsilon
 
     # ================================================================== validation
+    def _check_settings(self) -> None:
+        self._validate()
+
     def _validate(self) -> dict[str, Any]:
-        """Data-free checks of the settings (also run by the release config before any MCMC)."""
-        if not isinstance(self.variables, (list, tuple)) or not self.variables:
+        """Data-free cross-setting rules and the [[variables]] entries (each setting alone is
+        checked by the constraint table, :meth:`check_params`; the release config runs both
+        before any MCMC)."""
+        if not self.variables:
             raise ValueError("variables must be a non-empty list of dicts {'name': ..., 'type': "
                              "..., 'bounds': (lo, hi)} in synthesis order.")
-        choices = {"unlisted": (self.unlisted, ("drop", "public")),
-                   "weights": (self.weights, ("smoothed", "synthesized")),
-                   "missing": (self.missing, ("refuse", "model")),
-                   "risk_weights": (self.risk_weights, ("lipschitz", "identification", "none"))}
-        for key, (v, allowed) in choices.items():
-            if v not in allowed:
-                raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
-        for nm in ("chains", "draws", "warmup", "max_refits"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-                raise ValueError(f"{nm} must be a positive integer, got {v!r}.")
-        if not 0 < float(self.tol) < 1:
-            raise ValueError(f"tol must be in (0, 1), got {self.tol!r}.")
         m = self._m(None)
-        if self.target_epsilon is not None and not float(self.target_epsilon) > 0:
-            raise ValueError(f"target_epsilon must be > 0, got {self.target_epsilon!r}.")
         if self.risk_weights == "none" and self.target_epsilon is not None:
             raise ValueError("risk_weights='none' (alpha = 1) cannot be tuned to target_epsilon; "
                              "drop target_epsilon or use risk_weights='lipschitz'.")
         r = self._identification_radius()
-        self._max_epsilon()
         gates = dict(self.convergence or {})
-        bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
-        if bad:
-            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use rhat, ess_bulk, "
-                             "divergent_share.")
         specs = []
         scales: dict[str, str] = {}
         for i, v in enumerate(self.variables):
