@@ -668,14 +668,14 @@ def _construct(method: str, s: dict[str, Any]):
             f"Its settings: {sorted(params)}. Fix: check the spelling (docs/release-config.md, "
             "Synthesizer settings).")
     try:
-        if "stan_kwargs" in settings:
-            from .synth._stan import check_stan_kwargs
-
-            check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
         syn = cls(**settings)
         # the one validator (the class's constraint table, then its cross-setting rules),
         # naming each setting by its config key
         syn.check_params(key=lambda p: _config_key(p, s))
+        if settings.get("stan_kwargs") is not None:  # pystan's names (delta, not adapt_delta)
+            from .synth._stan import check_stan_kwargs
+
+            check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
         return syn
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc) if isinstance(exc, ParameterError)

@@ -1201,7 +1201,7 @@ def test_prior_pull_in_standard_errors_matches_the_normal_normal_posterior(apist
 def test_outcome_scale_must_be_a_positive_constant():
     for bad in (0, -1.0, float("nan"), True, "100"):
         with pytest.raises(ValueError, match="outcome_scale"):
-            PBP("api00", ["stype"], outcome_scale=bad)._validate()
+            PBP("api00", ["stype"], outcome_scale=bad).check_params()
 
 
 def test_pbp_raw_api00_with_a_public_scale_recovers_the_mean(apistrat, confidential_mean):

@@ -257,8 +257,8 @@ def validate_params(cls: type, values: Mapping[str, Any], *,
         d = _default(cls, p)
         fix = f"Fix: correct {name(p)}" + ("" if d is inspect.Parameter.empty else
                                            f", or leave it out for its default {d!r}") + "."
-        raise ParameterError(f"{cls.__name__}: {name(p)} = {_show(v)} is not valid: it must be "
-                             f"{describe(table[p])}. {fix}", name(p))
+        raise ParameterError(f"{name(p)}={_show(v)} is not valid for {cls.__name__}: "
+                             f"{name(p)} must be {describe(table[p])}. {fix}", name(p))
     return out
 
 
