@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Interval", "Options", "Columns", "Gates", "ParameterError", "DEPRECATED", "MCMC",
-           "RELEASE", "validate_params", "describe", "constraints_of"]
+           "RELEASE", "validate_params", "describe", "constraints_of", "integer_settings"]
 
 #: the default of a deprecated alias in a signature: "not given"
 DEPRECATED = "deprecated"
@@ -208,6 +208,17 @@ MCMC: dict[str, list[Any]] = {
 def constraints_of(cls: type) -> dict[str, list[Any]]:
     """The class's constraint table (``_parameter_constraints``)."""
     return dict(getattr(cls, "_parameter_constraints", {}))
+
+
+def integer_settings(cls: type) -> list[str]:
+    """The settings whose table allows integers only (a front end whose numbers are doubles,
+    R's, converts whole numbers for these: ``ss_synthesizer()``)."""
+    out = []
+    for name, allowed in constraints_of(cls).items():
+        kinds = [c for c in map(_as_constraint, allowed) if c is not None]
+        if kinds and all(isinstance(c, Interval) and c.kind == "integer" for c in kinds):
+            out.append(name)
+    return out
 
 
 def _default(cls: type, name: str) -> Any:

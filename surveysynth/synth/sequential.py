@@ -148,7 +148,8 @@ class Sequential(Synthesizer):
         variable (the design's strata are added to them).
     unlisted : "drop" (default) or "public": other columns released as collected (not used
         as predictors).
-    weights : "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
+    weights : how the SAMPLING weights are released (risk weights are ``risk_weights``, alpha):
+        "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
         values) or "synthesized" (a draw from it); rescaled to sum to the population size.
         Not used when the weights are design weights (exactly constant within each stratum x
         fpc cell): those are released as collected, without budget (module docstring).
