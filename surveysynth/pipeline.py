@@ -237,8 +237,8 @@ def apply_missing(policy: str, needed: list[tuple[str, str]],
 
 
 def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
-    """The outcome / synthesized variables must be numeric (and fit the model's support)."""
-    settings = {**syn.get("init", {}), **syn.get("fit", {})}
+    """The outcome / synthesized variables must be numeric (numbers written as text get the
+    reader's fix)."""
     for key, col in _synthesized(method, syn):
         if key == "synthesizer.predictors":
             continue
@@ -255,22 +255,8 @@ def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
             raise ConfigError(
                 f"{key}: column {col!r} is not numeric (dtype {x.dtype}; first non-numeric rows "
                 f"{bad}: {x[mask].head(3).tolist()}). {fix}")
-        v = x.to_numpy(dtype=float)
-        if method in ("FBS", "FBP", "PBP") and syn.get("log", True) and (v <= 0).any():
-            rows = np.flatnonzero(v <= 0)[:5].tolist()
-            raise ConfigError(
-                f"synthesizer.log: outcome {col!r} has values <= 0 (first rows {rows}); log = "
-                "true models log(outcome). Fix: log = false, or an outcome > 0.")
-        if method == "nb" and ((v < 0) | (v != np.round(v))).any():
-            rows = np.flatnonzero((v < 0) | (v != np.round(v)))[:5].tolist()
-            raise ConfigError(
-                f"{key}: method 'nb' needs non-negative integer counts; {col!r} is not at rows "
-                f"{rows}. Fix: method = \"mixture\" for a continuous outcome.")
-        if (method == "mixture" and settings.get("transform", "log") == "log"
-                and (v + float(settings.get("shift", 0.0)) <= 0).any()):
-            raise ConfigError(
-                f"{key}: {col!r} has values <= -shift, which transform = \"log\" cannot take. "
-                "Fix: init = { shift = <a public number above -min> } or transform = \"asinh\".")
+    # the model's own rules on the outcome (log > 0, NB's counts, the mixture's log(y +
+    # shift)) are the synthesizer's: check_data (_check_model_data), named by config key
 
 
 def _released_columns(method: str, syn: dict[str, Any], design: dict[str, Any],
@@ -403,7 +389,7 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
 def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design: Any) -> None:
     """What the fit would refuse before its first MCMC run, found without MCMC: FBS, FBP and
     PBP with full cell effects need every cell of the predictors' cross-classification to
-    have records; a sequential synthesis checks every variable against its type."""
+    have records; then the design and the synthesizer's own data checks (check_data)."""
     if method in ("FBS", "FBP", "PBP") and getattr(constructed, "effects", "") == "cells":
         preds = _as_list(syn.get("predictors"))
         if preds:
@@ -423,11 +409,6 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
                     "Fix: init = { effects = \"main\" } (additive effects of each predictor, "
                     "which model every cell), or collapse the levels in the input file so that "
                     "every cell has records.")
-    if method == "sequential":
-        try:
-            constructed.check_data(design)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
     # issue 36 (D6, D7): the design the synthesizer refuses (clusters it cannot carry; weights
     # that vary within strata of a quantile synthesis), before any MCMC
     try:
@@ -435,14 +416,16 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
     except ValueError as exc:
         keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
         raise ConfigError(f"[design] {keys}: {exc}") from exc
-    # FBS, FBP, PBP: fit's own data checks, among them the prior-scale refusal (an outcome
-    # whose magnitude makes the fixed priors informative: fix log or outcome_scale), after the
-    # design's own refusal, before any MCMC
-    if method in ("FBS", "FBP", "PBP"):
-        try:
-            constructed.check_data(design)
-        except ValueError as exc:
-            raise ConfigError(f"[synthesizer]: {exc}") from exc
+    # fit's own data checks before any MCMC, after the design's own refusal: FBS, FBP, PBP's
+    # (among them the prior-scale refusal: an outcome whose magnitude makes the fixed priors
+    # informative; fix log or outcome_scale), every Sequential variable against its type, the
+    # mixture's and NB's outcome rules; a rule whose fix is one setting names its config key
+    try:
+        constructed.check_data(design)
+    except ParameterError as exc:
+        raise ConfigError(f"{_config_key(exc.param, syn)}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc) if method == "sequential" else f"[synthesizer]: {exc}") from exc
 
 
 def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:
@@ -677,9 +660,11 @@ def _construct(method: str, s: dict[str, Any]):
 
             check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
         return syn
+    except ParameterError as exc:  # the table's (named already) or a rule's on one setting
+        key = exc.param if exc.param.startswith("synthesizer.") else _config_key(exc.param, s)
+        raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}: {exc}") from exc
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc) if isinstance(exc, ParameterError)
-                          else f"[synthesizer]: {exc}") from exc
+        raise ConfigError(f"[synthesizer]: {exc}") from exc
 
 
 def _config_key(param: str, s: dict[str, Any]) -> str:

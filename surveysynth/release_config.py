@@ -466,8 +466,8 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
         name = str(t.get("name", f"table_{i + 1}"))
         if not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"tables[{i}].name = {name!r}: use letters, digits, - and _ only.")
-    if method == "quantile":
-        _check_kng_bounds(syn)
+    # KNG's public bounds (and every other rule between settings) are the class's own:
+    # check_params via the pipeline, named by config key (synthesizer.init.bounds)
     _check_budget(raw, method)
 
 
@@ -510,44 +510,7 @@ def _check_sequential(raw: dict[str, Any], method: str) -> None:
             "\"sequential\", or remove them." if method == "sequential" else
             f"[[variables]] blocks are read by method = \"sequential\" only, not {method!r}. "
             "Fix: remove them.")
-    for i, v in enumerate(raw.get("variables", [])):
-        b = v.get("bounds")
-        if b is not None and (not isinstance(b, list) or len(b) != 2 or not b[0] < b[1]):
-            raise ConfigError(f"variables[{i}].bounds = {b!r}: give [lower, upper] with lower < "
-                              "upper.")
-        if v.get("scale", "identity") != "identity" and v.get("type") != "bounded":
-            raise ConfigError(f"variables[{i}].scale = {v['scale']!r}: only a bounded variable "
-                              "has a scale. Fix: remove it, or type = \"bounded\" with bounds.")
-        if v.get("type") == "bounded" and b is None:
-            raise ConfigError(f"variables[{i}].bounds missing: type \"bounded\" needs public "
-                              "bounds [lo, hi]. Fix: add them, or type = \"continuous\".")
-
-
-def _check_kng_bounds(syn: dict[str, Any]) -> None:
-    """KNG needs public bounds on every synthesized variable (a run without them fails, or
-    with the nonprivate method is not private): refuse a missing one here, naming the key."""
-    settings = {**syn.get("init", {}), **syn.get("fit", {})}
-    if settings.get("method", "jointexp") == "nonprivate":
-        return
-    variables = [syn["variables"]] if isinstance(syn["variables"], str) else syn["variables"]
-    bounds = settings.get("bounds", {})
-    if not isinstance(bounds, dict):
-        raise ConfigError(f"synthesizer.init.bounds = {bounds!r}: a table variable -> [lower, "
-                          "upper].")
-    missing = [v for v in variables if v not in bounds]
-    if missing:
-        example = ", ".join(f"{v} = [lo, hi]" for v in missing)
-        raise ConfigError(
-            f"synthesizer.init.bounds: no public bounds for {missing}. KNG needs public bounds "
-            f"on every synthesized variable. Fix: init = {{ bounds = {{ {example} }}, ... }} "
-            "from public knowledge (a legal or physical range); bounds computed from the "
-            "confidential data are not differentially private.")
-    for v, pair in bounds.items():
-        ok = (isinstance(pair, list) and len(pair) == 2
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pair))
-        if not ok or not pair[0] < pair[1]:
-            raise ConfigError(f"synthesizer.init.bounds.{v} = {pair!r}: give [lower, upper], "
-                              "two numbers with lower < upper. Fix: correct the pair.")
+    # each block's bounds and scale: Sequential's own rules (check_params, via the pipeline)
 
 
 # --------------------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ REFUSED = [
     ("unknown init setting", _fbs, ("chains = 4", "chain = 4"), "synthesizer.init"),
     ("KNG bound missing", _q, ("visits = [0, 60], ", ""), "synthesizer.init.bounds"),
     ("KNG bound not a pair", _q, ("visits = [0, 60]", "visits = [60, 0]"),
-     "synthesizer.init.bounds.visits"),
+     "synthesizer.init.bounds: bounds['visits'] = (60.0, 0.0)"),
     ("non-numeric outcome", _fbs, ('outcome = "salary"\npredictors = ["field", "gender"]',
                                    'outcome = "gender"\npredictors = ["field"]'),
      "synthesizer.outcome"),

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ._stan import StanDraws
-from .params import Interval, Options
+from .params import Interval, Options, ParameterError
 from .risk_weighted import RISK_WEIGHTED, RiskWeightedSynthesizer
 
 __all__ = ["MixtureSynthesizer"]
@@ -148,12 +148,12 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
         if self.transform == "log":
             bad = y + shift <= 0
             if bad.any():
-                raise ValueError(
+                raise ParameterError(
                     f"outcome {self.outcome!r} has {int(bad.sum())} values <= {0.0 - shift + 0.0:g} (rows "
                     f"{frame.index[bad][:5].tolist()}, first shown) and transform='log' models log(y + shift) "
                     f"with shift = {shift:g}; pass a public shift larger than the largest loss (e.g. "
-                    "shift=10000 for incomes down to -10K), or transform='asinh' / 'none'."
-                )
+                    "shift=10000 for incomes down to -10K), or transform='asinh' / 'none'.",
+                    "shift")
             t = np.log(y + shift)
         elif self.transform == "asinh":
             t = np.arcsinh(y)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ._stan import StanDraws
-from .params import Interval
+from .params import Interval, ParameterError
 from .risk_weighted import RISK_WEIGHTED, RiskWeightedSynthesizer
 
 __all__ = ["NBSynthesizer"]
@@ -94,11 +94,10 @@ class NBSynthesizer(RiskWeightedSynthesizer):
     def _prepare_y(self, y: np.ndarray, frame: pd.DataFrame) -> dict[str, Any]:
         bad = (y < 0) | (y != np.round(y))
         if bad.any():
-            raise ValueError(
+            raise ParameterError(
                 f"outcome {self.outcome!r} must be non-negative integer counts for NBSynthesizer; rows "
                 f"{frame.index[bad][:5].tolist()} (first shown, {int(bad.sum())} in all) are not. "
-                "Use MixtureSynthesizer for continuous outcomes."
-            )
+                "Use MixtureSynthesizer for continuous outcomes.", "outcome")
         ybar = float(y.mean())
         return {"y": y.astype(np.int64), "eta0": float(np.log(ybar)) if ybar > 0 else 0.0}
 

@@ -43,7 +43,9 @@ DEPRECATED = "deprecated"
 
 
 class ParameterError(ValueError):
-    """A setting outside its constraint; ``param`` is the setting's (or config key's) name."""
+    """A setting outside its constraint, or a rule on the data whose fix is one setting
+    (``log`` for an outcome <= 0, NB's ``outcome``, the mixture's ``shift``): ``param`` is
+    the setting's (or config key's) name, so the release config can name its key."""
 
     def __init__(self, message: str, param: str) -> None:
         super().__init__(message)

@@ -79,7 +79,7 @@ from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, collected_design, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
-from .params import DEPRECATED, MCMC, RELEASE, Columns, Interval, Options
+from .params import DEPRECATED, MCMC, RELEASE, Columns, Interval, Options, ParameterError
 from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
@@ -599,11 +599,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 "silently)."
             )
         if self.log and (y_raw <= 0).any():
-            raise ValueError(
+            raise ParameterError(
                 f"outcome {self.outcome!r} must be > 0 with log=True; rows {_first(y_raw <= 0)} "
                 f"are <= 0 (e.g. {y_raw[y_raw <= 0][:3].tolist()}). Fix: log=False, or shift "
-                "the outcome to be positive."
-            )
+                "the outcome to be positive.", "log")
         for p in self._cfg_['predictors']:
             na = data[p].isna().to_numpy()
             if na.any():

@@ -105,7 +105,7 @@ from .kng import (
     kng_sample_intercept_exact,
 )
 from .kng.mechanism import _check_epsilon
-from .params import RELEASE, Columns, Interval, Options
+from .params import RELEASE, Columns, Interval, Options, ParameterError
 from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
 from .progress import progress_bar
 
@@ -474,10 +474,17 @@ class QuantileSynthesizer(Synthesizer):
         for key in ("median", "anchors", "anchor_median", "center"):
             vals = _per_variable(budget.get(key, _BUDGET_DEFAULTS[key]), variables, key)
             checked_budget[key] = [_fraction(v, key) for v in vals]
+        parsed = {}
+        for name, parse in (("C_X", _parse_cx), ("bounds", _parse_bounds)):
+            try:  # the setting to fix is named (the release config names its key)
+                parsed[name] = parse(getattr(self, name), variables, method)
+            except ParameterError:
+                raise
+            except ValueError as exc:
+                raise ParameterError(str(exc), name) from None
         return _Config(
             variables=variables, quantiles=grid, method=method, slopes=self.slopes, epsilon=epsilon,
-            budget=checked_budget, C_X=_parse_cx(self.C_X, variables, method),
-            bounds=_parse_bounds(self.bounds, variables, method), anchors=anchors,
+            budget=checked_budget, C_X=parsed["C_X"], bounds=parsed["bounds"], anchors=anchors,
             sensitivity=self.sensitivity, n_iter=int(self.n_iter), init=self.init, step=self.step,
             adapt=bool(self.adapt), sampler=self.sampler, transform=self.transform,
         )
@@ -880,14 +887,16 @@ def _parse_bounds(bounds: Any, variables: list[str], method: str) -> dict[str, t
         try:
             lb, ub = (float(x) for x in pair)
         except (TypeError, ValueError):
-            raise ValueError(f"bounds[{v!r}] = {pair!r}: give two numbers (lower, upper).") from None
+            raise ValueError(f"bounds[{v!r}] = {pair!r}: must be two numbers. Fix: give (lower, "
+                             "upper).") from None
         if method != "nonprivate" and not (math.isfinite(lb) and math.isfinite(ub)):
             raise ValueError(
                 f"bounds[{v!r}] = ({lb}, {ub}): both public bounds must be finite numbers, e.g. "
                 f"bounds={{'{v}': (0, 5000)}}."
             )
         if not lb < ub:
-            raise ValueError(f"bounds[{v!r}] = ({lb}, {ub}): need lower < upper.")
+            raise ValueError(f"bounds[{v!r}] = ({lb}, {ub}): the lower bound must be below the "
+                             "upper. Fix: give (lower, upper) with lower < upper.")
         out[v] = (lb, ub)
     return out
 

@@ -306,6 +306,18 @@ class RiskWeightedSynthesizer(Synthesizer):
         self.synthetic_, self.synthesis_draws_ = self._draw_sets(s["m"], rng, len(frame))
         self.n_ = len(frame)  # last: marks the synthesizer as fitted
 
+    def check_data(self, design: Any) -> None:
+        """Pre-flight for ``surveysynth release --check`` (no MCMC): the settings, the design
+        and the outcome's rules of the model (``_prepare_y``: NB's counts, the mixture's
+        log(y + shift)), as fit checks them before its first MCMC run. Keeps nothing."""
+        self.check_params()
+        if isinstance(design, pd.DataFrame):
+            frame = design
+        else:
+            self.check_design(design)
+            frame = design.data
+        self._prepare_y(outcome_values(frame, self.outcome, "the design's data"), frame)
+
     def check_design(self, design: Any) -> None:
         """Refuse a design with real clusters (issue 36, D6; see the module notes). Runs before
         the data are used, and in ``surveysynth release --check``."""

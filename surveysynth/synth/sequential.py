@@ -314,7 +314,11 @@ class Sequential(Synthesizer):
             if v["type"] not in TYPES:
                 raise ValueError(f"variables[{i}] ({v['name']!r}): type {v['type']!r} is not "
                                  f"one of {sorted(TYPES)}.")
-            specs.append((v["name"], v["type"], _bounds(v.get("bounds"), v["name"], v["type"])))
+            try:
+                bounds = _bounds(v.get("bounds"), v["name"], v["type"])
+            except ValueError as exc:  # named by position, as the config's [[variables]]
+                raise ValueError(f"variables[{i}]: {exc}") from None
+            specs.append((v["name"], v["type"], bounds))
         names = [s[0] for s in specs]
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:
@@ -513,6 +517,7 @@ class Sequential(Synthesizer):
         data, each variable against its type, bounds, missing values, budget shares), so a
         release config's ``--check`` refuses what the run would hit. A ValueError names the
         variable's position (``variables[i]``), the rows and the fix."""
+        self.check_params()
         cfg = self._validate_design(design)
         data = design.data
         w = np.asarray(design.weights, dtype=float)
