@@ -64,6 +64,7 @@ from .release_config import (
     ConfigError,
     check_keys,
     synth_class,
+    upgrade,
 )
 from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
 from .release_inputs import INPUT_FORMATS, build_design, read_input
@@ -345,7 +346,9 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
 
 def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     """Validate a parsed configuration against the schema (surveysynth.release_config) and the
-    data it names (no MCMC); every error names its key and the fix."""
+    data it names (no MCMC); every error names its key and the fix. Deprecated keys are read
+    as their new names, with a DeprecationWarning (release_config.upgrade)."""
+    raw = upgrade(raw)
     method = check_keys(raw)
     input_path, data = _check_input(raw, base)
     design = dict(raw["design"])

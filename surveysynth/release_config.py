@@ -396,6 +396,8 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """The config with deprecated keys renamed (``synthesizer.weights`` -> ``synthesizer.alpha``),
     a DeprecationWarning naming the new key for each; a new dict (the caller's is unchanged).
     Both the old and the new key given is refused."""
+    from .synth.params import user_stacklevel
+
     out = dict(raw)
     for sec in SCHEMA:
         values = out.get(sec.name)
@@ -410,7 +412,7 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
                                   f"Fix: keep {sec.name}.{key.renamed} only.")
             warnings.warn(f"{sec.name}.{key.name} is deprecated and will be removed in the next "
                           f"release; write {sec.name}.{key.renamed} (same values).",
-                          DeprecationWarning, stacklevel=3)
+                          DeprecationWarning, stacklevel=user_stacklevel() + 1)
             values = {(key.renamed if k == key.name else k): v for k, v in values.items()}
         out[sec.name] = values
     return out

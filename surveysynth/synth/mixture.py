@@ -151,7 +151,7 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
                 raise ParameterError(
                     f"outcome {self.outcome!r} has {int(bad.sum())} values <= {0.0 - shift + 0.0:g} (rows "
                     f"{frame.index[bad][:5].tolist()}, first shown) and transform='log' models log(y + shift) "
-                    f"with shift = {shift:g}; pass a public shift larger than the largest loss (e.g. "
+                    f"with shift = {shift:g}. Fix: a public shift larger than the largest loss (e.g. "
                     "shift=10000 for incomes down to -10K), or transform='asinh' / 'none'.",
                     "shift")
             t = np.log(y + shift)

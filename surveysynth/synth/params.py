@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -228,9 +230,19 @@ def _default(cls: type, name: str) -> Any:
     return inspect.Parameter.empty if p is None else p.default
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first caller outside the package
+    (so that Python's default filter shows a DeprecationWarning to code that uses an old
+    name: it shows them only where __main__ triggered them)."""
+    root = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1  # noqa: SLF001 - the caller's frame
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(root):
+        frame, level = frame.f_back, level + 1
+    return max(level - 1, 1)
+
+
 def validate_params(cls: type, values: Mapping[str, Any], *,
-                    key: Callable[[str], str] | None = None,
-                    warn_stacklevel: int = 3) -> dict[str, Any]:
+                    key: Callable[[str], str] | None = None) -> dict[str, Any]:
     """Check ``values`` (setting -> value) against ``cls``'s constraint table; returns them
     with deprecated aliases mapped to their new names (a DeprecationWarning for each).
 
@@ -253,7 +265,7 @@ def validate_params(cls: type, values: Mapping[str, Any], *,
             continue
         warnings.warn(f"{cls.__name__}: setting {name(old)!r} is deprecated and will be removed "
                       f"in the next release; use {name(new)!r} (same values).",
-                      DeprecationWarning, stacklevel=warn_stacklevel)
+                      DeprecationWarning, stacklevel=user_stacklevel() + 1)
         given = out.get(new, _default(cls, new))
         if new in values and not _same(given, _default(cls, new)) and not _same(given, v):
             raise ParameterError(f"{cls.__name__}: {name(old)}={v!r} and {name(new)}={given!r} "

@@ -497,6 +497,7 @@ class QuantileSynthesizer(Synthesizer):
         first (intercept-only) variable, and with ``slopes="fixed"`` (stepwise / sandwich) every
         non-median quantile of the later variables.
         """
+        self.check_params()  # the settings first (the constraint table)
         return _exact_plan(self._config())
 
     def quantile_budget(self) -> pd.DataFrame:
@@ -504,6 +505,7 @@ class QuantileSynthesizer(Synthesizer):
 
         From the settings only; the epsilons sum to ``epsilon`` (sequential composition).
         """
+        self.check_params()  # the settings first (the constraint table)
         return _quantile_budget(self._config())
 
     @property

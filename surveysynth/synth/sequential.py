@@ -1353,7 +1353,8 @@ def _bounds(b: Any, name: str, typ: str) -> tuple[float | None, float | None]:
     if typ == "bounded" and (lo is None or hi is None):
         raise ValueError(f"variable {name!r} (bounded) needs both bounds; got {b!r}.")
     if lo is not None and hi is not None and not lo < hi:
-        raise ValueError(f"variable {name!r}: bounds {b!r} need lo < hi.")
+        raise ValueError(f"variable {name!r}: bounds {b!r} need lo < hi. Fix: give (lo, hi) "
+                         "with lo < hi.")
     if typ == "positive" and hi is not None and hi <= 0:
         raise ValueError(f"variable {name!r} (positive): the upper bound must be > 0.")
     return lo, hi
