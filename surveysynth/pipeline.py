@@ -598,7 +598,7 @@ def _stan_compile_note(method: str, synth: dict[str, Any] | None = None) -> str:
     program = getattr(synth_class(method), "program", "")
     with contextlib.suppress(Exception):  # the configured program (FBS main effects: collapsed)
         if synth is not None:
-            program = getattr(_construct(method, synth), "_program_name", lambda: program)()
+            program = _construct(method, synth).stan_program() or program
     if not program:
         return "no Stan model (KNG quantile regressions run in numpy)"
     try:

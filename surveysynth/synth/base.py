@@ -151,6 +151,12 @@ class Synthesizer:
     def _check_settings(self) -> None:
         """The class's cross-setting rules (no data); subclasses override."""
 
+    def stan_program(self) -> str:
+        """The Stan program this configuration samples (``synth/stan/<name>.stan``), from the
+        settings alone ("" when the mechanism runs no Stan or several): the release command's
+        compile note."""
+        return str(getattr(type(self), "program", "") or "")
+
     def check_design(self, design: Any) -> None:
         """Refuse a design the synthesizer cannot carry (clusters, weights varying within
         strata, ...) before any use of the data; ValueError naming the fix. Default: any."""

@@ -162,6 +162,11 @@ class _FittedMethods:
         """The Stan program (``surveysynth/synth/stan/<name>.stan``) this fit samples."""
         return self.program
 
+    def stan_program(self) -> str:
+        """The Stan program this configuration samples (FBS: the collapsed program with main
+        effects)."""
+        return self._program_name()
+
     # ------------------------------------------------------------------ synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
         S = self.weighted_fit_.draws[next(iter(self.weighted_fit_.param_names))].shape[0]
