@@ -568,11 +568,11 @@ def synth_settings(method: str) -> list[dict[str, str]]:
     """Constructor parameters of the method's class: name, default, allowed values (its
     constraint table) and description (from the docstring's entry for it, else the docstring
     bullet that names it)."""
-    from .synth.params import constraints_of, describe
+    from .synth.params import aliases_of, constraints_of, describe
 
     cls = synth_class(method)
     table = constraints_of(cls)
-    renamed = getattr(cls, "_deprecated_parameters", {})
+    renamed = aliases_of(cls)
     entries, bullets = _doc_entries(cls)
     out = []
     for p in inspect.signature(cls.__init__).parameters.values():

@@ -37,6 +37,7 @@ from surveysynth.synth.params import (
     ParameterError,
     _as_constraint,  # noqa: PLC2701 - the probes read the tables as the validator does
     _meets,  # noqa: PLC2701
+    aliases_of,
     constraints_of,
     describe,
     validate_params,
@@ -61,10 +62,6 @@ CONFIG = {
     "sequential": {"init": {"variables": [{"name": "y", "type": "continuous"}]}},
     "AIM": {"variables": ["y"], "epsilon": 1.0}, "MST": {"variables": ["y"], "epsilon": 1.0},
 }
-
-
-def _deprecated(cls: type) -> dict[str, str]:
-    return dict(getattr(cls, "_deprecated_parameters", {}))
 
 
 def _probes(constraint) -> list:
@@ -126,7 +123,7 @@ def test_every_setting_has_a_constraint(method):
     cls = synth_class(method)
     params = set(inspect.signature(cls.__init__).parameters) - {"self"}
     table = set(constraints_of(cls))
-    aliases = _deprecated(cls)
+    aliases = aliases_of(cls)
     assert params - set(aliases) == table, (params - set(aliases) - table, table - params)
     assert set(aliases.values()) <= table  # an alias maps to a declared setting
     for old in aliases:  # and stays in the signature, defaulting to "not given"

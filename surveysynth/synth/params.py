@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Interval", "Options", "Columns", "Gates", "ParameterError", "DEPRECATED", "MCMC",
-           "RELEASE", "validate_params", "describe", "constraints_of", "integer_settings"]
+           "RELEASE", "validate_params", "describe", "constraints_of", "aliases_of",
+           "integer_settings"]
 
 #: the default of a deprecated alias in a signature: "not given"
 DEPRECATED = "deprecated"
@@ -214,6 +215,11 @@ def constraints_of(cls: type) -> dict[str, list[Any]]:
     return dict(getattr(cls, "_parameter_constraints", {}))
 
 
+def aliases_of(cls: type) -> dict[str, str]:
+    """The class's deprecated setting names -> their new names (``_deprecated_parameters``)."""
+    return dict(getattr(cls, "_deprecated_parameters", {}))
+
+
 def integer_settings(cls: type) -> list[str]:
     """The settings whose table allows integers only (a front end whose numbers are doubles,
     R's, converts whole numbers for these: ``ss_synthesizer()``)."""
@@ -257,7 +263,7 @@ def validate_params(cls: type, values: Mapping[str, Any], *,
         return dict(values)
     name = key or (lambda p: p)
     out = dict(values)
-    for old, new in getattr(cls, "_deprecated_parameters", {}).items():
+    for old, new in aliases_of(cls).items():
         if old not in out:
             continue
         v = out.pop(old)
