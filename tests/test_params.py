@@ -335,3 +335,51 @@ def test_validation_moves_change_no_draw():
     got = [hashlib.sha256(d.data.to_csv(index=False).encode()).hexdigest()[:16]
            for d in rel.designs]
     assert got == ["5f5488e872c84798", "efda48e06d40e3be"]
+
+
+# ------------------------------------------------------------------------------ free functions
+def _functions():
+    import numpy as np
+
+    from surveysynth.synth import private_quantiles as pq
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    return {  # a valid call of each public function with a constraint table
+        "joint_exp_quantiles": (pq.joint_exp_quantiles, dict(
+            data=x, quantiles=[0.5], epsilon=1.0, lower=0.0, upper=5.0, random_state=1)),
+        "joint_exp_tables": (pq.joint_exp_tables, dict(
+            data=x, quantiles=[0.5], epsilon=1.0, lower=0.0, upper=5.0)),
+        "tail_transform": (pq.tail_transform, dict(lower=0.0, upper=5.0, transform="log")),
+        "dp_theil_sen_slope": (pq.dp_theil_sen_slope, dict(
+            x=x, y=x, epsilon=1.0, bound=2.0, rng=np.random.default_rng(1))),
+    }
+
+
+def _function_cases():
+    out = []
+    for fname, (fn, _) in _functions().items():
+        for arg, allowed in constraints_of(fn).items():
+            for c in allowed:
+                for v in _probes(c):
+                    if not any(_meets(_as_constraint(a), v) for a in allowed):
+                        out.append((fname, arg, v))
+    return out
+
+
+FUNCTION_CASES = _function_cases()
+
+
+@pytest.mark.parametrize("case", FUNCTION_CASES, ids=[_id(c) for c in FUNCTION_CASES])
+def test_public_functions_go_through_the_same_validator(case):
+    fname, arg, value = case
+    fn, valid = _functions()[fname]
+    fn(**valid)  # the valid call runs
+    with pytest.raises(ParameterError) as err:
+        fn(**{**valid, arg: value})
+    assert str(err.value).startswith(f"{arg}=") and f"valid for {fname}" in str(err.value)
+
+
+def test_private_quantile_functions_declare_their_tables():
+    assert set(constraints_of(_functions()["joint_exp_quantiles"][0])) == {
+        "epsilon", "transform", "scale", "center", "grid_bits"}
+    assert "epsilon" in constraints_of(_functions()["dp_theil_sen_slope"][0])

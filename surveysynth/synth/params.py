@@ -25,6 +25,7 @@ name) and maps the value to the new name.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 import sys
@@ -38,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Interval", "Options", "Columns", "Gates", "ParameterError", "DEPRECATED", "MCMC",
-           "RELEASE", "validate_params", "describe", "constraints_of", "aliases_of",
-           "integer_settings"]
+           "RELEASE", "validate_params", "validate_args", "describe", "constraints_of",
+           "aliases_of", "integer_settings"]
 
 #: the default of a deprecated alias in a signature: "not given"
 DEPRECATED = "deprecated"
@@ -282,15 +283,46 @@ def validate_params(cls: type, values: Mapping[str, Any], *,
         if p not in table:
             raise TypeError(f"{cls.__name__}: setting {p!r} has no constraint in "
                             "_parameter_constraints; declare it.")
-        allowed = [_as_constraint(c) for c in table[p]]
-        if any(_meets(c, v) for c in allowed):
-            continue
-        d = _default(cls, p)
-        fix = f"Fix: correct {name(p)}" + ("" if d is inspect.Parameter.empty else
-                                           f", or leave it out for its default {d!r}") + "."
-        raise ParameterError(f"{name(p)}={_show(v)} is not valid for {cls.__name__}: "
-                             f"{name(p)} must be {describe(table[p])}. {fix}", name(p))
+        _check_one(cls.__name__, p, v, table[p], _default(cls, p), name)
     return out
+
+
+def _check_one(owner: str, p: str, v: Any, constraints: Sequence[Any], default: Any,
+               name: Callable[[str], str]) -> None:
+    """One value against its constraints; the one error text."""
+    if any(_meets(_as_constraint(c), v) for c in constraints):
+        return
+    fix = f"Fix: correct {name(p)}" + ("" if default is inspect.Parameter.empty else
+                                       f", or leave it out for its default {default!r}") + "."
+    raise ParameterError(f"{name(p)}={_show(v)} is not valid for {owner}: {name(p)} must be "
+                         f"{describe(constraints)}. {fix}", name(p))
+
+
+def validate_args(**table: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The same validator for a public function's arguments (scikit-learn's
+    ``@validate_params``): ``@validate_args(epsilon=[Interval("number", 0, None,
+    closed="neither")])`` checks each named argument at every call, before the body runs; the
+    table is the function's ``_parameter_constraints`` (the reference reads it)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        unknown = sorted(set(table) - set(sig.parameters))
+        if unknown:
+            raise TypeError(f"{fn.__name__}: constraints for unknown argument(s) {unknown}.")
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(*args, **kwargs)
+            for p, v in bound.arguments.items():
+                if p in table:
+                    _check_one(fn.__name__, p, v, table[p], sig.parameters[p].default,
+                               lambda q: q)
+            return fn(*args, **kwargs)
+
+        vars(checked)["_parameter_constraints"] = dict(table)  # the reference reads it
+        return checked
+
+    return decorate
 
 
 def _show(v: Any) -> str:
