@@ -61,6 +61,7 @@ _EXPORTS = {
     "make_calfun": ".calibration", "cal_names": ".calibration", "cal_sinh": ".calibration",
     "cal_linear": ".calibration", "cal_raking": ".calibration", "cal_logit": ".calibration",
     "svysmoothArea": ".analysis", "fay_herriot": ".analysis",
+    "svysmoothUnit": ".analysis", "battese_harter_fuller": ".analysis",
     "pps_brewer": ".sampling", "pps_sampford": ".sampling", "pps_poisson": ".sampling",
     "strata_allocation": ".sampling", "stratsample": ".sampling",
     "ImputationDesign": ".analysis", "MIcombine": ".analysis", "withPV": ".analysis",

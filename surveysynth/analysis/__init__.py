@@ -46,6 +46,13 @@ from .prediction import marginpred, predict_svyglm, svypredmeans
 from .regtest import AIC, BIC, anova, reg_term_test, regTermTest
 from .scoretest import svyscoretest
 from .small_area import FayHerriot, eblupFH, fay_herriot, mseFH, svysmooth_area, svysmoothArea
+from .small_area_unit import (
+    BatteseHarterFuller,
+    battese_harter_fuller,
+    eblupBHF,
+    svysmooth_unit,
+    svysmoothUnit,
+)
 from .smoothing import Smooth, make_panel_svysmooth, svysmooth
 from .summaries import make_formula, psrsq, svykappa
 from .survival import (
@@ -77,4 +84,6 @@ __all__ += ["make_formula", "psrsq", "svykappa"]
 __all__ += ["with_crossval", "withCrossval"]
 __all__ += ["svyscoretest"]
 __all__ += ["FayHerriot", "eblupFH", "fay_herriot", "mseFH", "svysmooth_area", "svysmoothArea"]
+__all__ += ["BatteseHarterFuller", "battese_harter_fuller", "eblupBHF", "svysmooth_unit",
+            "svysmoothUnit"]
 __all__ += ["ImputationDesign", "MIcombine", "mi_combine", "withPV", "with_pv"]
