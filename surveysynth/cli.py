@@ -303,7 +303,14 @@ def _release_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             return 0
         if args.config is None:
             parser.error("release: give CONFIG.toml (or --example METHOD, --schema-doc)")
-        cfg = load_config(args.config)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DeprecationWarning)
+            cfg = load_config(args.config)
+        for w in caught:  # deprecated keys: said on the console (hidden by Python's default)
+            if issubclass(w.category, DeprecationWarning):
+                print(f"surveysynth release: {w.message}", file=sys.stderr)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if args.check:
             print(f"{args.config}: configuration OK ({cfg.method}, {len(cfg.tables)} tables)")
             return 0

@@ -64,11 +64,13 @@ from .release_config import (
     ConfigError,
     check_keys,
     synth_class,
+    upgrade,
 )
 from .release_inputs import FORMAT_NAMES as _FORMAT_NAMES
 from .release_inputs import INPUT_FORMATS, build_design, read_input
 from .release_inputs import apply_value_labels as apply_value_labels
 from .release_inputs import joint_variables as _joint_variables
+from .synth.params import ParameterError
 from .synth.progress import listening
 
 __all__ = ["SYNTHESIZERS", "ConfigError", "ReleaseConfig", "TableSpec", "check_config",
@@ -236,8 +238,8 @@ def apply_missing(policy: str, needed: list[tuple[str, str]],
 
 
 def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
-    """The outcome / synthesized variables must be numeric (and fit the model's support)."""
-    settings = {**syn.get("init", {}), **syn.get("fit", {})}
+    """The outcome / synthesized variables must be numeric (numbers written as text get the
+    reader's fix)."""
     for key, col in _synthesized(method, syn):
         if key == "synthesizer.predictors":
             continue
@@ -254,22 +256,8 @@ def _check_types(method: str, syn: dict[str, Any], data: pd.DataFrame) -> None:
             raise ConfigError(
                 f"{key}: column {col!r} is not numeric (dtype {x.dtype}; first non-numeric rows "
                 f"{bad}: {x[mask].head(3).tolist()}). {fix}")
-        v = x.to_numpy(dtype=float)
-        if method in ("FBS", "FBP", "PBP") and syn.get("log", True) and (v <= 0).any():
-            rows = np.flatnonzero(v <= 0)[:5].tolist()
-            raise ConfigError(
-                f"synthesizer.log: outcome {col!r} has values <= 0 (first rows {rows}); log = "
-                "true models log(outcome). Fix: log = false, or an outcome > 0.")
-        if method == "nb" and ((v < 0) | (v != np.round(v))).any():
-            rows = np.flatnonzero((v < 0) | (v != np.round(v)))[:5].tolist()
-            raise ConfigError(
-                f"{key}: method 'nb' needs non-negative integer counts; {col!r} is not at rows "
-                f"{rows}. Fix: method = \"mixture\" for a continuous outcome.")
-        if (method == "mixture" and settings.get("transform", "log") == "log"
-                and (v + float(settings.get("shift", 0.0)) <= 0).any()):
-            raise ConfigError(
-                f"{key}: {col!r} has values <= -shift, which transform = \"log\" cannot take. "
-                "Fix: init = { shift = <a public number above -min> } or transform = \"asinh\".")
+    # the model's own rules on the outcome (log > 0, NB's counts, the mixture's log(y +
+    # shift)) are the synthesizer's: check_data (_check_model_data), named by config key
 
 
 def _released_columns(method: str, syn: dict[str, Any], design: dict[str, Any],
@@ -358,7 +346,9 @@ def _check_tables(raw_tables: list, data: pd.DataFrame, released: set[str] | Non
 
 def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
     """Validate a parsed configuration against the schema (surveysynth.release_config) and the
-    data it names (no MCMC); every error names its key and the fix."""
+    data it names (no MCMC); every error names its key and the fix. Deprecated keys are read
+    as their new names, with a DeprecationWarning (release_config.upgrade)."""
+    raw = upgrade(raw)
     method = check_keys(raw)
     input_path, data = _check_input(raw, base)
     design = dict(raw["design"])
@@ -402,7 +392,7 @@ def check_config(raw: dict[str, Any], base: Path = Path(".")) -> ReleaseConfig:
 def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design: Any) -> None:
     """What the fit would refuse before its first MCMC run, found without MCMC: FBS, FBP and
     PBP with full cell effects need every cell of the predictors' cross-classification to
-    have records; a sequential synthesis checks every variable against its type."""
+    have records; then the design and the synthesizer's own data checks (check_data)."""
     if method in ("FBS", "FBP", "PBP") and getattr(constructed, "effects", "") == "cells":
         preds = _as_list(syn.get("predictors"))
         if preds:
@@ -422,29 +412,23 @@ def _check_model_data(method: str, syn: dict[str, Any], constructed: Any, design
                     "Fix: init = { effects = \"main\" } (additive effects of each predictor, "
                     "which model every cell), or collapse the levels in the input file so that "
                     "every cell has records.")
-    if method == "sequential":
-        try:
-            constructed.check_data(design)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
     # issue 36 (D6, D7): the design the synthesizer refuses (clusters it cannot carry; weights
     # that vary within strata of a quantile synthesis), before any MCMC
-    check = getattr(constructed, "check_design", None)
-    if callable(check):
-        try:
-            check(design)
-        except ValueError as exc:
-            keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
-            raise ConfigError(f"[design] {keys}: {exc}") from exc
-    # FBS, FBP, PBP: fit's own data checks, among them the prior-scale refusal (an outcome
-    # whose magnitude makes the fixed priors informative: fix log or outcome_scale), after the
-    # design's own refusal, before any MCMC
-    pre = getattr(constructed, "check_data", None) if method in ("FBS", "FBP", "PBP") else None
-    if callable(pre):
-        try:
-            pre(design)
-        except ValueError as exc:
-            raise ConfigError(f"[synthesizer]: {exc}") from exc
+    try:
+        constructed.check_design(design)
+    except ValueError as exc:
+        keys = ", ".join(f"design.{k}" for k in getattr(exc, "keys", ("ids",)))
+        raise ConfigError(f"[design] {keys}: {exc}") from exc
+    # fit's own data checks before any MCMC, after the design's own refusal: FBS, FBP, PBP's
+    # (among them the prior-scale refusal: an outcome whose magnitude makes the fixed priors
+    # informative; fix log or outcome_scale), every Sequential variable against its type, the
+    # mixture's and NB's outcome rules; a rule whose fix is one setting names its config key
+    try:
+        constructed.check_data(design)
+    except ParameterError as exc:
+        raise ConfigError(f"{_config_key(exc.param, syn)}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(str(exc) if method == "sequential" else f"[synthesizer]: {exc}") from exc
 
 
 def _check_attacks(rep: dict[str, Any], base: Path, data: pd.DataFrame) -> Any:
@@ -614,7 +598,7 @@ def _stan_compile_note(method: str, synth: dict[str, Any] | None = None) -> str:
     program = getattr(synth_class(method), "program", "")
     with contextlib.suppress(Exception):  # the configured program (FBS main effects: collapsed)
         if synth is not None:
-            program = getattr(_construct(method, synth), "_program_name", lambda: program)()
+            program = _construct(method, synth).stan_program() or program
     if not program:
         return "no Stan model (KNG quantile regressions run in numpy)"
     try:
@@ -638,14 +622,14 @@ def _settings(method: str, s: dict[str, Any]) -> dict[str, Any]:
     """Constructor settings of the synthesizer from the [synthesizer] section."""
     init = s.get("init", {})
     fit_opts = s.get("fit", {})
-    out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "weights")}
+    out = {k: v for k, v in s.items() if k not in ("method", "init", "fit", "seed", "known", "r", "alpha")}
     if "predictors" in out:
         out["predictors"] = _as_list(out["predictors"])
     if "variables" in out:
         out["variables"] = _as_list(out["variables"])
     if method in ("mixture", "nb", "sequential"):
         if method != "sequential":
-            out["alpha"] = s.get("weights", "pairwise")
+            out["alpha"] = s.get("alpha", "pairwise")
         if "known" in s:
             out["known"] = _as_list(s["known"])
         if "r" in s:
@@ -670,18 +654,32 @@ def _construct(method: str, s: dict[str, Any]):
             f"Its settings: {sorted(params)}. Fix: check the spelling (docs/release-config.md, "
             "Synthesizer settings).")
     try:
-        if "stan_kwargs" in settings:
+        syn = cls(**settings)
+        # the one validator (the class's constraint table, then its cross-setting rules),
+        # naming each setting by its config key
+        syn.check_params(key=lambda p: _config_key(p, s))
+        if settings.get("stan_kwargs") is not None:  # pystan's names (delta, not adapt_delta)
             from .synth._stan import check_stan_kwargs
 
             check_stan_kwargs(settings["stan_kwargs"], "synthesizer.init.stan_kwargs")
-        syn = cls(**settings)
-        for hook in ("_validate", "_config"):  # the classes' own data-free checks
-            check = getattr(syn, hook, None)
-            if callable(check):
-                check()
         return syn
+    except ParameterError as exc:  # the table's (named already) or a rule's on one setting
+        key = exc.param if exc.param.startswith("synthesizer.") else _config_key(exc.param, s)
+        raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[synthesizer]: {exc}") from exc
+
+
+def _config_key(param: str, s: dict[str, Any]) -> str:
+    """The config key that set a synthesizer setting (for messages)."""
+    for table in ("fit", "init"):  # fit is merged last: it wins
+        if param in s.get(table, {}):
+            return f"synthesizer.{table}.{param}"
+    if param == "random_state":
+        return "synthesizer.seed"
+    if param in s or param in ("alpha",):
+        return f"synthesizer.{param}"
+    return f"synthesizer.init.{param}"
 
 
 def fit_and_release(cfg: ReleaseConfig, design: Any, progress: bool = True,

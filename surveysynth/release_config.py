@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,8 @@ _TYPES: dict[str, tuple[Any, str]] = {
         "a table of integers ({ estimate = 0, se = 1 })"),
     "labels": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
                "a table of tables ({ gender = { 1 = \"male\", 2 = \"female\" } })"),
+    # a synthesizer setting: checked against the class's constraint table (check_keys)
+    "setting": (lambda v: True, "a setting of the synthesizer class"),
 }
 
 
@@ -83,6 +86,11 @@ class Key:
     allowed: tuple[Any, ...] | None = None
     positive: bool = False
     methods: tuple[str, ...] | None = None  # methods that read it (None: all)
+    #: the synthesizer setting it sets: its type, range and choices are the class's
+    #: constraint table's (surveysynth.synth.params), checked and documented from there
+    setting: str = ""
+    #: the new name of a deprecated key (kept for one release: warns and maps)
+    renamed: str = ""
 
     def required_for(self, method: str | None) -> bool:
         if isinstance(self.required, tuple):
@@ -137,43 +145,48 @@ SCHEMA: tuple[Section, ...] = (
     Section("synthesizer", "The synthesizer and its privacy target. Settings not listed here go "
             "in `init` (see *Synthesizer settings* below).", (
         Key("method", "string", "the synthesizer", required=True, allowed=SYNTHESIZERS),
-        Key("outcome", "string", "the confidential variable to synthesize",
-            required=_OUTCOME_METHODS, methods=_OUTCOME_METHODS),
-        Key("predictors", "strings", "predictor columns of the outcome model (released as "
-            "collected in a partial synthesis)", default=[], methods=_OUTCOME_METHODS),
-        Key("variables", "strings", "the variables to synthesize, in order",
-            required=VARIABLE_METHODS, methods=VARIABLE_METHODS),
-        Key("log", "boolean", "model log(outcome) (the outcome must be > 0)", default=True,
-            methods=_PSEUDO),
-        Key("target_epsilon", "number", "epsilon of the whole release (Delta target = epsilon "
+        Key("outcome", "setting", "the confidential variable to synthesize",
+            required=_OUTCOME_METHODS, methods=_OUTCOME_METHODS, setting="outcome"),
+        Key("predictors", "setting", "predictor columns of the outcome model (released as "
+            "collected in a partial synthesis)", default=[], methods=_OUTCOME_METHODS,
+            setting="predictors"),
+        Key("variables", "setting", "the variables to synthesize, in order",
+            required=VARIABLE_METHODS, methods=VARIABLE_METHODS, setting="variables"),
+        Key("log", "setting", "model log(outcome) (the outcome must be > 0)", default=True,
+            methods=_PSEUDO, setting="log"),
+        Key("target_epsilon", "setting", "epsilon of the whole release (Delta target = epsilon "
             "/ (2 m)); give exactly one of target_epsilon or target_lipschitz; sequential: the "
             "total over its variables, shared by `init.budget` (default equal shares)",
-            positive=True, methods=(*_PSEUDO, "sequential")),
-        Key("public", "strings", "sequential: variables released as collected and used as "
+            methods=(*_PSEUDO, "sequential"), setting="target_epsilon"),
+        Key("public", "setting", "sequential: variables released as collected and used as "
             "predictors of every synthesized variable (the design's strata are added)",
-            default=[], methods=("sequential",)),
-        Key("unlisted", "string", "sequential: columns neither in `[[variables]]` nor public "
+            default=[], methods=("sequential",), setting="public"),
+        Key("unlisted", "setting", "sequential: columns neither in `[[variables]]` nor public "
             "nor the design: \"drop\" them or release them as collected (\"public\")",
-            default="drop", allowed=("drop", "public"), methods=("sequential",)),
-        Key("target_lipschitz", "number", "target Lipschitz bound Delta_alpha of the pseudo "
-            "posterior", positive=True, methods=_PSEUDO),
-        Key("epsilon", "number", "the total epsilon of the KNG synthesis; AIM / MST: their "
+            default="drop", methods=("sequential",), setting="unlisted"),
+        Key("target_lipschitz", "setting", "target Lipschitz bound Delta_alpha of the pseudo "
+            "posterior", methods=_PSEUDO, setting="target_lipschitz"),
+        Key("epsilon", "setting", "the total epsilon of the KNG synthesis; AIM / MST: their "
             "budget (epsilon, or rho with init.privacy = \"zcdp\")",
-            required=VARIABLE_METHODS, positive=True, methods=VARIABLE_METHODS),
-        Key("m", "integer", "number of synthetic data sets", default=5, positive=True),
-        Key("seed", "integer", "a secret key for a reproducible run (kept in confidential/ "
-            "only); default: secret OS entropy"),
-        Key("population_size", "number", "public population size N the released weights sum "
+            required=VARIABLE_METHODS, methods=VARIABLE_METHODS, setting="epsilon"),
+        Key("m", "setting", "number of synthetic data sets", default=5, setting="m"),
+        Key("seed", "setting", "a secret key for a reproducible run (kept in confidential/ "
+            "only); default: secret OS entropy", setting="random_state"),
+        Key("population_size", "setting", "public population size N the released weights sum "
             "to (default: the sum of the confidential weights, then listed as published "
-            "without budget)", positive=True),
-        Key("known", "strings", "variables an intruder is assumed to know (risk weights; "
+            "without budget)", setting="population_size"),
+        Key("known", "setting", "variables an intruder is assumed to know (risk weights; "
             "sequential: with init.risk_weights = \"identification\")",
-            methods=("mixture", "nb", "sequential")),
-        Key("r", "number", "identification-risk radius (relative) of the risk weights "
+            methods=("mixture", "nb", "sequential"), setting="known"),
+        Key("r", "setting", "identification-risk radius (relative) of the risk weights "
             "(sequential: with init.risk_weights = \"identification\")",
-            positive=True, methods=("mixture", "nb", "sequential")),
-        Key("weights", "string", "risk weights alpha of the mixture / NB synthesizers",
-            default="pairwise", allowed=("pairwise", "marginal"), methods=("mixture", "nb")),
+            methods=("mixture", "nb", "sequential"), setting="r"),
+        Key("alpha", "setting", "risk weights alpha of the mixture / NB synthesizers: "
+            "identification-risk weights from `known` and `r`", default="pairwise",
+            allowed=("pairwise", "marginal"), methods=("mixture", "nb"), setting="alpha"),
+        Key("weights", "setting", "deprecated old name of `alpha` (\"weights\" means sampling "
+            "weights everywhere else); still read, with a warning, for one release",
+            methods=("mixture", "nb"), renamed="alpha"),
         Key("init", "table", "further constructor settings of the method's class (see "
             "*Synthesizer settings*)", default={}),
         Key("fit", "table", "more settings, merged after `init` (kept for old configs)",
@@ -322,6 +335,8 @@ def _check_section(values: Any, sec: Section, where: str, prefix: str,
                 raise ConfigError(f"{path} missing: {key.description}. Fix: add it to {where}.")
             continue
         v = values[key.name]
+        if key.allowed is not None and key.type == "setting" and v not in key.allowed:
+            raise ConfigError(f"{path} = {v!r}: choose one of {list(key.allowed)}.")
         check, phrase = _TYPES[key.type]
         if not check(v):
             raise ConfigError(f"{path} = {v!r}: must be {phrase} ({key.description}). Fix: "
@@ -345,7 +360,11 @@ def section_value(raw: dict[str, Any], name: str) -> Any:
 
 def check_keys(raw: dict[str, Any]) -> str:
     """Check a parsed config against :data:`SCHEMA` (unknown keys, types, required keys,
-    allowed values, and the cross-key rules that need no data); returns the method."""
+    allowed values, and the cross-key rules that need no data); returns the method. The
+    ``[synthesizer]`` keys that are settings of the method's class (``Key.setting``) are
+    checked against the class's constraint table, named by their config keys. A deprecated key
+    (``Key.renamed``) is read as its new name with a DeprecationWarning (:func:`upgrade`)."""
+    raw = upgrade(raw)
     _unknown(raw, [s.name for s in SCHEMA if "." not in s.name], "config")
     for sec in SCHEMA:
         if sec.required and sec.name not in raw:
@@ -368,8 +387,48 @@ def check_keys(raw: dict[str, Any]) -> str:
                 _check_section(t, sec, f"{sec.name}[{i}]", f"{sec.name}[{i}].", method)
         else:
             _check_section(value, sec, f"[{sec.name}]", f"{sec.name}.", method)
+    _check_settings(raw["synthesizer"], method)
     _check_cross(raw, method)
     return method
+
+
+def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
+    """The config with deprecated keys renamed (``synthesizer.weights`` -> ``synthesizer.alpha``),
+    a DeprecationWarning naming the new key for each; a new dict (the caller's is unchanged).
+    Both the old and the new key given is refused."""
+    from .synth.params import user_stacklevel
+
+    out = dict(raw)
+    for sec in SCHEMA:
+        values = out.get(sec.name)
+        if sec.array or "." in sec.name or not isinstance(values, dict):
+            continue
+        for key in sec.keys:
+            if not key.renamed or key.name not in values:
+                continue
+            if key.renamed in values:
+                raise ConfigError(f"{sec.name}.{key.name} and {sec.name}.{key.renamed} both given; "
+                                  f"{key.name!r} is the deprecated old name of {key.renamed!r}. "
+                                  f"Fix: keep {sec.name}.{key.renamed} only.")
+            warnings.warn(f"{sec.name}.{key.name} is deprecated and will be removed in the next "
+                          f"release; write {sec.name}.{key.renamed} (same values).",
+                          DeprecationWarning, stacklevel=user_stacklevel() + 1)
+            values = {(key.renamed if k == key.name else k): v for k, v in values.items()}
+        out[sec.name] = values
+    return out
+
+
+def _check_settings(syn: dict[str, Any], method: str) -> None:
+    """The [synthesizer] keys that set the class's settings, against its constraint table."""
+    from .synth.params import validate_params
+
+    keys = {k.setting: k.name for k in SECTIONS["synthesizer"].keys
+            if k.setting and k.name in syn and (k.methods is None or method in k.methods)}
+    try:
+        validate_params(synth_class(method), {p: syn[name] for p, name in keys.items()},
+                        key=lambda p: f"synthesizer.{keys.get(p, p)}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _check_cross(raw: dict[str, Any], method: str) -> None:
@@ -409,8 +468,8 @@ def _check_cross(raw: dict[str, Any], method: str) -> None:
         name = str(t.get("name", f"table_{i + 1}"))
         if not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"tables[{i}].name = {name!r}: use letters, digits, - and _ only.")
-    if method == "quantile":
-        _check_kng_bounds(syn)
+    # KNG's public bounds (and every other rule between settings) are the class's own:
+    # check_params via the pipeline, named by config key (synthesizer.init.bounds)
     _check_budget(raw, method)
 
 
@@ -453,44 +512,7 @@ def _check_sequential(raw: dict[str, Any], method: str) -> None:
             "\"sequential\", or remove them." if method == "sequential" else
             f"[[variables]] blocks are read by method = \"sequential\" only, not {method!r}. "
             "Fix: remove them.")
-    for i, v in enumerate(raw.get("variables", [])):
-        b = v.get("bounds")
-        if b is not None and (not isinstance(b, list) or len(b) != 2 or not b[0] < b[1]):
-            raise ConfigError(f"variables[{i}].bounds = {b!r}: give [lower, upper] with lower < "
-                              "upper.")
-        if v.get("scale", "identity") != "identity" and v.get("type") != "bounded":
-            raise ConfigError(f"variables[{i}].scale = {v['scale']!r}: only a bounded variable "
-                              "has a scale. Fix: remove it, or type = \"bounded\" with bounds.")
-        if v.get("type") == "bounded" and b is None:
-            raise ConfigError(f"variables[{i}].bounds missing: type \"bounded\" needs public "
-                              "bounds [lo, hi]. Fix: add them, or type = \"continuous\".")
-
-
-def _check_kng_bounds(syn: dict[str, Any]) -> None:
-    """KNG needs public bounds on every synthesized variable (a run without them fails, or
-    with the nonprivate method is not private): refuse a missing one here, naming the key."""
-    settings = {**syn.get("init", {}), **syn.get("fit", {})}
-    if settings.get("method", "jointexp") == "nonprivate":
-        return
-    variables = [syn["variables"]] if isinstance(syn["variables"], str) else syn["variables"]
-    bounds = settings.get("bounds", {})
-    if not isinstance(bounds, dict):
-        raise ConfigError(f"synthesizer.init.bounds = {bounds!r}: a table variable -> [lower, "
-                          "upper].")
-    missing = [v for v in variables if v not in bounds]
-    if missing:
-        example = ", ".join(f"{v} = [lo, hi]" for v in missing)
-        raise ConfigError(
-            f"synthesizer.init.bounds: no public bounds for {missing}. KNG needs public bounds "
-            f"on every synthesized variable. Fix: init = {{ bounds = {{ {example} }}, ... }} "
-            "from public knowledge (a legal or physical range); bounds computed from the "
-            "confidential data are not differentially private.")
-    for v, pair in bounds.items():
-        ok = (isinstance(pair, list) and len(pair) == 2
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pair))
-        if not ok or not pair[0] < pair[1]:
-            raise ConfigError(f"synthesizer.init.bounds.{v} = {pair!r}: give [lower, upper], "
-                              "two numbers with lower < upper. Fix: correct the pair.")
+    # each block's bounds and scale: Sequential's own rules (check_params, via the pipeline)
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,7 +520,7 @@ def _check_kng_bounds(syn: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 #: constructor parameters the pipeline fills from [synthesizer] keys or the command line
-PIPELINE_SET = {"random_state": "synthesizer.seed", "alpha": "synthesizer.weights",
+PIPELINE_SET = {"random_state": "synthesizer.seed", "alpha": "synthesizer.alpha",
                 "progress": "the command line (--quiet / --verbose)"}
 
 
@@ -526,10 +548,31 @@ def _doc_entries(cls: type) -> tuple[dict[str, str], list[str]]:
     return entries, bullets
 
 
+def _setting_phrase(key: Key) -> str:
+    """The type column of a [synthesizer] key that sets a class setting: its constraint
+    table's words, per method where the methods differ."""
+    from .synth.params import constraints_of, describe
+
+    if key.renamed:
+        return f"deprecated: see `{key.renamed}`"
+    by_phrase: dict[str, list[str]] = {}
+    for method in key.methods or SYNTHESIZERS:
+        table = constraints_of(synth_class(method))
+        by_phrase.setdefault(describe(table[key.setting]), []).append(method)
+    if len(by_phrase) == 1:
+        return next(iter(by_phrase))
+    return "; ".join(f"{', '.join(ms)}: {ph}" for ph, ms in by_phrase.items())
+
+
 def synth_settings(method: str) -> list[dict[str, str]]:
-    """Constructor parameters of the method's class: name, default, description (from the
-    docstring's entry for it, else the docstring bullet that names it)."""
+    """Constructor parameters of the method's class: name, default, allowed values (its
+    constraint table) and description (from the docstring's entry for it, else the docstring
+    bullet that names it)."""
+    from .synth.params import aliases_of, constraints_of, describe
+
     cls = synth_class(method)
+    table = constraints_of(cls)
+    renamed = aliases_of(cls)
     entries, bullets = _doc_entries(cls)
     out = []
     for p in inspect.signature(cls.__init__).parameters.values():
@@ -540,7 +583,10 @@ def synth_settings(method: str) -> list[dict[str, str]]:
             hit = [b for b in bullets if f"``{p.name}``" in b]
             desc = hit[0] if hit else ""
         default = "required" if p.default is p.empty else repr(p.default)
-        out.append({"name": p.name, "default": default, "description": desc})
+        allowed = (f"deprecated: use `{renamed[p.name]}`" if p.name in renamed
+                   else describe(table[p.name]))
+        out.append({"name": p.name, "default": default, "allowed": allowed,
+                    "description": desc})
     return out
 
 
@@ -615,7 +661,7 @@ outcome = "salary"
 predictors = ["field", "gender"]
 known = ["field", "gender"]
 r = 0.2
-weights = "pairwise"
+alpha = "pairwise"
 m = 3
 population_size = 100000
 # two components, gamma = 4 (the weights theta ~ Dirichlet(gamma / K) = Dirichlet(2, 2): no
@@ -627,7 +673,7 @@ outcome = "visits"
 predictors = ["field", "gender"]
 known = ["field", "gender"]
 r = 0.2
-weights = "pairwise"
+alpha = "pairwise"
 m = 3
 population_size = 100000
 init = { categorical = ["field"], chains = 4, draws = 1000, warmup = 1000 }""",
@@ -789,7 +835,8 @@ def render_markdown() -> str:
             desc = k.description + (f" (methods: {', '.join(k.methods)})" if k.methods else "")
             if k.positive:
                 desc += "; > 0"
-            out.append(f"| `{k.name}` | {_TYPES[k.type][1]} | {_required(k)} | "
+            typ = _setting_phrase(k) if k.type == "setting" else _TYPES[k.type][1]
+            out.append(f"| `{k.name}` | {_cell(typ)} | {_required(k)} | "
                        f"{_cell(_default(k))} | {_cell(allowed)} | {_cell(desc)} |")
         out.append("")
     out += [
@@ -799,18 +846,21 @@ def render_markdown() -> str:
         "pipeline builds the settings from the `[synthesizer]` keys above and the `init` table "
         "(`init` wins). It maps " + ", ".join(f"`{k}` from {v}" for k, v in
                                              PIPELINE_SET.items()) + ". An unknown setting is "
-        "refused by `--check` naming it. The tables below are read from each class's signature "
-        "and docstring.",
+        "refused by `--check` naming it. The tables below are read from each class: the "
+        "allowed values from its constraint table (`_parameter_constraints`, "
+        "surveysynth/synth/params.py: the one validator the Python API, this config and the R "
+        "package go through), defaults from its signature, descriptions from its docstring. "
+        "A deprecated setting is still read for one release, with a warning naming the new one.",
         "",
     ]
     for method in SYNTHESIZERS:
         cls = synth_class(method)
         out += [f"### `{method}`: `{cls.__module__}.{cls.__name__}`", "",
-                "| setting | default | description |", "|---|---|---|"]
+                "| setting | default | allowed | description |", "|---|---|---|---|"]
         for s in synth_settings(method):
             name = s["name"] + (f" (set by {PIPELINE_SET[s['name']]})"
                                 if s["name"] in PIPELINE_SET else "")
-            out.append(f"| `{_cell(name)}` | `{_cell(s['default'])}` | "
+            out.append(f"| `{_cell(name)}` | `{_cell(s['default'])}` | {_cell(s['allowed'])} | "
                        f"{_cell(s['description'])} |")
         out.append("")
     out += [

@@ -59,12 +59,12 @@ def _fit(cls, design, seed: int = 1, **kw):
 
 @pytest.fixture(scope="module")
 def fits(api):
-    """FBS and FBP fitted once per design (loglik="stan": the generated log_lik is kept)."""
+    """FBS and FBP fitted once per design (log_lik="stan": the generated log_lik is kept)."""
     out = {}
     for name in ("apiclus1", "apiclus2"):
         d = _design(api, name)
         for cls in (FBS, FBP):
-            out[(cls.name, name)] = (_fit(cls, d, loglik="stan"), d)
+            out[(cls.name, name)] = (_fit(cls, d, log_lik="stan"), d)
     return out
 
 

@@ -440,7 +440,7 @@ def test_errors():
         NBSynthesizer("education", alpha="marginal", known=["zip"], r=0.2).fit(d)
     with pytest.raises(ValueError, match=r"predictor column\(s\) \['nope'\]"):
         NBSynthesizer("education", ["nope"]).fit(d)
-    with pytest.raises(ValueError, match="r must be a positive"):
+    with pytest.raises(ValueError, match=r"r=-1 is not valid.*r must be None or a number > 0"):
         NBSynthesizer("education", alpha="marginal", known=CE_KNOWN, r=-1).fit(d)
     with pytest.raises(ValueError, match="m=0"):
         NBSynthesizer("education", m=0).fit(d)

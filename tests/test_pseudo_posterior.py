@@ -33,13 +33,13 @@ from surveysynth.synth._stan import (
 from surveysynth.synth.pseudo_posterior import TargetUnreachableError, _log_w_beyond_cells
 
 ROOT = Path(__file__).resolve().parent.parent
-# loglik="stan": keep Stan's generated per-record log densities, the reference the numpy
+# log_lik="stan": keep Stan's generated per-record log densities, the reference the numpy
 # evaluation (the default) is tested against below.
 # short test chains: the release gates are lowered explicitly (the gates themselves are tested
 # in test_convergence_gate_stops_a_short_fit). Bulk ESS is over the real chains since run_stan
 # orders draws chain by chain (before, interleaved chains inflated it): FBP's beta[1] has ~80
 # of 500 draws here, so the test floor is 50
-FAST = dict(chains=2, draws=250, warmup=250, progress=False, loglik="stan",
+FAST = dict(chains=2, draws=250, warmup=250, progress=False, log_lik="stan",
             convergence={"ess_bulk": 50, "rhat": 1.05, "divergent_share": 0.01})
 
 pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.ConvergenceWarning")
@@ -979,7 +979,7 @@ def fbs_main_mc14():
     design, seeds = _mc_sample(14)
     syn = FBS("salary", ["field", "gender"], effects="main", population_size=100000, chains=2,
               draws=500, warmup=500, tol=0.1, progress=False, target_lipschitz=1.8, m=10,
-              random_state=seeds[0], allow_unconverged=True, loglik="stan")
+              random_state=seeds[0], allow_unconverged=True, log_lik="stan")
     return syn.fit(design)
 
 
@@ -1201,7 +1201,7 @@ def test_prior_pull_in_standard_errors_matches_the_normal_normal_posterior(apist
 def test_outcome_scale_must_be_a_positive_constant():
     for bad in (0, -1.0, float("nan"), True, "100"):
         with pytest.raises(ValueError, match="outcome_scale"):
-            PBP("api00", ["stype"], outcome_scale=bad)._validate()
+            PBP("api00", ["stype"], outcome_scale=bad).check_params()
 
 
 def test_pbp_raw_api00_with_a_public_scale_recovers_the_mean(apistrat, confidential_mean):

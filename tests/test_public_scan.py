@@ -85,7 +85,7 @@ outcome = "salary"
 predictors = ["field", "gender"]
 known = ["field", "gender"]
 r = 0.2
-weights = "pairwise"
+alpha = "pairwise"
 m = 2
 population_size = 100000
 init = {{ K = 2, categorical = ["field"], {FAST} }}""",

@@ -42,6 +42,7 @@ import contextlib
 import copy
 import inspect
 import warnings
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,6 +50,7 @@ import pandas as pd
 
 from ..privacy.randomness import is_seeded, secret_rng
 from ..privacy.record import PrivacyRecord, build_record
+from .params import validate_params
 
 __all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "BudgetExceededError",
            "CONVERGENCE_DEFAULTS", "collected_design", "convergence_verdict", "clone"]
@@ -128,8 +130,51 @@ class Synthesizer:
     name: ClassVar[str] = ""
     #: does each release spend budget (posterior draws) or is it post-processing of the fit?
     release_spends: ClassVar[bool] = False
+    #: setting -> allowed values (surveysynth.synth.params): every constructor setting, once
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
+    #: deprecated setting name -> its new name (kept for one release; fit warns and maps it)
+    _deprecated_parameters: ClassVar[dict[str, str]] = {}
 
     # ------------------------------------------------------------------ parameters
+    def check_params(self, key: Callable[[str], str] | None = None) -> dict[str, Any]:
+        """Check the settings without data: each against the class's constraint table
+        (:func:`surveysynth.synth.params.validate_params`: type, range, choices), then the
+        class's cross-setting rules. ``fit`` runs it first; the release config and the R
+        package run it before any data are read. Returns the settings with deprecated
+        aliases mapped to their new names (a DeprecationWarning for each); raises ValueError
+        naming the setting, the value and the fix; ``key`` names a setting in messages (the
+        release config passes its keys, ``synthesizer.init.chains``)."""
+        params = validate_params(type(self), self.get_params(), key=key)
+        self._check_settings()
+        return params
+
+    def _check_settings(self) -> None:
+        """The class's cross-setting rules (no data); subclasses override."""
+
+    def stan_program(self) -> str:
+        """The Stan program this configuration samples (``synth/stan/<name>.stan``), from the
+        settings alone ("" when the mechanism runs no Stan or several): the release command's
+        compile note."""
+        return str(getattr(type(self), "program", "") or "")
+
+    def check_design(self, design: Any) -> None:
+        """Refuse a design the synthesizer cannot carry (clusters, weights varying within
+        strata, ...) before any use of the data; ValueError naming the fix. Default: any."""
+
+    def check_data(self, design: Any) -> None:
+        """Pre-flight for ``surveysynth release --check`` (no MCMC): the settings and the data
+        checks the fit makes before its first MCMC run. Default: the settings only
+        (:meth:`check_params`); FBS, FBP, PBP and Sequential check the data too."""
+        self.check_params()
+
+    def _param(self, name: str) -> Any:
+        """A setting's value in effect: a deprecated alias that was given wins (fit has warned)."""
+        for old, new in self._deprecated_parameters.items():
+            if new == name and getattr(self, old, None) is not None and not (
+                    isinstance(getattr(self, old), str) and getattr(self, old) == "deprecated"):
+                return getattr(self, old)
+        return getattr(self, name)
+
     @classmethod
     def _get_param_names(cls) -> list[str]:
         sig = inspect.signature(cls.__init__)
@@ -275,6 +320,7 @@ class Synthesizer:
     # ------------------------------------------------------------------ the protocol
     def fit(self, design: Any) -> Synthesizer:
         """Validate, run the mechanism on the confidential ``design``; returns self."""
+        self.check_params()  # settings first: a refused setting is not a use of the data
         fits = int(getattr(self, "fits_", 0)) + 1
         if fits > 1:
             warnings.warn(

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from .base import Synthesizer
+from .params import RELEASE, Interval, Options
 
 __all__ = ["AIM", "MST", "MarginalSynthesizer", "PRIVACY_KINDS"]
 
@@ -194,6 +195,17 @@ class MarginalSynthesizer(Synthesizer):
 
     kind: ClassVar[str] = "full"
     algorithm_name: ClassVar[str] = ""
+    #: every setting's allowed values (surveysynth.synth.params); AIM adds degree and rounds
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "variables": [None, "sequence"],
+        "categories": [None, dict],
+        "bins": [None, dict],
+        "weight_bins": [None, "array-like"],
+        "privacy": [Options(*PRIVACY_KINDS)],
+        "epsilon": [Interval("number", 0, None, closed="neither")],
+        "iters": [Interval("integer", 1, None)],
+        **RELEASE,
+    }
 
     def __init__(self, *, variables: Sequence[str] | None = None,
                  categories: Mapping[str, Sequence[Any]] | None = None,
@@ -230,17 +242,8 @@ class MarginalSynthesizer(Synthesizer):
 
     # ------------------------------------------------------------------ checks
     def _check_settings(self) -> None:
-        if self.privacy not in PRIVACY_KINDS:
-            raise ValueError(f"privacy={self.privacy!r}: choose one of {PRIVACY_KINDS}.")
-        e = self.epsilon
-        if isinstance(e, bool) or not isinstance(e, (int, float, np.integer, np.floating)) \
-                or not (np.isfinite(e) and e > 0):
-            raise ValueError(f"epsilon={e!r}: the budget must be a positive number "
-                             f"({'epsilon' if self.privacy == 'pure' else 'rho'}).")
-        if isinstance(self.iters, bool) or not isinstance(self.iters, (int, np.integer)) \
-                or self.iters < 1:
-            raise ValueError(f"iters={self.iters!r}: a positive integer.")
-        if not self.variables or isinstance(self.variables, str):
+        """Cross-setting rules (each setting alone: the constraint table, check_params)."""
+        if not self.variables:
             raise ValueError("variables: give the list of columns to synthesize, e.g. "
                              "variables=['stype', 'api00'].")
 
@@ -463,6 +466,11 @@ class AIM(MarginalSynthesizer):
 
     name: ClassVar[str] = "AIM"
     algorithm_name: ClassVar[str] = "AIM"
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **MarginalSynthesizer._parameter_constraints,  # noqa: SLF001 - the parent's table
+        "degree": [Interval("integer", 1, None)],
+        "rounds": [None, Interval("integer", 1, None)],
+    }
 
     def __init__(self, *, variables: Sequence[str] | None = None,
                  categories: Mapping[str, Sequence[Any]] | None = None,
@@ -481,10 +489,6 @@ class AIM(MarginalSynthesizer):
     def _algorithm(self) -> Any:
         import opendp.extras.mbi as mbi
 
-        if isinstance(self.degree, bool) or not isinstance(self.degree, (int, np.integer)) \
-                or self.degree < 1:
-            raise ValueError(f"degree={self.degree!r}: the largest marginal AIM may measure, "
-                             "a positive integer (2: two-way marginals).")
         return mbi.AIM(queries=int(self.degree), rounds=self.rounds, estimator=self._estimator())
 
 

@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ._stan import StanDraws
-from .risk_weighted import RiskWeightedSynthesizer
+from .params import Interval, Options, ParameterError
+from .risk_weighted import RISK_WEIGHTED, RiskWeightedSynthesizer
 
 __all__ = ["MixtureSynthesizer"]
 
@@ -95,6 +96,15 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
     description = "finite mixture of normal regressions on the transformed outcome"
     model_label = "finite mixture of normal regressions"
     loglik_scale = "the transformed outcome t(y), e.g. log(y + shift)"
+    _parameter_constraints = {
+        **RISK_WEIGHTED,
+        "K": [Interval("integer", 1, None)],
+        "gamma": [Interval("number", 0, None, closed="neither")],
+        "transform": [Options(*_TRANSFORMS)],
+        "shift": [Interval("number", 0, None)],
+        "beta_scale": [Interval("number", 0, None, closed="neither")],
+        "sigma_scale": [Interval("number", 0, None, closed="neither")],
+    }
 
     def __init__(
         self,
@@ -130,15 +140,7 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
         self._store_settings(locals())
 
     def _check_model(self) -> None:
-        if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or int(self.K) < 1:
-            raise ValueError(f"K must be a positive integer (number of mixture components); got {self.K!r}.")
-        if self.transform not in _TRANSFORMS:
-            raise ValueError(f"transform must be one of {_TRANSFORMS}; got {self.transform!r}.")
-        self._check_positive("gamma", "beta_scale", "sigma_scale")
-        sh = self.shift
-        if not (isinstance(sh, (int, float, np.integer, np.floating)) and np.isfinite(sh) and sh >= 0):
-            raise ValueError(f"shift must be a finite number >= 0; got {sh!r}.")
-        if sh and self.transform != "log":
+        if self.shift and self.transform != "log":
             raise ValueError("shift is used only with transform='log' (t = log(y + shift)).")
 
     def _prepare_y(self, y: np.ndarray, frame: pd.DataFrame) -> dict[str, Any]:
@@ -146,12 +148,12 @@ class MixtureSynthesizer(RiskWeightedSynthesizer):
         if self.transform == "log":
             bad = y + shift <= 0
             if bad.any():
-                raise ValueError(
+                raise ParameterError(
                     f"outcome {self.outcome!r} has {int(bad.sum())} values <= {0.0 - shift + 0.0:g} (rows "
                     f"{frame.index[bad][:5].tolist()}, first shown) and transform='log' models log(y + shift) "
-                    f"with shift = {shift:g}; pass a public shift larger than the largest loss (e.g. "
-                    "shift=10000 for incomes down to -10K), or transform='asinh' / 'none'."
-                )
+                    f"with shift = {shift:g}. Fix: a public shift larger than the largest loss (e.g. "
+                    "shift=10000 for incomes down to -10K), or transform='asinh' / 'none'.",
+                    "shift")
             t = np.log(y + shift)
         elif self.transform == "asinh":
             t = np.arcsinh(y)

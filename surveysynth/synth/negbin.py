@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ._stan import StanDraws
-from .risk_weighted import RiskWeightedSynthesizer
+from .params import Interval, ParameterError
+from .risk_weighted import RISK_WEIGHTED, RiskWeightedSynthesizer
 
 __all__ = ["NBSynthesizer"]
 
@@ -55,6 +56,11 @@ class NBSynthesizer(RiskWeightedSynthesizer):
     description = "negative binomial (NB2) regression with log link"
     model_label = "negative binomial regression"
     loglik_scale = "the count scale (NB probability mass)"
+    _parameter_constraints = {
+        **RISK_WEIGHTED,
+        "beta_scale": [Interval("number", 0, None, closed="neither")],
+        "phi_scale": [Interval("number", 0, None, closed="neither")],
+    }
 
     def __init__(
         self,
@@ -85,17 +91,13 @@ class NBSynthesizer(RiskWeightedSynthesizer):
     ) -> None:
         self._store_settings(locals())
 
-    def _check_model(self) -> None:
-        self._check_positive("beta_scale", "phi_scale")
-
     def _prepare_y(self, y: np.ndarray, frame: pd.DataFrame) -> dict[str, Any]:
         bad = (y < 0) | (y != np.round(y))
         if bad.any():
-            raise ValueError(
+            raise ParameterError(
                 f"outcome {self.outcome!r} must be non-negative integer counts for NBSynthesizer; rows "
                 f"{frame.index[bad][:5].tolist()} (first shown, {int(bad.sum())} in all) are not. "
-                "Use MixtureSynthesizer for continuous outcomes."
-            )
+                "Use MixtureSynthesizer for continuous outcomes.", "outcome")
         ybar = float(y.mean())
         return {"y": y.astype(np.int64), "eta0": float(np.log(ybar)) if ybar > 0 else 0.0}
 

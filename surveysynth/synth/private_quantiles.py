@@ -52,7 +52,13 @@ from scipy.special import gammaln, logsumexp
 
 from ..privacy.exact_sampling import exact_categorical, public_grid
 from ..privacy.randomness import secret_rng
-from .kng.mechanism import _check_epsilon
+from .params import Interval, Options, validate_args
+
+_EPSILON = [Interval("number", 0, None, closed="neither")]
+_GRID_BITS = [Interval("integer", 1, None)]
+_TRANSFORM = [Options("identity", "log", "pareto")]
+_SCALE = [None, Interval("number", 0, None, closed="neither")]
+_CENTER = [None, Interval("number")]
 
 __all__ = [
     "JOINTEXP_SENSITIVITY",
@@ -208,6 +214,7 @@ def _convolve(w: np.ndarray, alpha: float, c: float) -> np.ndarray:
     return np.logaddexp(far, near)
 
 
+@validate_args(epsilon=_EPSILON, grid_bits=_GRID_BITS)
 def joint_exp_tables(
     data: Sequence[float] | np.ndarray,
     quantiles: Sequence[float] | np.ndarray,
@@ -223,7 +230,7 @@ def joint_exp_tables(
     (``lower``, ``upper``, ``grid_bits``): 2^grid_bits + 1 doubles fixed by public numbers.
     """
     x, q, lo, hi = _check_inputs(data, quantiles, lower, upper)
-    eps = _check_epsilon(epsilon, "epsilon")
+    eps = float(epsilon)
     n_clipped = int(np.count_nonzero((x < lo) | (x > hi)))
     xs = np.sort(np.clip(x, lo, hi))
     n, m = xs.size, q.size
@@ -298,6 +305,7 @@ def joint_exp_draws(
     return tables.grid[joint_exp_indices(tables, size, random_state)]
 
 
+@validate_args(transform=_TRANSFORM, scale=_SCALE, center=_CENTER)
 def tail_transform(lower: float, upper: float, transform: str = "log", scale: float | None = None,
                    center: float | None = None):
     """The public monotone map used as JointExp's scale, and its inverse, with the mapped bounds.
@@ -327,8 +335,6 @@ def tail_transform(lower: float, upper: float, transform: str = "log", scale: fl
     lo, hi = float(lower), float(upper)
     if transform == "identity":
         return (lambda v: np.asarray(v, float)), (lambda v: np.asarray(v, float)), lo, hi
-    if transform not in ("log", "pareto"):
-        raise ValueError(f"transform must be 'pareto', 'log' or 'identity'; got {transform!r}.")
     s = (hi - lo) / 1000.0 if scale is None else float(scale)
     if not (s > 0 and math.isfinite(s)):
         raise ValueError(f"scale must be a positive finite number; got {scale!r}.")
@@ -353,6 +359,8 @@ def tail_transform(lower: float, upper: float, transform: str = "log", scale: fl
     return fwd, inv, float(fwd(lo)), float(fwd(hi))
 
 
+@validate_args(epsilon=_EPSILON, transform=_TRANSFORM, scale=_SCALE, center=_CENTER,
+               grid_bits=_GRID_BITS)
 def joint_exp_quantiles(
     data: Sequence[float] | np.ndarray,
     quantiles: Sequence[float] | np.ndarray,
@@ -386,6 +394,7 @@ def joint_exp_quantiles(
                           grid_bits=t.grid_bits)
 
 
+@validate_args(epsilon=_EPSILON, bound=[Interval("number", 0, None, closed="neither")])
 def dp_theil_sen_slope(x: np.ndarray, y: np.ndarray, epsilon: float, bound: float, rng: np.random.Generator) -> float:
     """Pure epsilon-DP slope of y on one predictor x (DP Theil-Sen with disjoint pairs).
 
@@ -400,8 +409,6 @@ def dp_theil_sen_slope(x: np.ndarray, y: np.ndarray, epsilon: float, bound: floa
     y = np.asarray(y, dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError(f"x and y need the same length >= 2; got {x.shape} and {y.shape}.")
-    if not (bound > 0 and math.isfinite(bound)):
-        raise ValueError(f"bound (public slope bound) must be positive and finite; got {bound!r}.")
     perm = rng.permutation(x.size)
     half = x.size // 2
     a, b = perm[:half], perm[half: 2 * half]

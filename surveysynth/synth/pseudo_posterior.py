@@ -34,8 +34,8 @@ Decisions (see docs/pseudo_posterior.md and METHODS.md "Decision" items):
   divergences in 600 draws vs 0-1); ``coding="intercept"`` restores the METHODS coding.
 * The Stan likelihoods are evaluated from exact alpha-weighted per-cell sufficient statistics
   (identical target density, O(cells) per gradient); per-record log densities are generated
-  quantities (``loglik="stan"``) or evaluated in numpy from the parameter draws
-  (``loglik="numpy"``, the same formulas); ``"auto"`` (default) uses numpy, which avoids
+  quantities (``log_lik="stan"``) or evaluated in numpy from the parameter draws
+  (``log_lik="numpy"``, the same formulas); ``"auto"`` (default) uses numpy, which avoids
   pystan parsing n x S generated values per fit; ``"stan"`` is the reference the tests compare
   numpy against.
 * MCMC starts from data-based inits (cell means, pooled SDs) with a small jitter per chain;
@@ -79,6 +79,7 @@ from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, collected_design, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
+from .params import DEPRECATED, MCMC, RELEASE, Columns, Interval, Options, ParameterError
 from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
@@ -160,6 +161,11 @@ class _FittedMethods:
     def _program_name(self) -> str:
         """The Stan program (``surveysynth/synth/stan/<name>.stan``) this fit samples."""
         return self.program
+
+    def stan_program(self) -> str:
+        """The Stan program this configuration samples (FBS: the collapsed program with main
+        effects)."""
+        return self._program_name()
 
     # ------------------------------------------------------------------ synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
@@ -422,7 +428,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       one-sided band [(1 - tol) target, target] and never exceeds the target;
     * ``m`` (default 5) synthetic sets per release;
     * MCMC: ``chains``, ``draws``, ``warmup``, ``tune_draws``, ``tune_warmup``,
-      ``refit_warmup``, ``max_refits``, ``stan_kwargs``, ``loglik``; release gates
+      ``refit_warmup``, ``max_refits``, ``stan_kwargs``, ``log_lik`` (where the per-record
+      log-likelihood comes from: "auto", "stan" or "numpy"; ``loglik`` is its deprecated
+      old name); release gates
       ``convergence`` (overrides of :data:`~surveysynth.synth.base.CONVERGENCE_DEFAULTS`) and
       ``allow_unconverged``;
     * ``min_cell_weight`` (default 1): tuning never takes c below the value at which every
@@ -445,6 +453,30 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     default_coding = "intercept"
     #: the PSU random-intercept program for clustered designs (None: clusters not modelled)
     re_program: str | None = None
+    #: every setting's allowed values (surveysynth.synth.params; cross-setting rules: _validate)
+    _parameter_constraints = {
+        "outcome": [str],
+        "predictors": [None, Columns()],
+        "log": [bool],
+        "target_lipschitz": [None, Interval("number", 0, None, closed="neither")],
+        "target_epsilon": [None, Interval("number", 0, None, closed="neither")],
+        "effects": [Options("cells", "main")],
+        "coding": [None, Options("intercept", "cellmeans")],
+        "tune_draws": [None, Interval("integer", 1, None)],
+        "tune_warmup": [None, Interval("integer", 1, None)],
+        "refit_warmup": [None, Interval("integer", 1, None)],
+        "c": [Interval("number", 0, None)],
+        "g": [Interval("number")],
+        "tol": [Interval("number", 0, 1, closed="neither")],
+        "max_refits": [Interval("integer", 1, None)],
+        "min_cell_weight": [Interval("number", 0, None)],
+        "log_lik": [Options("auto", "stan", "numpy")],
+        "pi_scale": [Options("natural", "sample")],
+        "smoothed_weights": [Options("outcome", "model")],
+        "outcome_scale": [Interval("number", 0, None, closed="neither")],
+        **MCMC, **RELEASE,
+    }
+    _deprecated_parameters = {"loglik": "log_lik"}
 
     def __init__(
         self,
@@ -468,7 +500,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         max_refits: int = 20,
         min_cell_weight: float = 1.0,
         population_size: float | None = None,
-        loglik: str = "auto",
+        log_lik: str = "auto",
         pi_scale: str = "sample",
         smoothed_weights: str = "model",
         convergence: dict | None = None,
@@ -478,6 +510,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         stan_kwargs: dict | None = None,
         max_epsilon: float | None = None,
         outcome_scale: float = 1.0,
+        loglik: str = DEPRECATED,
     ) -> None:
         self.outcome = outcome
         self.predictors = predictors
@@ -499,7 +532,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.max_refits = max_refits
         self.min_cell_weight = min_cell_weight
         self.population_size = population_size
-        self.loglik = loglik
+        self.log_lik = log_lik
         self.pi_scale = pi_scale
         self.smoothed_weights = smoothed_weights
         self.convergence = convergence
@@ -509,6 +542,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.stan_kwargs = stan_kwargs
         self.max_epsilon = max_epsilon
         self.outcome_scale = outcome_scale
+        self.loglik = loglik
 
     def check_data(self, design: Any) -> None:
         """Pre-flight for ``surveysynth release --check`` (no MCMC): run the data checks that
@@ -516,6 +550,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         the prior-scale refusal of :meth:`_check_prior_scale`, so that a bad ``outcome_scale``
         or ``log`` is refused before any sampling). Raises ValueError; the object's state is
         left exactly as it was (nothing of the data is kept)."""
+        self.check_params()
         state = dict(self.__dict__)
         try:
             self._cfg_ = self._validate()
@@ -524,17 +559,13 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             self.__dict__.clear()
             self.__dict__.update(state)
 
-    def _check_outcome_scale(self) -> None:
-        """``outcome_scale`` must be a positive finite number (a public constant)."""
-        sc = self.outcome_scale
-        if isinstance(sc, bool) or not isinstance(sc, (int, float, np.number)) or not (
-                np.isfinite(sc) and sc > 0):
-            raise ValueError(f"outcome_scale must be a positive public constant (the outcome is "
-                             f"modelled as y / outcome_scale), got {sc!r}.")
+    def _check_settings(self) -> None:
+        self._validate()
 
     def _validate(self) -> dict[str, Any]:
-        """Check the settings; returns the normalised ones used by the fit."""
-        if not isinstance(self.outcome, str) or not self.outcome:
+        """The cross-setting rules (each setting alone is checked by the constraint table,
+        :meth:`check_params`); returns the normalised settings used by the fit."""
+        if not self.outcome:
             raise ValueError(f"outcome must be a column name, got {self.outcome!r}.")
         preds = self.predictors
         preds = [] if preds is None else as_list(preds, "predictors")  # also '~a+b'
@@ -544,48 +575,16 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         # intercept coding (there is no cell-means form of an additive model)
         coding = (self.coding if self.coding is not None else
                   self.default_coding if self.effects == "cells" else "intercept")
-        choices = {"effects": (self.effects, ("cells", "main"), "'cells' (full interaction) or 'main'"),
-                   "coding": (coding, ("intercept", "cellmeans"), "'intercept' or 'cellmeans'"),
-                   "pi_scale": (self.pi_scale, ("natural", "sample"),
-                                "'natural' (pi = 1/w) or 'sample' (w normalised to sum to n; FBP)"),
-                   "smoothed_weights": (self.smoothed_weights, ("outcome", "model"),
-                                        "'outcome' (exp(-kappa_y y*), seed 001) or 'model' "
-                                        "(exp(-kappa_y y* - x kappa_x); FBP)"),
-                   "loglik": (self.loglik, ("auto", "stan", "numpy"), "'auto', 'stan' or 'numpy'")}
-        for key, (value, allowed, say) in choices.items():
-            if value not in allowed:
-                raise ValueError(f"{key}={value!r}: choose {say}.")
         if coding == "cellmeans" and self.effects != "cells":
             raise ValueError("coding='cellmeans' needs effects='cells'.")
-        mcw = self.min_cell_weight
-        if isinstance(mcw, bool) or not isinstance(mcw, (int, float, np.number)) or not (
-                np.isfinite(mcw) and mcw >= 0):
-            raise ValueError(f"min_cell_weight must be a number >= 0 (records' worth of "
-                             f"likelihood per cell; 0 turns the check off), got {mcw!r}.")
-        if not 0 < float(self.tol) < 1:
-            raise ValueError(f"tol must be in (0, 1), got {self.tol!r} (0.10 = band [0.9, 1] x target).")
-        for nm in ("chains", "draws", "warmup", "max_refits"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-                raise ValueError(f"{nm} must be a positive integer, got {v!r}.")
         m = self._m(None)
         if self.target_lipschitz is not None and self.target_epsilon is not None:
             raise ValueError("give target_lipschitz or target_epsilon, not both.")
         target = self.target_lipschitz
         if self.target_epsilon is not None:
-            if not float(self.target_epsilon) > 0:
-                raise ValueError(f"target_epsilon must be > 0, got {self.target_epsilon!r}.")
             target = float(self.target_epsilon) / (2.0 * m)
-        if target is not None and not float(target) > 0:
-            raise ValueError(f"target_lipschitz must be > 0, got {target!r}.")
-        self._max_epsilon()
-        self._check_outcome_scale()
-        gates = dict(self.convergence or {})
-        bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
-        if bad:
-            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use rhat, ess_bulk, divergent_share.")
         return {"predictors": preds, "coding": coding, "target": None if target is None else float(target),
-                "gates": gates}
+                "gates": dict(self.convergence or {})}
 
     # ------------------------------------------------------------------ data
     def _prepare(self, design: Any) -> dict:
@@ -605,11 +604,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 "silently)."
             )
         if self.log and (y_raw <= 0).any():
-            raise ValueError(
+            raise ParameterError(
                 f"outcome {self.outcome!r} must be > 0 with log=True; rows {_first(y_raw <= 0)} "
                 f"are <= 0 (e.g. {y_raw[y_raw <= 0][:3].tolist()}). Fix: log=False, or shift "
-                "the outcome to be positive."
-            )
+                "the outcome to be positive.", "log")
         for p in self._cfg_['predictors']:
             na = data[p].isna().to_numpy()
             if na.any():
@@ -839,7 +837,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         program = load_program(self.stan_program_)
         n = prep["n"]
         timings: dict[str, float] = {}
-        mode = "numpy" if self.loglik == "auto" else self.loglik
+        mode = "numpy" if self._param("log_lik") == "auto" else self._param("log_lik")
         # numpy from the parameter draws: the same formulas (tested equal to Stan's generated
         # quantities), without pystan parsing n x S values per fit.
         prep["loglik_mode"] = mode
@@ -1282,7 +1280,7 @@ class FBS(_PseudoPosterior):
     its priors): its within-cell variance is 0 and, given x, it says nothing about y; the
     collected weights are released, rescaled to N.
     Constructor options: see ``_PseudoPosterior`` (chains, draws, warmup, tune_draws, c, g, tol,
-    max_refits, population_size, effects, loglik, progress, stan_kwargs).
+    max_refits, population_size, effects, log_lik, progress, stan_kwargs).
 
     Example (short chains to run quickly; a release keeps the default chains and draws):
 

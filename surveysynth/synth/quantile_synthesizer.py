@@ -105,6 +105,7 @@ from .kng import (
     kng_sample_intercept_exact,
 )
 from .kng.mechanism import _check_epsilon
+from .params import RELEASE, Columns, Interval, Options, ParameterError
 from .private_quantiles import dp_theil_sen_slope, joint_exp_quantiles
 from .progress import progress_bar
 
@@ -363,6 +364,28 @@ class QuantileSynthesizer(Synthesizer):
     kind: ClassVar[str] = "full"
     name: ClassVar[str] = "quantile"
     release_spends: ClassVar[bool] = False
+    #: every setting's allowed values (surveysynth.synth.params; the grid, budget shares,
+    #: C_X, bounds and cross-setting rules: _config)
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "variables": [Columns()],
+        "quantiles": [None, "array-like"],
+        "method": [Options(*_METHODS)],
+        "slopes": [Options("fixed", "varying")],
+        "epsilon": [None, Interval("number", 0, None, closed="neither")],
+        "budget": [None, dict],
+        "C_X": [None, dict, "numbers"],
+        "bounds": [None, dict],
+        "anchors": [None, "array-like"],
+        "sensitivity": [Options("sound", "paper")],
+        "n_iter": [Interval("integer", 1, None)],
+        "init": [Options("independent", "nonprivate")],
+        "step": [None, dict, Interval("number", 0, None, closed="neither")],
+        "adapt": [bool],
+        "sampler": [Options("exact", "mcmc")],
+        "transform": [Options("pareto", "log", "identity")],
+        "progress": [bool],
+        **RELEASE,
+    }
 
     def __init__(
         self,
@@ -412,8 +435,12 @@ class QuantileSynthesizer(Synthesizer):
         self.max_epsilon = max_epsilon
 
     # ------------------------------------------------------------------ configuration
+    def _check_settings(self) -> None:
+        self._config()
+
     def _config(self) -> _Config:
-        """Validate the settings (no data needed); a clear ValueError names the setting."""
+        """The settings normalised, with the cross-setting rules (each setting alone: the
+        constraint table, :meth:`check_params`); a clear ValueError names the setting."""
         variables = as_list(self.variables) if isinstance(self.variables, str) else self.variables  # '~a+b'
         try:
             variables = list(variables)
@@ -422,19 +449,6 @@ class QuantileSynthesizer(Synthesizer):
         if not variables or len(set(variables)) != len(variables) or not all(isinstance(v, str) for v in variables):
             raise ValueError(f"variables must be a non-empty list of distinct names; got {self.variables!r}.")
         method = self.method
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
-        for name, value, allowed in (
-            ("slopes", self.slopes, ("fixed", "varying")),
-            ("sensitivity", self.sensitivity, ("sound", "paper")),
-            ("init", self.init, ("independent", "nonprivate")),
-            ("sampler", self.sampler, ("exact", "mcmc")),
-            ("transform", self.transform, ("pareto", "log", "identity")),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
-        if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 1:
-            raise ValueError(f"n_iter must be a positive integer; got {self.n_iter!r}.")
         if method == "jointexp" and (self.sensitivity != "sound" or self.init != "independent"):
             raise ValueError(
                 f"method='jointexp' has no KNG gradient or chain start: sensitivity="
@@ -442,7 +456,6 @@ class QuantileSynthesizer(Synthesizer):
                 "leave them at their defaults ('sound', 'independent'), or choose a KNG method "
                 "(method='stepwise', 'sandwich' or 'kng'; jointexp is the default)."
             )
-        self._max_epsilon()
         grid, anchors = _parse_grid(self.quantiles, method, self.anchors)
         epsilon = None if method == "nonprivate" else _check_epsilon(self.epsilon, "epsilon")
         budget = dict(self.budget or {})
@@ -461,10 +474,17 @@ class QuantileSynthesizer(Synthesizer):
         for key in ("median", "anchors", "anchor_median", "center"):
             vals = _per_variable(budget.get(key, _BUDGET_DEFAULTS[key]), variables, key)
             checked_budget[key] = [_fraction(v, key) for v in vals]
+        parsed = {}
+        for name, parse in (("C_X", _parse_cx), ("bounds", _parse_bounds)):
+            try:  # the setting to fix is named (the release config names its key)
+                parsed[name] = parse(getattr(self, name), variables, method)
+            except ParameterError:
+                raise
+            except ValueError as exc:
+                raise ParameterError(str(exc), name) from None
         return _Config(
             variables=variables, quantiles=grid, method=method, slopes=self.slopes, epsilon=epsilon,
-            budget=checked_budget, C_X=_parse_cx(self.C_X, variables, method),
-            bounds=_parse_bounds(self.bounds, variables, method), anchors=anchors,
+            budget=checked_budget, C_X=parsed["C_X"], bounds=parsed["bounds"], anchors=anchors,
             sensitivity=self.sensitivity, n_iter=int(self.n_iter), init=self.init, step=self.step,
             adapt=bool(self.adapt), sampler=self.sampler, transform=self.transform,
         )
@@ -477,6 +497,7 @@ class QuantileSynthesizer(Synthesizer):
         first (intercept-only) variable, and with ``slopes="fixed"`` (stepwise / sandwich) every
         non-median quantile of the later variables.
         """
+        self.check_params()  # the settings first (the constraint table)
         return _exact_plan(self._config())
 
     def quantile_budget(self) -> pd.DataFrame:
@@ -484,6 +505,7 @@ class QuantileSynthesizer(Synthesizer):
 
         From the settings only; the epsilons sum to ``epsilon`` (sequential composition).
         """
+        self.check_params()  # the settings first (the constraint table)
         return _quantile_budget(self._config())
 
     @property
@@ -867,14 +889,16 @@ def _parse_bounds(bounds: Any, variables: list[str], method: str) -> dict[str, t
         try:
             lb, ub = (float(x) for x in pair)
         except (TypeError, ValueError):
-            raise ValueError(f"bounds[{v!r}] = {pair!r}: give two numbers (lower, upper).") from None
+            raise ValueError(f"bounds[{v!r}] = {pair!r}: must be two numbers. Fix: give (lower, "
+                             "upper).") from None
         if method != "nonprivate" and not (math.isfinite(lb) and math.isfinite(ub)):
             raise ValueError(
                 f"bounds[{v!r}] = ({lb}, {ub}): both public bounds must be finite numbers, e.g. "
                 f"bounds={{'{v}': (0, 5000)}}."
             )
         if not lb < ub:
-            raise ValueError(f"bounds[{v!r}] = ({lb}, {ub}): need lower < upper.")
+            raise ValueError(f"bounds[{v!r}] = ({lb}, {ub}): the lower bound must be below the "
+                             "upper. Fix: give (lower, upper) with lower < upper.")
         out[v] = (lb, ub)
     return out
 

@@ -73,9 +73,10 @@ from ..privacy.identification import (
 from ..privacy.identification_weights import risk_weights
 from ..privacy.randomness import child_seed
 from ._stan import StanDraws, convergence_diagnostics, load_program, run_stan
-from .base import CONVERGENCE_DEFAULTS, Synthesizer, collected_design, convergence_verdict
+from .base import Synthesizer, collected_design, convergence_verdict
+from .params import MCMC, RELEASE, Columns, Interval, Options
 
-__all__ = ["RiskWeightedSynthesizer", "even_draws"]
+__all__ = ["RiskWeightedSynthesizer", "RISK_WEIGHTED", "even_draws"]
 
 
 def even_draws(S: int, m: int) -> np.ndarray:  # noqa: N803 - the usual symbol
@@ -111,6 +112,23 @@ def with_log_weight(X: np.ndarray, names: list[str], w: np.ndarray) -> tuple[np.
     return np.column_stack([X, z]), [*names, LOG_WEIGHT]
 
 
+#: the settings both synthesizers share (each adds its model's; surveysynth.synth.params)
+RISK_WEIGHTED: dict[str, list[Any]] = {
+    "outcome": [str],
+    "predictors": [None, Columns()],
+    "categorical": [None, Columns()],
+    "alpha": [None, Options("marginal", "pairwise"), "array-like"],
+    "known": [None, Columns()],
+    "r": [None, Interval("number", 0, None, closed="neither")],
+    "alpha_scale": [Interval("number")],
+    "alpha_shift": [Interval("number")],
+    "on_singleton": [Options("raise", "marginal")],
+    "release_columns": [None, Columns()],
+    "log_lik": [bool],
+    **MCMC, **RELEASE,
+}
+
+
 class RiskWeightedSynthesizer(Synthesizer):
     """Shared fit / synthesis / privacy facts of :class:`MixtureSynthesizer` and
     :class:`NBSynthesizer`; subclasses define the model (``_check_model``, ``_prepare_y``,
@@ -119,6 +137,7 @@ class RiskWeightedSynthesizer(Synthesizer):
     kind = "partial"
     program: ClassVar[str] = ""
     param_names: ClassVar[tuple[str, ...]] = ()
+    _parameter_constraints = RISK_WEIGHTED
 
     # ------------------------------------------------------------------ settings
     def _store_settings(self, settings: dict[str, Any]) -> None:
@@ -129,16 +148,13 @@ class RiskWeightedSynthesizer(Synthesizer):
             setattr(self, name, settings[name])
 
     # ------------------------------------------------------------------ validation
-    def _check_positive(self, *names: str) -> None:
-        """Each named setting must be a positive, finite number (model prior scales)."""
-        for name in names:
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number; got {v!r}.")
+    def _check_settings(self) -> None:
+        self._settings()
 
     def _settings(self) -> dict[str, Any]:
-        """Check the common settings; returns them normalised (the attributes stay as given)."""
-        if not isinstance(self.outcome, str) or not self.outcome:
+        """The cross-setting rules (each setting alone: the constraint table,
+        :meth:`check_params`); returns the settings normalised (the attributes stay as given)."""
+        if not self.outcome:
             raise ValueError(f"outcome must be one column name (str); got {self.outcome!r}.")
         preds = known_columns(self.predictors, "predictors")
         if self.outcome in preds:
@@ -146,35 +162,18 @@ class RiskWeightedSynthesizer(Synthesizer):
         cat = known_columns(self.categorical, "categorical")
         known = known_columns(self.known)
         extra = known_columns(self.release_columns, "release_columns")
-        for nm in ("chains", "draws", "warmup"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-                raise ValueError(f"{nm} must be a positive integer; got {v!r}.")
         m = self._m(None)
         if m > int(self.chains) * int(self.draws):
             raise ValueError(f"m={m} synthetic sets need at least m posterior draws; chains x draws = "
                              f"{int(self.chains) * int(self.draws)}. Raise draws or lower m.")
-        if self.on_singleton not in ("raise", "marginal"):
-            raise ValueError(f"on_singleton must be 'raise' or 'marginal'; got {self.on_singleton!r}.")
-        for nm in ("alpha_scale", "alpha_shift"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
-                raise ValueError(f"{nm} must be a finite number; got {v!r} "
-                                 "(alpha = clip(alpha_scale * alpha + alpha_shift, 0, 1)).")
         r = None if self.r is None else check_radius(self.r)
         gates = dict(self.convergence or {})
-        bad = set(gates) - set(CONVERGENCE_DEFAULTS)
-        if bad:
-            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use {sorted(CONVERGENCE_DEFAULTS)}.")
-        if self.stan_kwargs is not None and not isinstance(self.stan_kwargs, dict):
-            raise ValueError(f"stan_kwargs must be a dict of pystan sample() options; got {self.stan_kwargs!r}.")
         self._check_model()
-        self._max_epsilon()
         return {"predictors": preds, "categorical": cat, "known": known, "extra": extra, "m": m,
                 "r": r, "gates": gates}
 
-    def _check_model(self) -> None:  # pragma: no cover - subclasses
-        raise NotImplementedError
+    def _check_model(self) -> None:
+        """The model's cross-setting rules (its settings alone: the constraint table)."""
 
     def _alpha(self, frame: pd.DataFrame, s: dict[str, Any]) -> tuple[np.ndarray, str]:
         """(alpha per record, kind): kind is "none", "marginal", "pairwise" or "caller"."""
@@ -306,6 +305,18 @@ class RiskWeightedSynthesizer(Synthesizer):
             self.delta_alpha_ = float(np.max(contrib))
         self.synthetic_, self.synthesis_draws_ = self._draw_sets(s["m"], rng, len(frame))
         self.n_ = len(frame)  # last: marks the synthesizer as fitted
+
+    def check_data(self, design: Any) -> None:
+        """Pre-flight for ``surveysynth release --check`` (no MCMC): the settings, the design
+        and the outcome's rules of the model (``_prepare_y``: NB's counts, the mixture's
+        log(y + shift)), as fit checks them before its first MCMC run. Keeps nothing."""
+        self.check_params()
+        if isinstance(design, pd.DataFrame):
+            frame = design
+        else:
+            self.check_design(design)
+            frame = design.data
+        self._prepare_y(outcome_values(frame, self.outcome, "the design's data"), frame)
 
     def check_design(self, design: Any) -> None:
         """Refuse a design with real clusters (issue 36, D6; see the module notes). Runs before

@@ -83,6 +83,7 @@ from ._seq_models import (
 )
 from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
 from .base import Synthesizer, convergence_verdict
+from .params import MCMC, RELEASE, Columns, Interval, Options
 from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
 
 __all__ = ["Sequential", "TYPES"]
@@ -147,7 +148,8 @@ class Sequential(Synthesizer):
         variable (the design's strata are added to them).
     unlisted : "drop" (default) or "public": other columns released as collected (not used
         as predictors).
-    weights : "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
+    weights : how the SAMPLING weights are released (risk weights are ``risk_weights``, alpha):
+        "smoothed" (exp of the posterior mean of the log-weights model at the synthetic
         values) or "synthesized" (a draw from it); rescaled to sum to the population size.
         Not used when the weights are design weights (exactly constant within each stratum x
         fpc cell): those are released as collected, without budget (module docstring).
@@ -210,6 +212,24 @@ class Sequential(Synthesizer):
     name = "Sequential"
     kind = "partial"
     release_spends = False
+    #: every setting's allowed values (surveysynth.synth.params; cross-setting rules and the
+    #: [[variables]] entries: _validate)
+    _parameter_constraints = {
+        "variables": [None, "sequence"],
+        "public": [None, Columns()],
+        "unlisted": [Options("drop", "public")],
+        "weights": [Options("smoothed", "synthesized")],
+        "missing": [Options("refuse", "model")],
+        "target_epsilon": [None, Interval("number", 0, None, closed="neither")],
+        "budget": [None, dict],
+        "risk_weights": [Options("lipschitz", "identification", "none")],
+        "known": [None, Columns()],
+        "r": [None, Interval("number", 0, None, closed="neither")],
+        "refit_warmup": [None, Interval("integer", 1, None)],
+        "tol": [Interval("number", 0, 1, closed="neither")],
+        "max_refits": [Interval("integer", 1, None)],
+        **MCMC, **RELEASE,
+    }
 
     def __init__(
         self,
@@ -264,37 +284,22 @@ class Sequential(Synthesizer):
         self.max_epsilon = max_epsilon
 
     # ================================================================== validation
+    def _check_settings(self) -> None:
+        self._validate()
+
     def _validate(self) -> dict[str, Any]:
-        """Data-free checks of the settings (also run by the release config before any MCMC)."""
-        if not isinstance(self.variables, (list, tuple)) or not self.variables:
+        """Data-free cross-setting rules and the [[variables]] entries (each setting alone is
+        checked by the constraint table, :meth:`check_params`; the release config runs both
+        before any MCMC)."""
+        if not self.variables:
             raise ValueError("variables must be a non-empty list of dicts {'name': ..., 'type': "
                              "..., 'bounds': (lo, hi)} in synthesis order.")
-        choices = {"unlisted": (self.unlisted, ("drop", "public")),
-                   "weights": (self.weights, ("smoothed", "synthesized")),
-                   "missing": (self.missing, ("refuse", "model")),
-                   "risk_weights": (self.risk_weights, ("lipschitz", "identification", "none"))}
-        for key, (v, allowed) in choices.items():
-            if v not in allowed:
-                raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
-        for nm in ("chains", "draws", "warmup", "max_refits"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-                raise ValueError(f"{nm} must be a positive integer, got {v!r}.")
-        if not 0 < float(self.tol) < 1:
-            raise ValueError(f"tol must be in (0, 1), got {self.tol!r}.")
         m = self._m(None)
-        if self.target_epsilon is not None and not float(self.target_epsilon) > 0:
-            raise ValueError(f"target_epsilon must be > 0, got {self.target_epsilon!r}.")
         if self.risk_weights == "none" and self.target_epsilon is not None:
             raise ValueError("risk_weights='none' (alpha = 1) cannot be tuned to target_epsilon; "
                              "drop target_epsilon or use risk_weights='lipschitz'.")
         r = self._identification_radius()
-        self._max_epsilon()
         gates = dict(self.convergence or {})
-        bad = set(gates) - {"rhat", "ess_bulk", "divergent_share"}
-        if bad:
-            raise ValueError(f"convergence: unknown gate(s) {sorted(bad)}; use rhat, ess_bulk, "
-                             "divergent_share.")
         specs = []
         scales: dict[str, str] = {}
         for i, v in enumerate(self.variables):
@@ -309,7 +314,11 @@ class Sequential(Synthesizer):
             if v["type"] not in TYPES:
                 raise ValueError(f"variables[{i}] ({v['name']!r}): type {v['type']!r} is not "
                                  f"one of {sorted(TYPES)}.")
-            specs.append((v["name"], v["type"], _bounds(v.get("bounds"), v["name"], v["type"])))
+            try:
+                bounds = _bounds(v.get("bounds"), v["name"], v["type"])
+            except ValueError as exc:  # named by position, as the config's [[variables]]
+                raise ValueError(f"variables[{i}]: {exc}") from None
+            specs.append((v["name"], v["type"], bounds))
         names = [s[0] for s in specs]
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:
@@ -508,6 +517,7 @@ class Sequential(Synthesizer):
         data, each variable against its type, bounds, missing values, budget shares), so a
         release config's ``--check`` refuses what the run would hit. A ValueError names the
         variable's position (``variables[i]``), the rows and the fix."""
+        self.check_params()
         cfg = self._validate_design(design)
         data = design.data
         w = np.asarray(design.weights, dtype=float)
@@ -1343,7 +1353,8 @@ def _bounds(b: Any, name: str, typ: str) -> tuple[float | None, float | None]:
     if typ == "bounded" and (lo is None or hi is None):
         raise ValueError(f"variable {name!r} (bounded) needs both bounds; got {b!r}.")
     if lo is not None and hi is not None and not lo < hi:
-        raise ValueError(f"variable {name!r}: bounds {b!r} need lo < hi.")
+        raise ValueError(f"variable {name!r}: bounds {b!r} need lo < hi. Fix: give (lo, hi) "
+                         "with lo < hi.")
     if typ == "positive" and hi is not None and hi <= 0:
         raise ValueError(f"variable {name!r} (positive): the upper bound must be > 0.")
     return lo, hi

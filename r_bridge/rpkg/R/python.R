@@ -112,8 +112,9 @@ def portable(df):
                "max_refits", "K", "n_iter", "replicates", "random_state", "seed")
 
 # R arguments -> Python keyword arguments: dots to underscores, formulas (and "~a" strings)
-# to column names, whole numbers to integers where Python counts
-.py_args <- function(args, keep = character(0)) {
+# to column names, whole numbers to integers where Python counts (.INT_ARGS, and `ints`: a
+# synthesizer's integer settings, read from its constraint table)
+.py_args <- function(args, keep = character(0), ints = character(0)) {
   if (!length(args)) return(list())
   if (is.null(names(args)) || any(!nzchar(names(args)))) {
     stop("name every further argument (like na.rm = TRUE).", call. = FALSE)
@@ -124,7 +125,7 @@ def portable(df):
     if (inherits(a, "formula") ||
         (is.character(a) && length(a) == 1L && grepl("^\\s*~", a) && !nm %in% keep)) {
       args[nm] <- list(.py_names(a, nm))
-    } else if (nm %in% .INT_ARGS && is.numeric(a) && length(a) == 1L && !is.na(a) &&
+    } else if (nm %in% c(.INT_ARGS, ints) && is.numeric(a) && length(a) == 1L && !is.na(a) &&
                a == round(a) && abs(a) < .Machine$integer.max) {
       args[[nm]] <- as.integer(a)
     } else if (is.character(a) && length(a) > 1L) {

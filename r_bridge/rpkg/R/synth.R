@@ -205,7 +205,9 @@ ss_laplace_tables <- function(design, rows, cols = NULL, value, epsilon, replica
 #' A synthesizer with its settings (not fitted)
 #'
 #' The Python synthesizer class named by `synthesizer`, made with the settings in `...`.
-#' Nothing is computed until [ss_fit()].
+#' The settings are checked at once by the validator the Python API and the release config
+#' use (each against the class's constraint table, then the rules between settings): a wrong
+#' one is an error naming it, the value and the fix. Nothing is computed until [ss_fit()].
 #'
 #' @param synthesizer "FBS", "FBP", "PBP" (risk-weighted pseudo posteriors, Stan), "quantile"
 #'   (KNG quantile-regression synthesis; also "KNG"), "mixture" or "NB"
@@ -239,15 +241,22 @@ ss_synthesizer <- function(synthesizer, ...) {
     stop("synthesizer = \"", method, "\" is not a synthesizer. Fix: one of \"FBS\", \"FBP\", ",
          "\"PBP\", \"quantile\" (KNG), \"mixture\", \"NB\".", call. = FALSE)
   }
-  args <- .py_args(list(...))
+  synth <- .ss_module("surveysynth.synth")
+  pycls <- reticulate::py_get_attr(synth, cls)
+  # whole numbers become integers where the class's constraint table counts (chains, m, ...)
+  ints <- unlist(reticulate::py_to_r(
+    .ss_module("surveysynth.synth.params")$integer_settings(pycls)))
+  args <- .py_args(list(...), ints = as.character(ints))
   for (nm in intersect(c("categorical", "release_columns"), names(args))) {
     if (is.character(args[[nm]])) args[[nm]] <- as.list(args[[nm]])  # a list even for one
   }
   if (is.list(args$bounds)) {
     args$bounds <- lapply(args$bounds, function(b) reticulate::tuple(as.list(as.numeric(b))))
   }
-  synth <- .ss_module("surveysynth.synth")
-  py <- .py(do.call(reticulate::py_call, c(list(reticulate::py_get_attr(synth, cls)), args)))
+  py <- .py(do.call(reticulate::py_call, c(list(pycls), args)))
+  # the one validator of the Python API and the release config (the class's constraint
+  # table, then its cross-setting rules): a wrong setting stops here, naming it and the fix
+  .py(py$check_params())
   structure(list(py = py, method = cls), class = "ss_synthesizer")
 }
 

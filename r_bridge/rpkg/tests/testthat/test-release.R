@@ -205,6 +205,15 @@ test_that("a KNG release from R: survey designs out, the full-synthesis rule, th
 test_that("synthesizer errors are R errors that say what to do", {
   skip_if_no_python()
   expect_error(ss_synthesizer("magic"), "is not a synthesizer")
+  # settings go through the one validator at once, named as in Python; whole numbers are
+  # integers where the constraint table counts
+  expect_error(ss_synthesizer("FBS", outcome = "salary", chains = 0), "chains=0 is not valid")
+  expect_error(ss_synthesizer("mixture", outcome = "salary", transform = "sqrt"),
+               "transform must be one of")
+  expect_error(ss_synthesizer("FBS", outcome = "salary", target_epsilon = 1,
+                              target_lipschitz = 1), "not both")
+  expect_s3_class(ss_synthesizer("nb", outcome = "visits", chains = 2, draws = 100),
+                  "ss_synthesizer")
   expect_error(ss_release(kng()), "fit")
   expect_error(ss_release_designs(42), "ss_release")
   expect_error(ss_release_pipeline("no-such.toml"), "config")
