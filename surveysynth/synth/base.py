@@ -50,17 +50,13 @@ import pandas as pd
 
 from ..privacy.randomness import is_seeded, secret_rng
 from ..privacy.record import PrivacyRecord, build_record
-from .params import validate_params
+from .params import CONVERGENCE_DEFAULTS, validate_params
 
 __all__ = ["Synthesizer", "NotFittedError", "ConvergenceError", "BudgetExceededError",
            "CONVERGENCE_DEFAULTS", "collected_design", "convergence_verdict", "clone"]
 
-#: Release gates on MCMC fits: split R-hat (rank-normalised) of every model parameter at most
-#: ``rhat``, bulk ESS at least ``ess_bulk``, share of divergent post-warm-up transitions at
-#: most ``divergent_share`` (0.001: 4 of 4,000). Stan's own recommendations (Vehtari et al.
-#: 2021) for R-hat and ESS; any divergence is a warning in Stan, and a few in 4,000 are
-#: tolerated here because the gate stops a release, not a fit.
-CONVERGENCE_DEFAULTS: dict[str, float] = {"rhat": 1.01, "ess_bulk": 400.0, "divergent_share": 0.001}
+# CONVERGENCE_DEFAULTS (the release gates) is declared in .params, beside the MCMC settings
+# block whose ``convergence`` constraint names them; re-exported here.
 
 #: the fix a refused (unconverged) fit states; each part is applied by a test
 #: (tests/test_examples.py): pystan 3 names Stan's adapt_delta ``delta``

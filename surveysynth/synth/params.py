@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Interval", "Options", "Columns", "Gates", "ParameterError", "DEPRECATED", "MCMC",
+           "CONVERGENCE_DEFAULTS",
            "RELEASE", "validate_params", "validate_args", "describe", "constraints_of",
            "aliases_of", "integer_settings"]
 
@@ -126,14 +127,20 @@ class Columns:
         return "a column name, a list of column names or a formula '~a+b'"
 
 
+#: Release gates on MCMC fits: split R-hat (rank-normalised) of every model parameter at most
+#: ``rhat``, bulk ESS at least ``ess_bulk``, share of divergent post-warm-up transitions at
+#: most ``divergent_share`` (0.001: 4 of 4,000). Stan's own recommendations (Vehtari et al.
+#: 2021) for R-hat and ESS; any divergence is a warning in Stan, and a few in 4,000 are
+#: tolerated here because the gate stops a release, not a fit.
+CONVERGENCE_DEFAULTS: dict[str, float] = {"rhat": 1.01, "ess_bulk": 400.0, "divergent_share": 0.001}
+
+
 @dataclass(frozen=True)
 class Gates:
     """The release gates' overrides: a dict with keys among rhat, ess_bulk, divergent_share
     and number values."""
 
     def ok(self, v: Any) -> bool:
-        from .base import CONVERGENCE_DEFAULTS
-
         return isinstance(v, dict) and set(v) <= set(CONVERGENCE_DEFAULTS) and all(
             Interval("number").ok(x) for x in v.values())
 
