@@ -144,6 +144,92 @@ def test_measurement_step_audit_lower_bound_at_or_below_claim():
     assert not bad.passed, bad.summary()
 
 
+def _aim_budget_loop(privacy: float, budget: float, significant, *, rounds=None):
+    """OpenDP's AIM loop (its make_marginals, odometer and privacy filter, through this module's
+    make_marginal_measurement and crumb guard) with noise-free rounds: each round spends what
+    OpenDP's round spends (its select/measure split of d_out, composed by OpenDP's adaptive
+    composition) and runs the noisy-max scale search its selection runs, but measures nothing
+    and fits no model; ``significant(k)`` plays the round's "was the update significant".
+    Returns each round's budget and the measurement's map of 2."""
+    import opendp.extras.mbi as mbi
+    from mbi import MarkovRandomField
+    from opendp._internal import _new_pure_function  # noqa: PLC2701
+    from opendp.combinators import make_adaptive_composition
+    from opendp.extras.mbi._utilities import prior  # noqa: PLC2701
+
+    dp = md.opendp_prelude()
+    seen: list[float] = []
+
+    def fake_round(input_domain, input_metric, output_measure, d_in, d_out, *, marginals, model,
+                   max_size, algorithm):
+        seen.append(float(d_out))
+        d_measure = d_out * algorithm.measure_split  # OpenDP's _make_aim_marginal's split
+        d_select = max(prior(prior(d_out - d_measure)), 0)
+        scores = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                  dp.linf_distance(T=float, monotonic=False))
+        dp.binary_search_chain(lambda s: dp.m.make_noisy_max(*scores, output_measure, scale=s),
+                               d_in=2.0, d_out=d_select, T=float)
+        k = len(seen)
+        return make_adaptive_composition(input_domain, input_metric, output_measure, d_in=d_in,
+                                         d_mids=[d_select, d_measure]) \
+            >> _new_pure_function(lambda _qbl: (marginals, model, significant(k)))
+
+    def no_fit(domain, loss, potentials=None):
+        return MarkovRandomField(potentials=None, marginals=None, total=1)
+
+    from opendp.extras.mbi import _aim  # noqa: PLC2701
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_aim, "_make_aim_marginal", fake_round)
+        meas = md.make_marginal_measurement({"a": 3, "b": 4, "c": 2},
+                                            mbi.AIM(queries=2, estimator=no_fit, rounds=rounds),
+                                            privacy, budget)
+        meas(np.zeros((10, 3), dtype=np.int64))
+    return seen, float(meas.map(md.D_IN))
+
+
+def test_aim_budget_loop_never_runs_a_crumb_round():
+    """OpenDP 0.16's AIM loop caps a round at what is left and stops only at exactly zero; a
+    capped round leaves a floating-point crumb (5.55e-17 of 0.5), and the next round's
+    noisy-max scale search fails under pure DP ("scale (-0.5) must not be finite and
+    non-negative"): the intermittent AIM failure. Over budgets, both measures and patterns of
+    significant rounds, the guarded loop completes, runs no round below the floor and spends at
+    most the budget. Mutant (no guard, OpenDP as shipped): pure DP at epsilon 1 with no
+    significant round fails with that error; zCDP runs a crumb round."""
+    floor_share = md.MIN_STEP_SHARE
+    patterns = {"never": lambda k: False, "alternate": lambda k: k % 2 == 0,
+                "late": lambda k: k > 3}
+    for privacy in ("pure", "zcdp"):
+        for budget in (0.05, 1.0, 3.7, 10.0):
+            for name, pattern in patterns.items():
+                seen, loss = _aim_budget_loop(privacy, budget, pattern)
+                assert seen and min(seen) >= budget / 2 * floor_share, (privacy, budget, name)
+                assert budget * 0.999 <= loss <= budget, (privacy, budget, name, loss)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(md, "aim_step_guard", lambda make_round, floor: make_round)
+        with pytest.raises(Exception, match=r"scale \(-?[\d.e-]+\) must not be finite"):
+            _aim_budget_loop("pure", 1.0, patterns["never"])
+        seen, _ = _aim_budget_loop("zcdp", 1.0, patterns["never"])
+        assert min(seen) < 1e-12, seen
+
+
+def test_aim_step_guard_stops_only_below_the_floor():
+    """The guard passes a round at the floor through unchanged (arguments and result) and
+    returns None (OpenDP's loop: stop) below it or for a zero/NaN budget."""
+    calls = []
+
+    def make_round(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "round"
+
+    g = md.aim_step_guard(make_round, 1e-6)
+    assert g("dom", "met", "meas", {"a": 2}, 1e-6, marginals="m", model="x") == "round"
+    assert calls == [(("dom", "met", "meas", {"a": 2}, 1e-6), {"marginals": "m", "model": "x"})]
+    for crumb in (5.55e-17, 0.0, float("nan"), float(np.nextafter(1e-6, 0))):
+        assert g("dom", "met", "meas", {"a": 2}, crumb, marginals="m", model="x") is None
+    assert len(calls) == 1
+
+
 def test_clustered_design_refused(apistrat):
     from surveysynth.datasets import load_api
 

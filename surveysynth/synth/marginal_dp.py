@@ -39,6 +39,7 @@ What the package adds around OpenDP's algorithms (docs/marginal_dp.md):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,8 @@ D_IN = 2
 _WCLASS = "__weight_class__"
 #: largest joint domain the release samples from directly (cells)
 MAX_CELLS = 5_000_000
+#: AIM rounds with less than this share of AIM's budget are not run (:func:`aim_step_guard`)
+MIN_STEP_SHARE = 1e-6
 
 
 def opendp_prelude() -> Any:
@@ -126,6 +129,32 @@ def oneway_measurement(dom: Any, metric: Any, measure: Any, cards: dict[str, int
     raise AssertionError(f"no noise scale near {scale} spends at most {budget}")  # pragma: no cover
 
 
+def aim_step_guard(make_round: Any, floor: float) -> Any:
+    """OpenDP 0.16's AIM round builder (``_aim._make_aim_marginal``) that ends the loop (returns
+    None, which OpenDP's loop reads as "stop") on a round whose budget is below ``floor``.
+
+    Why (issue 40 leftover; OpenDP's bug, worked around here): OpenDP's AIM loop caps each
+    round at the prior float of what is left (``min(d_step, prior(d_out - d_spent))``); a
+    capped round spends all but a few ulps (the select/measure split rounds down, the odometer
+    rounds up), so the next round gets a floating-point crumb (5.55e-17 of an AIM budget of
+    0.5, measured) and the loop goes on, because only an exact zero stops it. Under pure DP the
+    crumb's noisy-max selection needs a noise scale near 1e17, beyond the 2**49 that OpenDP's
+    bounds search explores; the search then fails inside the selection ("scale (-0.5) must not
+    be finite and non-negative", an OpenDPException that OpenDP's ``except ValueError`` does
+    not catch) and the whole fit fails after the budget is booked. Under zCDP the crumb
+    round runs with enormous noise (useless, harmless). The remainder left unspent is below
+    ``floor`` (a millionth of AIM's budget): spending less than the budget is always safe."""
+
+    def guarded(input_domain: Any, input_metric: Any, output_measure: Any, d_in: Any,
+                d_out: float, *args: Any, **kwargs: Any) -> Any:
+        if not d_out >= floor:
+            return None
+        return make_round(input_domain, input_metric, output_measure, d_in, d_out,
+                          *args, **kwargs)
+
+    return guarded
+
+
 def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: str,
                               budget: float, oneway_split: float = 0.5) -> Any:
     """The OpenDP measurement of AIM or MST on records' cell indices: one-way marginals of every
@@ -160,11 +189,21 @@ def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: st
         marg = Marginals().add(*qbl(m_one))
         model = algorithm.estimator(Domain.fromdict(cards), marg.flatten())
         # OpenDP's algorithm with this module's stable marginals on cell indices (its own
-        # reads a polars LazyFrame); the rest of its code runs as shipped
-        with mock.patch.object(module, "make_stable_marginals", stable):
+        # reads a polars LazyFrame) and, for AIM, its round builder behind the crumb guard
+        # (aim_step_guard: OpenDP 0.16's loop fails on a floating-point remainder); the rest
+        # of its code runs as shipped. AIM's rounds are built while m_multi runs, so the
+        # patches cover the run as well as the construction.
+        patches = [mock.patch.object(module, "make_stable_marginals", stable)]
+        if module is _aim:
+            patches.append(mock.patch.object(
+                _aim, "_make_aim_marginal",
+                aim_step_guard(_aim._make_aim_marginal, d_multi * MIN_STEP_SHARE)))  # noqa: SLF001
+        with contextlib.ExitStack() as stack:
+            for p in patches:
+                stack.enter_context(p)
             m_multi = algorithm.make_marginals(_Columns(), metric, measure, D_IN, d_multi,
                                                marginals=marg, model=model)
-        return qbl(m_multi)
+            return qbl(m_multi)
 
     return make_adaptive_composition(dom, metric, measure, D_IN, [d_one, d_multi]) \
         >> _new_pure_function(run)
