@@ -375,3 +375,119 @@ folder = "out"
         assert (out / "public" / "dp_tables" / "mean_api00.csv").exists()
     else:
         assert b["total"] == 2.0
+
+
+# ------------------------------------------------------------------ bin edges chosen under budget
+class _StubMeasurement:
+    """Stands in for OpenDP's AIM/MST measurement (its run is the slow part; it is tested on its
+    own above): spends the budget it is given, returns no marginals and a uniform model."""
+
+    built: list = []
+
+    def __init__(self, cards, algorithm, privacy, budget):
+        self.cards, self.budget = cards, budget
+        _StubMeasurement.built.append(self)
+
+    def map(self, d_in):
+        return self.budget
+
+    def __call__(self, X):
+        class _Model:
+            def project(_, cols):
+                return type("F", (), {"values": np.ones([self.cards[c] for c in cols])})()
+
+        return type("M", (), {"flatten": lambda _: []})(), _Model()
+
+
+def _dp_fit(apistrat, monkeypatch, privacy="pure", budget=2.0, **kw):
+    monkeypatch.setattr(md, "make_marginal_measurement", _StubMeasurement)
+    _StubMeasurement.built.clear()
+    d = ss.SurveyDesign(apistrat, strata="stype", weights="pw", fpc="fpc")
+    syn = md.AIM(variables=["stype", "api00", "enroll"], privacy=privacy, epsilon=budget, m=1,
+                 weight_bins=[0, 12, 18, 30, 50], population_size=6194, **kw)
+    return syn.fit(d)
+
+
+def test_dp_bins_are_charged_in_the_ledger_and_the_record(apistrat, monkeypatch):
+    """Two dp_bins columns at share 0.1 of epsilon 2: each column's edges booked at 0.1 (JointExp
+    at epsilon 0.1), the marginals get the rest (at most 1.8), the ledger adds up to the budget
+    and the record says which columns and what share. zCDP: rho share 0.05 a column buys
+    JointExp epsilon sqrt(0.1). Kills: edges not booked, the full budget given to the marginals
+    on top, the share not split over the columns, rho booked as if it were epsilon."""
+    calls = []
+    real = md.dp_bin_edges
+    monkeypatch.setattr(md, "dp_bin_edges", lambda x, b, k, eps, random_state=None:
+                        calls.append(eps) or real(x, b, k, eps, random_state))
+    syn = _dp_fit(apistrat, monkeypatch, bins={"enroll": [0, 500, 1000, 5000]},
+                  dp_bins={"api00": {"bounds": [200, 1000], "bins": 5}})
+    syn2 = _dp_fit(apistrat, monkeypatch, dp_bins={"api00": {"bounds": [200, 1000], "bins": 5},
+                                                   "enroll": {"bounds": [0, 5000], "bins": 4}})
+    led = syn2.ledger_
+    assert [e["step"].split(" (")[0] for e in led] == ["bin edges of 'api00'",
+                                                       "bin edges of 'enroll'", "fit"]
+    assert led[0]["epsilon"] == led[1]["epsilon"] == pytest.approx(0.1)
+    assert led[2]["epsilon"] <= 1.8 and led[2]["epsilon"] == pytest.approx(1.8)
+    assert _StubMeasurement.built[-1].budget == led[2]["epsilon"]
+    assert sum(e["epsilon"] for e in led) <= 2.0
+    assert calls == [pytest.approx(0.2), pytest.approx(0.1), pytest.approx(0.1)]
+    assert len(syn.ledger_) == 2 and syn.ledger_[0]["epsilon"] == pytest.approx(0.2)
+    rec = syn2.release().privacy
+    assert rec.epsilon == pytest.approx(2.0)
+    assert rec.facts["dp_binned"] == "api00, enroll" and rec.facts["dp_bins_share"] == 0.1
+    e = syn2.domains_["api00"]["edges"]
+    assert e[0] == 200 and e[-1] == 1000 and np.all(np.diff(e) > 0) and e.size <= 6
+    calls.clear()
+    z = _dp_fit(apistrat, monkeypatch, privacy="zcdp", budget=0.5, bins={"enroll": [0, 5000]},
+                dp_bins={"api00": {"bounds": [200, 1000], "bins": 5}})
+    assert z.ledger_[0]["epsilon"] == pytest.approx(0.05)
+    assert calls == [pytest.approx(np.sqrt(0.1))] and z.ledger_[0]["jointexp_epsilon"] == calls[0]
+    assert z.ledger_[1]["epsilon"] == pytest.approx(0.45)
+
+
+def test_dp_bin_edges_use_the_data_only_through_jointexp(monkeypatch):
+    """With JointExp's output fixed, two different databases give the same edges: the public
+    bounds and the mechanism's output, nothing else (kills edges from np.quantile, or end
+    edges from the data's min/max). JointExp is asked for the quantiles 1/k..(k-1)/k at the
+    given epsilon, on the column's values; tied outputs are merged."""
+    from surveysynth.synth import private_quantiles as pq
+
+    seen = []
+
+    def fixed(data, quantiles, epsilon, lower, upper, **kw):
+        seen.append((np.asarray(data).copy(), list(quantiles), epsilon, lower, upper))
+        return pq.JointExpResult(values=np.array([300.0, 300.0, 650.0, 800.0]),
+                                 quantiles=np.asarray(quantiles), epsilon=epsilon,
+                                 lower=lower, upper=upper)
+
+    monkeypatch.setattr(pq, "joint_exp_quantiles", fixed)
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(250, 950, 200), rng.uniform(400, 600, 200)
+    ea = md.dp_bin_edges(a, (200.0, 1000.0), 5, 0.3)
+    eb = md.dp_bin_edges(b, (200.0, 1000.0), 5, 0.3)
+    assert ea.tolist() == eb.tolist() == [200.0, 300.0, 650.0, 800.0, 1000.0]
+    assert np.array_equal(seen[0][0], a) and seen[0][1] == [0.2, 0.4, 0.6, 0.8]
+    assert seen[0][2:] == (0.3, 200.0, 1000.0)
+
+
+def test_dp_bin_edges_real_jointexp():
+    """Real JointExp at a large epsilon lands near the sample quantiles; at a tiny epsilon the
+    edges stay inside the public bounds and strictly increasing."""
+    x = np.random.default_rng(2).uniform(0, 100, 400)
+    e = md.dp_bin_edges(x, (0.0, 100.0), 4, 50.0)
+    assert e[0] == 0 and e[-1] == 100 and np.allclose(e[1:-1], np.quantile(x, [0.25, 0.5, 0.75]),
+                                                      atol=3)
+    e = md.dp_bin_edges(x, (0.0, 100.0), 4, 1e-3)
+    assert e[0] == 0 and e[-1] == 100 and np.all(np.diff(e) > 0)
+
+
+def test_dp_bins_bad_inputs_name_the_column(apistrat, monkeypatch):
+    for kw, msg in (({"dp_bins": {"api00": {"bounds": [200, 1000]}}}, r"dp_bins\['api00'\]"),
+                    ({"dp_bins": {"api00": {"bounds": [1000, 200], "bins": 5}}}, "lower < upper"),
+                    ({"dp_bins": {"api00": {"bounds": [200, 1000], "bins": 1}}}, "from 2"),
+                    ({"dp_bins": {"api00": {"bounds": [200, 1000], "bins": 5}},
+                      "bins": {"api00": [200, 1000]}}, "both public bins and dp_bins"),
+                    ({"dp_bins": {"api00": {"bounds": [200, 1000], "bins": 5}},
+                      "dp_bins_share": 1.0}, "dp_bins_share"),
+                    ({"dp_bins": {"zzz": {"bounds": [0, 1], "bins": 2}}}, "zzz")):
+        with pytest.raises(ValueError, match=msg):
+            _dp_fit(apistrat, monkeypatch, **{"bins": {"enroll": [0, 5000]}, **kw})

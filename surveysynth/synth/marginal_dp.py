@@ -12,7 +12,10 @@ What the package adds around OpenDP's algorithms (docs/marginal_dp.md):
   boolean's two values, or a design's strata labels: design information), a continuous column's
   bins on public edges (``bins``; the first and last edge are public bounds, values outside are
   counted into the end bins). Nothing about the domain is read off the data, so the mechanism
-  needs no budget for it (the alternative, edges chosen under budget, is not implemented).
+  needs no budget for it. Or, for a continuous column with public bounds only (``dp_bins``),
+  edges chosen under budget: JointExp quantiles (:func:`dp_bin_edges`, pure DP under
+  replace-one, :mod:`surveysynth.synth.private_quantiles`) spending ``dp_bins_share`` of the
+  budget, booked in the ledger before the data are read.
 * **Survey weights** are carried as a synthesized weight class on public edges
   (``weight_bins``): each record's class is one more variable of the model, and a synthetic
   record's weight is its class's midpoint, all weights scaled to the public population size N.
@@ -49,6 +52,7 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 
+from ..privacy.randomness import secret_rng
 from .base import Synthesizer
 
 __all__ = ["AIM", "MST", "MarginalSynthesizer", "PRIVACY_KINDS"]
@@ -229,6 +233,63 @@ def make_marginal_measurement(cards: dict[str, int], algorithm: Any, privacy: st
         >> _new_pure_function(run)
 
 
+def _dp_bin_spec(v: str, spec: Any, col: pd.Series) -> dict[str, Any]:
+    """The public part of a ``dp_bins`` entry, checked: bounds and the number of bins."""
+    if not isinstance(spec, Mapping) or set(spec) != {"bounds", "bins"}:
+        raise ValueError(f"dp_bins[{v!r}] = {spec!r}: give {{'bounds': [lo, hi], 'bins': k}} "
+                         "(public bounds and the number of bins).")
+    lo_hi = np.asarray(spec["bounds"], dtype=float)
+    k = spec["bins"]
+    if lo_hi.shape != (2,) or not np.all(np.isfinite(lo_hi)) or not lo_hi[0] < lo_hi[1]:
+        raise ValueError(f"dp_bins[{v!r}]['bounds'] = {spec['bounds']!r}: two finite public "
+                         "numbers, lower < upper (from public knowledge, not the data).")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 2 <= k <= 1000:
+        raise ValueError(f"dp_bins[{v!r}]['bins'] = {k!r}: an integer from 2 to 1000.")
+    if not pd.api.types.is_numeric_dtype(col):
+        raise ValueError(f"dp_bins[{v!r}]: column {v!r} is not numeric ({col.dtype}); give "
+                         "categories for it instead.")
+    return {"kind": "bin", "edges": None, "bounds": (float(lo_hi[0]), float(lo_hi[1])),
+            "k": int(k), "integer": pd.api.types.is_integer_dtype(col)}
+
+
+def dp_bin_edges(x: np.ndarray, bounds: tuple[float, float], k: int, epsilon: float,
+                 random_state: Any = None) -> np.ndarray:
+    """Bin edges chosen under pure ``epsilon``-DP (replace-one neighbours): the public bounds
+    and JointExp estimates of the quantiles 1/k, ..., (k-1)/k of ``x`` (clipped to the bounds;
+    :func:`~surveysynth.synth.private_quantiles.joint_exp_quantiles`, exact sampler on a public
+    grid, all quantiles under the one epsilon). Tied edges are merged (post-processing), so
+    there may be fewer than k bins. Nothing else about ``x`` enters the edges."""
+    from .private_quantiles import joint_exp_quantiles
+
+    lo, hi = bounds
+    q = np.arange(1, k) / k
+    res = joint_exp_quantiles(np.asarray(x, dtype=float), q, float(epsilon), lo, hi,
+                              random_state=random_state)
+    return np.unique(np.concatenate([[lo], np.asarray(res.values, dtype=float), [hi]]))
+
+
+def dp_bins_budget(privacy: str, budget: float, share: float, n_vars: int) -> tuple[float, float]:
+    """Split ``budget`` (epsilon, or rho for "zcdp") between ``n_vars`` dp_bins columns and the
+    marginals: (the JointExp epsilon of each column, the marginals' budget). The columns' charges
+    and the marginals' compose sequentially (pure: epsilons add; zCDP: rhos add, and a pure
+    epsilon-DP step is epsilon^2 / 2-zCDP, Bun & Steinke 2016, so a column's rho share r buys
+    epsilon sqrt(2 r))."""
+    if n_vars == 0:
+        return 0.0, float(budget)
+    if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)) \
+            or not 0 < share < 1:
+        raise ValueError(f"dp_bins_share={share!r}: a share of the budget in (0, 1), e.g. 0.1.")
+    each = budget * share / n_vars
+    rest = float(prior_float(budget - each * n_vars))
+    eps = each if privacy == "pure" else math.sqrt(2 * each)
+    return float(eps), rest
+
+
+def prior_float(x: float) -> float:
+    """The next float below ``x`` (so a sum of shares cannot round above the budget)."""
+    return float(np.nextafter(x, -np.inf))
+
+
 class MarginalSynthesizer(Synthesizer):
     """Base of :class:`AIM` and :class:`MST` (see the module docstring).
 
@@ -240,6 +301,12 @@ class MarginalSynthesizer(Synthesizer):
         are used when not given).
     bins : ``{column: [edges]}``, public bin edges of continuous columns (increasing; the
         first and last are public bounds: values outside are counted in the end bins).
+    dp_bins : ``{column: {"bounds": [lo, hi], "bins": k}}``, continuous columns whose k bins'
+        inner edges are chosen under budget (JointExp quantiles at 1/k, ..., (k-1)/k between
+        the public bounds; tied edges merged, so a column may get fewer bins).
+    dp_bins_share : the share of the budget spent on the ``dp_bins`` edges (split equally over
+        those columns; the rest goes to the marginals). Under zCDP a share rho_v of one
+        column buys JointExp at epsilon sqrt(2 rho_v) (pure epsilon-DP is epsilon^2 / 2-zCDP).
     weight_bins : public edges of the weight classes (needed when the weights vary).
     privacy : "pure" (epsilon-DP, Laplace noise) or "zcdp" (rho-zCDP, discrete Gaussian noise).
     epsilon : the budget: epsilon for "pure", rho for "zcdp".
@@ -260,10 +327,14 @@ class MarginalSynthesizer(Synthesizer):
                  weight_bins: Sequence[float] | None = None, privacy: str = "pure",
                  epsilon: float = 1.0, m: int = 5, population_size: float | None = None,
                  iters: int = 1000, random_state: Any = None,
-                 max_epsilon: float | None = None) -> None:
+                 max_epsilon: float | None = None,
+                 dp_bins: Mapping[str, Mapping[str, Any]] | None = None,
+                 dp_bins_share: float = 0.1) -> None:
         self.variables = variables
         self.categories = categories
         self.bins = bins
+        self.dp_bins = dp_bins
+        self.dp_bins_share = dp_bins_share
         self.weight_bins = weight_bins
         self.privacy = privacy
         self.epsilon = epsilon
@@ -320,10 +391,15 @@ class MarginalSynthesizer(Synthesizer):
         "edges": array}; the categories of strata columns are design information."""
         cats = dict(self.categories or {})
         bins = dict(self.bins or {})
-        unknown = sorted((set(cats) | set(bins)) - set(self.variables))
+        dpb = dict(self.dp_bins or {})
+        unknown = sorted((set(cats) | set(bins) | set(dpb)) - set(self.variables))
         if unknown:
-            raise ValueError(f"categories/bins name {unknown}, which are not among variables "
-                             f"{list(self.variables)}: add them to variables or drop them.")
+            raise ValueError(f"categories/bins/dp_bins name {unknown}, which are not among "
+                             f"variables {list(self.variables)}: add them to variables or drop "
+                             "them.")
+        both = sorted(set(bins) & set(dpb))
+        if both:
+            raise ValueError(f"{both} have both public bins and dp_bins: give one of them.")
         missing = [v for v in self.variables if v not in frame.columns]
         if missing:
             raise ValueError(f"variables {missing} are not columns of the data (columns: "
@@ -331,6 +407,9 @@ class MarginalSynthesizer(Synthesizer):
         out: dict[str, dict[str, Any]] = {}
         for v in self.variables:
             col = frame[v]
+            if v in dpb:
+                out[v] = _dp_bin_spec(v, dpb[v], col)
+                continue
             if v in bins:
                 edges = np.asarray(bins[v], dtype=float)
                 if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0) \
@@ -354,7 +433,9 @@ class MarginalSynthesizer(Synthesizer):
                 raise ValueError(
                     f"variable {v!r} ({col.dtype}) has no public domain: give its category set "
                     f"(categories={{{v!r}: [...]}}) or, if it is continuous, public bin edges "
-                    f"(bins={{{v!r}: [...]}}). Its categories are not read off the data: a rare "
+                    f"(bins={{{v!r}: [...]}}) or public bounds for edges chosen under budget "
+                    f"(dp_bins={{{v!r}: {{'bounds': [lo, hi], 'bins': 5}}}}). Its categories "
+                    "are not read off the data: a rare "
                     "category's presence would reveal a record.")
             if len(set(values)) != len(values) or len(values) < 1:
                 raise ValueError(f"categories[{v!r}] = {values}: give distinct values.")
@@ -398,6 +479,28 @@ class MarginalSynthesizer(Synthesizer):
                     rows = np.flatnonzero(np.isnan(x))[:5].tolist()
                     raise ValueError(f"column {v!r}: missing values in rows {rows}; impute or "
                                      "drop them before synthesis (no missing-value category).")
+        dp_vars = [v for v, d in domains.items() if d["kind"] == "bin" and d["edges"] is None]
+        budget = float(self.epsilon)
+        eps_edges, budget_marg = dp_bins_budget(self.privacy, budget, self.dp_bins_share,
+                                                len(dp_vars))
+        unit = "pure DP (epsilon)" if self.privacy == "pure" else "zCDP (rho)"
+        entries = [{"step": f"bin edges of {v!r} (JointExp quantiles, {domains[v]['k']} bins "
+                            f"between public bounds {domains[v]['bounds']})",
+                    "epsilon": budget * self.dp_bins_share / len(dp_vars), "charge": "epsilon",
+                    "measure": unit, "jointexp_epsilon": eps_edges} for v in dp_vars]
+        entries.append({"step": f"fit ({self.algorithm_name}: first-step marginals, selection "
+                                "and measured marginals)", "epsilon": budget_marg,
+                        "charge": "epsilon", "measure": unit})
+        # booked before the data are touched (a failing fit has still used them)
+        self._spend_all(entries)
+        fit_entry = self.ledger_[-1]
+        for v in dp_vars:
+            domains[v]["edges"] = dp_bin_edges(frame[v].to_numpy(dtype=float),
+                                               domains[v]["bounds"], domains[v]["k"], eps_edges,
+                                               random_state=secret_rng(None))
+        for v, d in domains.items():
+            if d["kind"] == "bin":
+                x = frame[v].to_numpy(dtype=float)
                 e = d["edges"]
                 outside[v] = int(np.count_nonzero((x < e[0]) | (x > e[-1])))
                 codes[v] = np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2)
@@ -433,16 +536,12 @@ class MarginalSynthesizer(Synthesizer):
             raise ValueError(f"the variables' joint domain has {cells:,} cells (> {MAX_CELLS:,}): "
                              "use fewer variables or coarser bins.")
         X = np.column_stack([codes[v] for v in cards]).astype(np.int64)
-        budget = float(self.epsilon)
-        meas = make_marginal_measurement(cards, self._algorithm(), self.privacy, budget)
+        meas = make_marginal_measurement(cards, self._algorithm(), self.privacy, budget_marg)
         loss = float(meas.map(D_IN))
-        if loss > budget * (1 + 1e-9):  # pragma: no cover - OpenDP's own search guarantees it
-            raise AssertionError(f"OpenDP measures a privacy loss {loss} above the budget {budget}")
-        # booked before the data are touched (a failing fit has still used them)
-        self._spend({"step": f"fit ({self.algorithm_name}: one-way marginals, selection and "
-                             "measured marginals)", "epsilon": budget, "charge": "epsilon",
-                     "measure": "pure DP (epsilon)" if self.privacy == "pure" else "zCDP (rho)",
-                     "opendp_map": loss})
+        if loss > budget_marg * (1 + 1e-9):  # pragma: no cover - OpenDP's search guarantees it
+            raise AssertionError(f"OpenDP measures a privacy loss {loss} above the budget "
+                                 f"{budget_marg}")
+        fit_entry["opendp_map"] = loss
         marginals, model = meas(X)
         self.n_ = n
         self.cards_ = cards
@@ -451,6 +550,7 @@ class MarginalSynthesizer(Synthesizer):
         self.as_category_ = {v for v in self.variables
                              if isinstance(frame[v].dtype, pd.CategoricalDtype)}
         self.privacy_loss_ = loss
+        self.dp_binned_ = dp_vars
         self.cliques_ = [tuple(m.clique) for m in marginals.flatten()]
         self.model_ = model
         probs = np.asarray(model.project(list(cards)).values, dtype=float).ravel()
@@ -496,6 +596,8 @@ class MarginalSynthesizer(Synthesizer):
                       "binned": ", ".join(binned) if binned else "none",
                       "weight_classes": (len(self.weight_bins) - 1) if self.weight_bins is not None
                       else 0, "marginals_measured": len(self.cliques_),
+                      "dp_binned": ", ".join(self.dp_binned_) if self.dp_binned_ else "none",
+                      "dp_bins_share": float(self.dp_bins_share) if self.dp_binned_ else 0.0,
                       "n": int(self.n_)},
             "published_without_budget": [{
                 "item": f"the number of records n = {self.n_} of each synthetic set",
@@ -529,11 +631,14 @@ class AIM(MarginalSynthesizer):
                  weight_bins: Sequence[float] | None = None, privacy: str = "pure",
                  epsilon: float = 1.0, m: int = 5, population_size: float | None = None,
                  degree: int = 2, rounds: int | None = None, iters: int = 1000,
-                 random_state: Any = None, max_epsilon: float | None = None) -> None:
+                 random_state: Any = None, max_epsilon: float | None = None,
+                 dp_bins: Mapping[str, Mapping[str, Any]] | None = None,
+                 dp_bins_share: float = 0.1) -> None:
         super().__init__(variables=variables, categories=categories, bins=bins,
                          weight_bins=weight_bins, privacy=privacy, epsilon=epsilon, m=m,
                          population_size=population_size, iters=iters,
-                         random_state=random_state, max_epsilon=max_epsilon)
+                         random_state=random_state, max_epsilon=max_epsilon,
+                         dp_bins=dp_bins, dp_bins_share=dp_bins_share)
         self.degree = degree
         self.rounds = rounds
 
