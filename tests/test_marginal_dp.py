@@ -491,3 +491,51 @@ def test_dp_bins_bad_inputs_name_the_column(apistrat, monkeypatch):
                     ({"dp_bins": {"zzz": {"bounds": [0, 1], "bins": 2}}}, "zzz")):
         with pytest.raises(ValueError, match=msg):
             _dp_fit(apistrat, monkeypatch, **{"bins": {"enroll": [0, 5000]}, **kw})
+
+
+# ------------------------------------------------------------------ public stratum sizes
+NH = {"E": 4421, "M": 1018, "H": 755}
+
+
+def test_stratum_sizes_post_stratify_the_synthetic_weights(apistrat, monkeypatch):
+    """population_size={stratum: N_h}: every synthetic stratum's weights sum to its public N_h
+    (so the weighted mean is the stratified one, whatever the weight classes' midpoints); a
+    design with equal weights within strata needs no weight_bins. Kills: weights left at N / n
+    (each stratum's share would be its synthetic count's), or scaled to N only."""
+    monkeypatch.setattr(md, "make_marginal_measurement", _StubMeasurement)
+    d = ss.SurveyDesign(apistrat, strata="stype", weights="pw", fpc="fpc")
+    for wb in (None, [0, 12, 20, 50]):
+        syn = md.MST(variables=["stype", "api00"], bins={"api00": EDGES}, weight_bins=wb,
+                     population_size=NH, epsilon=1.0, m=2, random_state=1).fit(d)
+        rel = syn.release()
+        assert rel.privacy.epsilon == 1.0
+        for x in rel.designs:
+            got = x.data.groupby("stype")["pw"].sum()
+            assert got.to_dict() == pytest.approx({k: float(v) for k, v in NH.items()})
+            assert x.data["pw"].sum() == pytest.approx(sum(NH.values()))
+            if wb is None:  # one weight per stratum: N_h over the synthetic stratum count
+                n_h = x.data.groupby("stype")["pw"].agg(["nunique", "size"])
+                assert (n_h["nunique"] == 1).all()
+
+
+def test_stratum_sizes_bad_inputs(apistrat, monkeypatch):
+    monkeypatch.setattr(md, "make_marginal_measurement", _StubMeasurement)
+    d = ss.SurveyDesign(apistrat, strata="stype", weights="pw", fpc="fpc")
+    with pytest.raises(ValueError, match="among variables"):
+        md.MST(variables=["api00"], bins={"api00": EDGES}, population_size=NH).fit(d)
+    with pytest.raises(ValueError, match="N_h for each"):
+        md.MST(variables=["stype", "api00"], bins={"api00": EDGES},
+               population_size={"E": 4421, "M": 1018}).fit(d)
+    with pytest.raises(ValueError, match=r"population_size\['E'\]"):
+        md.MST(variables=["stype", "api00"], bins={"api00": EDGES},
+               population_size={**NH, "E": -1}).fit(d)
+    a = apistrat.copy()
+    a.loc[a.index[:3], "pw"] = a["pw"].iloc[:3] * 1.5  # weights vary within stratum E
+    d2 = ss.SurveyDesign(a, strata="stype", weights="pw")
+    with pytest.raises(ValueError, match="vary within strata"):
+        md.MST(variables=["stype", "api00"], bins={"api00": EDGES}, population_size=NH).fit(d2)
+    # nothing was booked by a refused fit
+    syn = md.MST(variables=["stype", "api00"], bins={"api00": EDGES}, population_size=NH)
+    with pytest.raises(ValueError):
+        syn.fit(d2)
+    assert not getattr(syn, "ledger_", [])

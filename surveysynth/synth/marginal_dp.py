@@ -312,7 +312,11 @@ class MarginalSynthesizer(Synthesizer):
     epsilon : the budget: epsilon for "pure", rho for "zcdp".
     m : synthetic data sets per release (post-processing of one fit: no budget).
     population_size : public N the released weights sum to (default: the confidential sum,
-        then listed as published without budget).
+        then listed as published without budget); or ``{stratum: N_h}``, the public stratum
+        population sizes of a stratified design whose strata column is synthesized: each
+        synthetic stratum's weights are then scaled to sum to its N_h (post-stratification on
+        public totals, post-processing), which corrects the weight classes' midpoints, and a
+        design whose weights are constant within strata needs no ``weight_bins``.
     iters : mirror-descent iterations of each Private-PGM fit (post-processing).
     random_state : None (OS entropy) or a seed for the post-processing (never OpenDP's noise).
     max_epsilon : declared total of the budget account (in the unit of ``privacy``).
@@ -448,6 +452,101 @@ class MarginalSynthesizer(Synthesizer):
             out[v] = {"kind": "cat", "values": values}
         return out
 
+    def _population(self, design: Any) -> float:
+        """A number N (the base class's rule) or public stratum sizes {stratum: N_h}."""
+        N = self.population_size
+        self.stratum_sizes_: dict[Any, float] | None = None
+        if not isinstance(N, Mapping):
+            return super()._population(design)
+        sizes = {}
+        for h, v in N.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not (np.isfinite(v) and v > 0):
+                raise ValueError(f"population_size[{h!r}] = {v!r}: each stratum's public "
+                                 "population size must be a positive number.")
+            sizes[h] = float(v)
+        if not sizes:
+            raise ValueError("population_size = {}: give {stratum: N_h} for every stratum.")
+        self.population_size_given_ = True
+        self.stratum_sizes_ = sizes
+        return float(sum(sizes.values()))
+
+    def _check_stratum_sizes(self, strata: list[str], domains: dict[str, dict[str, Any]],
+                             w: np.ndarray, frame: pd.DataFrame) -> str | None:
+        """The synthesized strata column the stratum sizes belong to (None without them)."""
+        if self.stratum_sizes_ is None:
+            return None
+        if len(strata) != 1 or strata[0] not in domains:
+            raise ValueError(
+                "population_size by stratum needs a stratified design whose one strata column "
+                f"is among variables (strata: {strata or 'none'}; variables: "
+                f"{list(self.variables)}): add the strata column to variables, or give one "
+                "public N.")
+        sv = strata[0]
+        labels = domains[sv].get("values", [])
+        if set(labels) != set(self.stratum_sizes_):
+            raise ValueError(f"population_size by stratum names {sorted(map(str, self.stratum_sizes_))}"
+                             f" but the strata column {sv!r} has the public labels "
+                             f"{sorted(map(str, labels))}: give N_h for each of them.")
+        if self.weight_bins is None:
+            by = pd.Series(w).groupby(frame[sv].to_numpy()).agg(lambda x: np.ptp(x))
+            varying = by[by > 1e-9 * max(1.0, float(np.max(w)))]
+            if len(varying):
+                raise ValueError(
+                    f"the weights vary within strata {list(varying.index[:5])} of {sv!r}: give "
+                    "weight_bins as well (the stratum sizes then scale each stratum's synthetic "
+                    "weights to its N_h), or use a design with equal weights within strata.")
+        return sv
+
+    def _weight_class(self, w: np.ndarray, wname: str, strata: list[str],
+                      domains: dict[str, dict[str, Any]], frame: pd.DataFrame) -> tuple[dict, dict]:
+        """The weight class's codes and out-of-edge count (adds its domain), or the stratum
+        sizes' check; refuses varying weights with neither."""
+        codes, outside = {}, {}
+        varying = w.size and not np.allclose(w, w[0])
+        self.strata_var_ = self._check_stratum_sizes(strata, domains, w, frame)
+        if self.strata_var_ is not None:
+            varying = False  # the stratum sizes carry the weights between strata
+        if self.weight_bins is not None:
+            we = np.asarray(self.weight_bins, dtype=float)
+            if we.ndim != 1 or we.size < 2 or not np.all(np.diff(we) > 0) or we[0] < 0:
+                raise ValueError(f"weight_bins = {list(self.weight_bins)}: give at least two "
+                                 "non-negative, strictly increasing public edges.")
+            outside["weights"] = int(np.count_nonzero((w < we[0]) | (w > we[-1])))
+            codes[_WCLASS] = np.clip(np.searchsorted(we, w, side="right") - 1, 0, we.size - 2)
+            domains[_WCLASS] = {"kind": "wclass", "edges": we}
+        elif varying:
+            raise ValueError(
+                f"the design's weights ({wname!r}) vary (from {w.min():.4g} to {w.max():.4g}) but "
+                "weight_bins is not given: give public weight-class edges, e.g. weight_bins="
+                "[0, 10, 20, 50, 100], so the weights are carried as a synthesized weight class "
+                "and weighted synthetic estimates target the population.")
+        return codes, outside
+
+    def _book_and_choose_edges(self, domains: dict[str, dict[str, Any]],
+                               frame: pd.DataFrame) -> tuple[float, dict, list[str]]:
+        """Book the dp_bins edges and the marginals in the ledger (one booking: refused
+        together), then choose the dp_bins edges (the first use of the data). Returns the
+        marginals' budget, their ledger entry and the dp_bins columns."""
+        dp_vars = [v for v, d in domains.items() if d["kind"] == "bin" and d["edges"] is None]
+        budget = float(self.epsilon)
+        eps_edges, budget_marg = dp_bins_budget(self.privacy, budget, self.dp_bins_share,
+                                                len(dp_vars))
+        unit = "pure DP (epsilon)" if self.privacy == "pure" else "zCDP (rho)"
+        entries = [{"step": f"bin edges of {v!r} (JointExp quantiles, {domains[v]['k']} bins "
+                            f"between public bounds {domains[v]['bounds']})",
+                    "epsilon": budget * self.dp_bins_share / len(dp_vars), "charge": "epsilon",
+                    "measure": unit, "jointexp_epsilon": eps_edges} for v in dp_vars]
+        entries.append({"step": f"fit ({self.algorithm_name}: first-step marginals, selection "
+                                "and measured marginals)", "epsilon": budget_marg,
+                        "charge": "epsilon", "measure": unit})
+        self._spend_all(entries)
+        for v in dp_vars:
+            domains[v]["edges"] = dp_bin_edges(frame[v].to_numpy(dtype=float),
+                                               domains[v]["bounds"], domains[v]["k"], eps_edges,
+                                               random_state=secret_rng(None))
+        return budget_marg, self.ledger_[-1], dp_vars
+
     # ------------------------------------------------------------------ fit
     def _fit(self, design: Any, rng: np.random.Generator) -> None:
         from .base import _as_cols
@@ -470,8 +569,6 @@ class MarginalSynthesizer(Synthesizer):
                                             else _Unit(len(frame)))
         domains = self._domains(frame, strata)
         n = len(frame)
-        codes = {}
-        outside = {}
         for v, d in domains.items():
             if d["kind"] == "bin":
                 x = frame[v].to_numpy(dtype=float)
@@ -479,48 +576,18 @@ class MarginalSynthesizer(Synthesizer):
                     rows = np.flatnonzero(np.isnan(x))[:5].tolist()
                     raise ValueError(f"column {v!r}: missing values in rows {rows}; impute or "
                                      "drop them before synthesis (no missing-value category).")
-        dp_vars = [v for v, d in domains.items() if d["kind"] == "bin" and d["edges"] is None]
-        budget = float(self.epsilon)
-        eps_edges, budget_marg = dp_bins_budget(self.privacy, budget, self.dp_bins_share,
-                                                len(dp_vars))
-        unit = "pure DP (epsilon)" if self.privacy == "pure" else "zCDP (rho)"
-        entries = [{"step": f"bin edges of {v!r} (JointExp quantiles, {domains[v]['k']} bins "
-                            f"between public bounds {domains[v]['bounds']})",
-                    "epsilon": budget * self.dp_bins_share / len(dp_vars), "charge": "epsilon",
-                    "measure": unit, "jointexp_epsilon": eps_edges} for v in dp_vars]
-        entries.append({"step": f"fit ({self.algorithm_name}: first-step marginals, selection "
-                                "and measured marginals)", "epsilon": budget_marg,
-                        "charge": "epsilon", "measure": unit})
-        # booked before the data are touched (a failing fit has still used them)
-        self._spend_all(entries)
-        fit_entry = self.ledger_[-1]
-        for v in dp_vars:
-            domains[v]["edges"] = dp_bin_edges(frame[v].to_numpy(dtype=float),
-                                               domains[v]["bounds"], domains[v]["k"], eps_edges,
-                                               random_state=secret_rng(None))
+        codes, outside = self._weight_class(w, wname, strata, domains, frame)
+        # every check done: the budget is booked before the data are touched (a failing fit
+        # has still used them), then the dp_bins edges are chosen
+        budget_marg, fit_entry, dp_vars = self._book_and_choose_edges(domains, frame)
         for v, d in domains.items():
             if d["kind"] == "bin":
                 x = frame[v].to_numpy(dtype=float)
                 e = d["edges"]
                 outside[v] = int(np.count_nonzero((x < e[0]) | (x > e[-1])))
                 codes[v] = np.clip(np.searchsorted(e, x, side="right") - 1, 0, e.size - 2)
-            else:
+            elif d["kind"] == "cat":
                 codes[v] = pd.Categorical(frame[v], categories=d["values"]).codes.astype(np.int64)
-        varying = w.size and not np.allclose(w, w[0])
-        if self.weight_bins is not None:
-            we = np.asarray(self.weight_bins, dtype=float)
-            if we.ndim != 1 or we.size < 2 or not np.all(np.diff(we) > 0) or we[0] < 0:
-                raise ValueError(f"weight_bins = {list(self.weight_bins)}: give at least two "
-                                 "non-negative, strictly increasing public edges.")
-            outside["weights"] = int(np.count_nonzero((w < we[0]) | (w > we[-1])))
-            codes[_WCLASS] = np.clip(np.searchsorted(we, w, side="right") - 1, 0, we.size - 2)
-            domains[_WCLASS] = {"kind": "wclass", "edges": we}
-        elif varying:
-            raise ValueError(
-                f"the design's weights ({wname!r}) vary (from {w.min():.4g} to {w.max():.4g}) but "
-                "weight_bins is not given: give public weight-class edges, e.g. weight_bins="
-                "[0, 10, 20, 50, 100], so the weights are carried as a synthesized weight class "
-                "and weighted synthetic estimates target the population.")
         self.data_outside_bounds_ = outside  # confidential: curator only
         if any(outside.values()):
             warnings.warn(
@@ -581,7 +648,14 @@ class MarginalSynthesizer(Synthesizer):
                     e = d["edges"]
                     w = 0.5 * (e[ix] + e[ix + 1])
             frame = pd.DataFrame({v: f[v] for v in names if v != _WCLASS})
-            frame[self.weights_name_] = w * (self.population_ / w.sum())
+            w = w * (self.population_ / w.sum())
+            if self.strata_var_ is not None:  # post-stratified to the public N_h
+                h = np.asarray(frame[self.strata_var_], dtype=object)
+                for lab, N_h in self.stratum_sizes_.items():
+                    at = h == lab
+                    if at.any():
+                        w[at] *= N_h / w[at].sum()
+            frame[self.weights_name_] = w
             frames.append(frame)
         return frames, {"weights": self.weights_name_}
 
