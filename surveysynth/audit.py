@@ -21,6 +21,14 @@ DP, with P_1 bounded below and P_2 above):
   is valid whatever the model; the model only decides the test's power. A grid sampler gives
   no flags on either side.
 
+**zCDP** (:func:`audit_zcdp`): a rho-zCDP claim implies (epsilon, delta)-DP for every delta
+with epsilon = :func:`zcdp_epsilon` (Canonne, Kamath & Steinke 2020, the conversion of their
+Corollary 13: tighter than rho + 2 sqrt(rho log(1/delta))). The threshold test then bounds
+epsilon >= log((P_1(S) - delta) / P_2(S)) (Clopper-Pearson as above); the event and delta (from a
+grid fixed in advance) are chosen on the first half of the runs, the bound is evaluated on the
+second half and compared with the claim's epsilon at that delta. The bound is also stated as a
+lower bound on rho (the smallest rho whose conversion allows it).
+
 The two bounds are computed at confidence 1 - (1 - ``confidence``) / 2 each (Bonferroni), and
 the audit's lower bound is the larger one. A correct mechanism gives a bound at or below the
 claim (except with probability at most 1 - ``confidence``); a bound above the claim refutes it.
@@ -41,7 +49,8 @@ from scipy import stats
 from .privacy.randomness import secret_rng
 
 __all__ = ["AuditResult", "audit_mechanism", "clopper_pearson", "epsilon_lower_bound", "lattice_flags", "reachable",
-           "MECHANISMS"]
+           "MECHANISMS", "ZCDPAuditResult", "audit_zcdp", "zcdp_delta", "zcdp_epsilon",
+           "epsilon_delta_lower_bound", "ZCDP_DELTAS"]
 
 MECHANISMS = ("jointexp", "kng-exact", "laplace")
 
@@ -64,6 +73,47 @@ def epsilon_lower_bound(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05)
     if lo1 <= 0:
         return 0.0
     return max(0.0, math.log(lo1 / hi2))
+
+
+#: the deltas the zCDP audit may choose from (on the first half of the runs): large enough to
+#: be estimable from a few thousand runs, where the conversion is far from trivial
+ZCDP_DELTAS = (0.001, 0.003, 0.01, 0.03, 0.1)
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """The delta at which rho-zCDP implies (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020,
+    Corollary 13): inf over alpha > 1 of exp((alpha - 1)(alpha rho - epsilon)) / (alpha - 1) *
+    (1 - 1/alpha)^alpha. Evaluated on a fine grid of alpha, so the value returned is at or above
+    the infimum (a claim converted with it is never understated). Capped at 1."""
+    if not rho > 0:
+        return 0.0
+    a = 1.0 + np.exp(np.linspace(np.log(1e-9), np.log(1e6), 40001))
+    logd = (a - 1) * (a * rho - epsilon) - np.log(a - 1) + a * np.log1p(-1 / a)
+    return float(min(1.0, np.exp(logd.min())))
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """The smallest epsilon (to 1e-10) at which rho-zCDP implies (epsilon, delta)-DP by
+    :func:`zcdp_delta`; 0 when delta already covers epsilon 0."""
+    from scipy.optimize import brentq
+
+    if not 0 < delta < 1:
+        raise ValueError(f"delta={delta}: must lie in (0, 1).")
+    if zcdp_delta(rho, 0.0) <= delta:
+        return 0.0
+    hi = rho + 2 * math.sqrt(rho * math.log(1 / delta)) + 1.0  # the simple conversion, + 1
+    return float(brentq(lambda e: zcdp_delta(rho, e) - delta, 0.0, hi, xtol=1e-10))
+
+
+def epsilon_delta_lower_bound(k1: int, n1: int, k2: int, n2: int, delta: float,
+                              alpha: float = 0.05) -> float:
+    """log((CP lower bound of P_1(S) - delta) / CP upper bound of P_2(S)), 0 if not positive:
+    an (epsilon, delta)-DP mechanism has P_1(S) <= e^epsilon P_2(S) + delta."""
+    lo1 = clopper_pearson(k1, n1, alpha)[0]
+    hi2 = clopper_pearson(k2, n2, alpha)[1]
+    if lo1 <= delta:
+        return 0.0
+    return max(0.0, math.log((lo1 - delta) / hi2))
 
 
 @dataclass
@@ -349,6 +399,27 @@ def _check_neighbours(d_in: Any, d_out: Any) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _run_sides(runner: Callable, name: str, a: np.ndarray, b: np.ndarray, runs: int,
+               seed: int | None, progress: bool) -> tuple[dict, float]:
+    """``runs`` runs of the mechanism on each neighbour: {"in"/"out": (values, centres)} and
+    the one claim they all made."""
+    rng = secret_rng(seed)
+    out = {}
+    claims = set()
+    from tqdm.auto import tqdm
+
+    for side, data in (("in", a), ("out", b)):
+        vals, cents = [], np.empty(runs)
+        for r in tqdm(range(runs), desc=f"audit {name} D_{side}", disable=not progress):
+            v, cents[r], claim = runner(data, int(rng.integers(0, 2**63)))
+            vals.append(np.atleast_1d(np.asarray(v, dtype=float)))
+            claims.add(round(float(claim), 12))
+        out[side] = (vals, cents)
+    if len(claims) != 1:
+        raise ValueError(f"the mechanism claimed different budgets across runs: {sorted(claims)}.")
+    return out, claims.pop()
+
+
 def audit_mechanism(
     mechanism: str | Callable[[np.ndarray, int], tuple[float, float, float]],
     d_in: Sequence[float] | np.ndarray,
@@ -399,21 +470,7 @@ def audit_mechanism(
                          "(data, seed) -> (value, centre, claimed epsilon).")
     shown = {k: v for k, v in settings.items()
              if not (k == "transform" and model != "jointexp") and not (k == "quantiles" and model is None)}
-    rng = secret_rng(seed)
-    out = {}
-    claims = set()
-    from tqdm.auto import tqdm
-
-    for side, data in (("in", a), ("out", b)):
-        vals, cents = [], np.empty(runs)
-        for r in tqdm(range(runs), desc=f"audit {name} D_{side}", disable=not progress):
-            v, cents[r], claim = runner(data, int(rng.integers(0, 2**63)))
-            vals.append(np.atleast_1d(np.asarray(v, dtype=float)))
-            claims.add(round(float(claim), 12))
-        out[side] = (vals, cents)
-    if len(claims) != 1:
-        raise ValueError(f"the mechanism claimed different epsilons across runs: {sorted(claims)}.")
-    claim = claims.pop()
+    out, claim = _run_sides(runner, name, a, b, runs, seed, progress)
     alpha = (1 - confidence) / 2  # Bonferroni over the two tests
     f_in = f_out = None
     lat_lb = None
@@ -433,3 +490,109 @@ def audit_mechanism(
                        confidence=confidence, lattice_flagged_in=f_in, lattice_flagged_out=f_out,
                        lattice_lower_bound=lat_lb, threshold_event=event, threshold_counts=counts,
                        threshold_lower_bound=thr_lb, values_in=v_in, values_out=v_out)
+
+
+# ----------------------------------------------------------------------------- zCDP
+@dataclass
+class ZCDPAuditResult:
+    """A zCDP audit: the claimed rho, the delta chosen on the first half of the runs, the claim's
+    epsilon at that delta, the second half's empirical (epsilon, delta) lower bound and the
+    lower bound on rho it implies."""
+
+    mechanism: str
+    claimed_rho: float
+    delta: float
+    claimed_epsilon: float
+    runs: int
+    confidence: float
+    threshold_event: str
+    threshold_counts: tuple[int, int, int]
+    lower_bound: float
+    values_in: np.ndarray = field(repr=False)
+    values_out: np.ndarray = field(repr=False)
+
+    @property
+    def rho_lower_bound(self) -> float:
+        """The smallest rho whose conversion allows ``lower_bound`` at ``delta``."""
+        from scipy.optimize import brentq
+
+        if self.lower_bound <= zcdp_epsilon(1e-12, self.delta):
+            return 0.0
+        hi = 1.0
+        while zcdp_epsilon(hi, self.delta) < self.lower_bound:
+            hi *= 2
+        return float(brentq(lambda r: zcdp_epsilon(r, self.delta) - self.lower_bound, 1e-12, hi,
+                            xtol=1e-8))
+
+    @property
+    def passed(self) -> bool:
+        """True when the lower bound does not exceed the claim's epsilon at ``delta``."""
+        return self.lower_bound <= self.claimed_epsilon + 1e-12
+
+    def summary(self) -> str:
+        k1, k2, m = self.threshold_counts
+        return (f"zCDP audit of {self.mechanism}: {self.runs} runs per side, confidence "
+                f"{self.confidence:g}\n"
+                f"  threshold test ({self.threshold_event}, second half): {k1} vs {k2} of {m}; at "
+                f"delta {self.delta:g}: epsilon >= {self.lower_bound:.3f} (rho >= "
+                f"{self.rho_lower_bound:.3f})\n"
+                f"  claimed rho {self.claimed_rho:g} gives epsilon {self.claimed_epsilon:.3f} at that "
+                f"delta: {'consistent with the claim' if self.passed else 'CLAIM REFUTED'}")
+
+
+def audit_zcdp(mechanism: Callable[[np.ndarray, int], tuple[Any, float, float]],
+               d_in: Sequence[float] | np.ndarray, d_out: Sequence[float] | np.ndarray, *,
+               runs: int = 2000, seed: int | None = None, confidence: float = 0.95,
+               deltas: Sequence[float] = ZCDP_DELTAS, progress: bool = False) -> ZCDPAuditResult:
+    """Audit a rho-zCDP claim on neighbours ``d_in`` / ``d_out`` (one numeric variable).
+
+    ``mechanism``: a callable ``(data, seed) -> (released values, NaN, claimed rho)``; the
+    threshold test uses the released values' median per run. ``runs`` per side; the first half
+    chooses the event {value > t} or {value <= t}, which database is on top, and the delta (one
+    of ``deltas``) with the largest margin of the (epsilon, delta) lower bound over the claim's
+    epsilon at that delta; the second half evaluates that one event at confidence
+    ``confidence``. Why not the pure-epsilon audit: a zCDP mechanism (Gaussian noise) is not
+    pure DP at any epsilon, so only an (epsilon, delta) comparison can be at or below its
+    claim. Returns a :class:`ZCDPAuditResult` (``lower_bound``, ``claimed_epsilon``,
+    ``rho_lower_bound``, ``passed``, ``summary()``).
+    """
+    if not callable(mechanism):
+        raise ValueError("mechanism: give a callable (data, seed) -> (values, NaN, claimed rho).")
+    a, b = _check_neighbours(d_in, d_out)
+    runs = int(runs)
+    if runs < 20:
+        raise ValueError(f"runs={runs}: give at least 20 runs per side.")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence}: must lie in (0, 1).")
+    deltas = [float(d) for d in deltas]
+    if not deltas or not all(0 < d < 1 for d in deltas):
+        raise ValueError(f"deltas={deltas}: give values in (0, 1).")
+    name = getattr(mechanism, "__name__", "custom")
+    out, rho = _run_sides(mechanism, name, a, b, runs, seed, progress)
+    if not rho > 0:
+        raise ValueError(f"the mechanism claimed rho = {rho}: a zCDP claim is a positive rho.")
+    alpha = 1 - confidence
+    claim_at = {d: zcdp_epsilon(rho, d) for d in deltas}
+    v_in = np.array([np.median(v) for v in out["in"][0]])
+    v_out = np.array([np.median(v) for v in out["out"][0]])
+    half = runs // 2
+    best, best_margin = None, -math.inf
+    for side, t, x, y in _events(v_in[:half], v_out[:half]):
+        for top, (k1, k2) in (("D_in", (x, y)), ("D_out", (y, x))):
+            lo1 = clopper_pearson(k1, half, alpha)[0]
+            hi2 = clopper_pearson(k2, half, alpha)[1]
+            for d in deltas:  # epsilon_delta_lower_bound with the two bounds computed once
+                lb = max(0.0, math.log((lo1 - d) / hi2)) if lo1 > d else 0.0
+                if lb - claim_at[d] > best_margin:
+                    best, best_margin = (side, t, top, d), lb - claim_at[d]
+    side, t, top, d = best
+    first, second = (v_in[half:], v_out[half:]) if top == "D_in" else (v_out[half:], v_in[half:])
+    k1 = int(np.count_nonzero(first > t if side == ">" else first <= t))
+    k2 = int(np.count_nonzero(second > t if side == ">" else second <= t))
+    m = first.size
+    other = "D_out" if top == "D_in" else "D_in"
+    return ZCDPAuditResult(
+        mechanism=name, claimed_rho=rho, delta=d, claimed_epsilon=claim_at[d], runs=runs,
+        confidence=confidence, threshold_event=f"P_{top}(value {side} {t:.6g}) / P_{other}(...)",
+        threshold_counts=(k1, k2, m), lower_bound=epsilon_delta_lower_bound(k1, m, k2, m, d, alpha),
+        values_in=v_in, values_out=v_out)

@@ -255,3 +255,66 @@ def test_cli_prints_the_bound_beside_the_claim(capsys):
                "--quantiles", "0.5", "--runs", "40", "--seed", "3"])
     out = capsys.readouterr().out
     assert rc == 0 and "empirical lower bound" in out and "claimed epsilon 1" in out
+
+
+# ----------------------------------------------------------------------------- zCDP
+def _gaussian_epsilon(mu: float, delta: float) -> float:
+    """The Gaussian mechanism's exact (epsilon, delta) curve at sensitivity / sigma = mu (Balle &
+    Wang 2018), the least epsilon any rho-zCDP conversion (rho = mu^2 / 2) can give."""
+    from scipy import optimize, stats
+
+    def f(e):
+        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2) - delta
+
+    return 0.0 if f(0.0) <= 0 else optimize.brentq(f, 0.0, 200.0)
+
+
+def test_zcdp_conversion_lies_between_the_gaussian_curve_and_the_simple_bound():
+    """rho-zCDP -> (epsilon, delta): at or above the Gaussian mechanism's exact curve (which is
+    rho-zCDP, so no valid conversion gives less: kills an understated claim, e.g. the curve at
+    mu = sqrt(rho)) and strictly below rho + 2 sqrt(rho log(1/delta)) (kills a conversion that
+    drops CKS's (1 - 1/alpha)^alpha / (alpha - 1) factor, which is the simple bound's
+    Chernoff form); zcdp_delta inverts zcdp_epsilon."""
+    for rho in (0.01, 0.125, 0.5, 2.0, 8.0):
+        for delta in (1e-6, 1e-3, 0.03):
+            e = au.zcdp_epsilon(rho, delta)
+            assert _gaussian_epsilon(math.sqrt(2 * rho), delta) <= e, (rho, delta, e)
+            assert e < rho + 2 * math.sqrt(rho * math.log(1 / delta)) - 1e-3, (rho, delta, e)
+            assert au.zcdp_delta(rho, e) == pytest.approx(delta, rel=1e-6)
+    assert au.zcdp_epsilon(0.01, 0.2) == 0.0  # delta above the total-variation bound
+    with pytest.raises(ValueError, match="delta"):
+        au.zcdp_epsilon(0.5, 0.0)
+
+
+def test_epsilon_delta_lower_bound_subtracts_delta():
+    """delta 0 gives the pure bound; the bound falls as delta grows, and is 0 once delta
+    reaches the lower confidence bound of P_1(S)."""
+    assert au.epsilon_delta_lower_bound(300, 1000, 30, 1000, 0.0) == pytest.approx(
+        au.epsilon_lower_bound(300, 1000, 30, 1000))
+    b = [au.epsilon_delta_lower_bound(300, 1000, 30, 1000, d) for d in (0.0, 0.05, 0.2, 0.3)]
+    assert b[0] > b[1] > b[2] > 0 and b[3] == 0.0
+
+
+def _gauss_runner(sigma: float, rho: float):
+    """A Gaussian mechanism on a sum of values in [0, 1] (numpy noise, seeded): claims rho."""
+    def run(data, seed):
+        x = np.clip(np.asarray(data, float), 0, 1).sum()
+        return x + np.random.default_rng(seed).normal(0, sigma), np.nan, rho
+
+    return run
+
+
+def test_zcdp_audit_of_a_gaussian_mechanism_and_its_mutant():
+    """A Gaussian sum with sigma = 1 / sqrt(2 rho) (sensitivity 1) passes at rho 0.5; the same
+    claim with half the sigma (true rho 2) is refuted (seeded numpy noise: replayable)."""
+    d_in, d_out = [0.0] * 9 + [0.0], [0.0] * 9 + [1.0]
+    good = au.audit_zcdp(_gauss_runner(1.0, 0.5), d_in, d_out, runs=2000, seed=4, confidence=0.99)
+    assert good.claimed_rho == 0.5 and good.passed, good.summary()
+    assert good.claimed_epsilon == pytest.approx(au.zcdp_epsilon(0.5, good.delta))
+    bad = au.audit_zcdp(_gauss_runner(0.5, 0.5), d_in, d_out, runs=2000, seed=4, confidence=0.99)
+    assert not bad.passed and bad.rho_lower_bound > 0.5, bad.summary()
+    assert "CLAIM REFUTED" in bad.summary()
+    with pytest.raises(ValueError, match="runs"):
+        au.audit_zcdp(_gauss_runner(1.0, 0.5), d_in, d_out, runs=10)
+    with pytest.raises(ValueError, match="deltas"):
+        au.audit_zcdp(_gauss_runner(1.0, 0.5), d_in, d_out, runs=40, deltas=[0.0])
