@@ -70,7 +70,6 @@ import pandas as pd
 from .._validate import as_list
 from ..encoding import Factor, r_levels
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
-from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._seq_models import (
     MODELS,
@@ -81,9 +80,11 @@ from ._seq_models import (
     split_groups,
     whitening,
 )
-from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
+from ._stan import StanDraws, load_program
 from .base import Synthesizer, convergence_verdict
-from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
+from .fitting import WeightedFits, absmax_over_draws, check_mcmc, check_weights, run_fit
+from .pseudo_posterior import _even_draws, _round_up
+from .tuning import TargetUnreachableError, TunerSettings, default_predict, fit_to_target
 
 __all__ = ["Sequential", "TYPES"]
 
@@ -103,15 +104,6 @@ LOG_SPREAD_FLAG = 2.0
 def _first(mask: np.ndarray, index: pd.Index | None = None, k: int = 5) -> list:
     pos = np.flatnonzero(mask)[:k]
     return pos.tolist() if index is None else index[pos].tolist()
-
-
-class _Tuner(_PseudoPosterior):
-    """The settings the pseudo posterior tuning loop reads (name, tol, g, max_refits); the loop
-    itself and its checks are :class:`_PseudoPosterior`'s own methods (inherited, not copied).
-    Not a synthesizer: only ``_tune`` is called."""
-
-    def __init__(self, name: str, tol: float, max_refits: int) -> None:  # noqa: D107
-        self.name, self.tol, self.g, self.max_refits = name, tol, 0.0, max_refits  # type: ignore[misc]
 
 
 @dataclass
@@ -276,10 +268,7 @@ class Sequential(Synthesizer):
         for key, (v, allowed) in choices.items():
             if v not in allowed:
                 raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
-        for nm in ("chains", "draws", "warmup", "max_refits"):
-            v = getattr(self, nm)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-                raise ValueError(f"{nm} must be a positive integer, got {v!r}.")
+        check_mcmc(self, ("chains", "draws", "warmup", "max_refits"))
         if not 0 < float(self.tol) < 1:
             raise ValueError(f"tol must be in (0, 1), got {self.tol!r}.")
         m = self._m(None)
@@ -551,10 +540,7 @@ class Sequential(Synthesizer):
         self._cfg_ = cfg
         data = design.data
         w = np.asarray(design.weights, dtype=float)
-        badw = ~np.isfinite(w) | (w <= 0)
-        if badw.any():
-            raise ValueError(f"design weights must be positive and finite; rows "
-                             f"{_first(badw, data.index)} are not.")
+        check_weights(w, data.index)
         cfg["weight_cells"] = [c for c in _cols(design.strata_vars) + _cols(design.fpc_vars)
                                if c in data.columns]
         # the weights as collected (the design holds 1 / (1 / w), R's convention, which can
@@ -695,7 +681,19 @@ class Sequential(Synthesizer):
                   rng: np.random.Generator, progress: bool,
                   risk: np.ndarray | None = None) -> dict[str, Any]:
         """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
-        return _StepFit(self, step, y, X, target, rng, progress, risk).run_all()
+        return _StepFit(self._fit_settings(), step, y, X, target, rng, progress, risk).run_all()
+
+    def _fit_settings(self) -> dict[str, Any]:
+        """What a step's fits read of the synthesizer (plain values: a step's fit is a job)."""
+        return {"chains": int(self.chains), "draws": int(self.draws), "warmup": int(self.warmup),
+                "refit_warmup": (int(self.refit_warmup) if self.refit_warmup is not None
+                                 else max(100, int(self.warmup) // 2)),
+                "stan_kwargs": dict(self.stan_kwargs or {}), "tol": float(self.tol),
+                "max_refits": int(self.max_refits), "risk_weights": self.risk_weights,
+                "gates": self._cfg_["gates"], "predict": type(self).tuning_predict}
+
+    #: the tuner's ``predict`` step for every step (surveysynth.synth.tuning.Proposal)
+    tuning_predict = staticmethod(default_predict)
 
     # ================================================================== synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
@@ -973,12 +971,14 @@ class Sequential(Synthesizer):
 
 class _StepFit:
     """The fits of one step: unweighted, then tuned weighted fits and a final fit (the
-    pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model)."""
+    pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model), by the
+    one engine (:mod:`surveysynth.synth.fitting`) and the one tuner
+    (:func:`surveysynth.synth.tuning.fit_to_target`). ``cfg``: :meth:`Sequential._fit_settings`."""
 
-    def __init__(self, owner: Sequential, step: _Step, y: np.ndarray, X: np.ndarray,
+    def __init__(self, cfg: dict[str, Any], step: _Step, y: np.ndarray, X: np.ndarray,
                  target: float | None, rng: np.random.Generator, progress: bool,
                  risk: np.ndarray | None = None) -> None:
-        self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
+        self.cfg, self.step, self.y, self.X, self.target = cfg, step, y, X, target
         self.risk = risk     # identification risks IR^c_i (risk_weights="identification")
         self.rng, self.progress = rng, progress
         self.model = _model(step)
@@ -993,12 +993,9 @@ class _StepFit:
         Xp = split_groups(X)[0] if "J" in step.spec else X   # predictors without the PSU
         self.pre = (whitening(Xp) if len(self.yu) >= WHITEN_MIN_ROWS
                     else identity_pre(Xp.shape[1]))
-        self.rows: list[dict] = []
-        self.warm: list[dict] | None = None
-        self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
-                             else max(100, int(owner.warmup) // 2))
 
-    def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
+    def run(self, alpha: np.ndarray, draws: int, warmup: int, init: Any, label: str,
+            seed: int) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
         # the sampling parametrization (exact; _seq_models.whitening); inits are kept in the
         # natural parameters and converted
@@ -1006,18 +1003,12 @@ class _StepFit:
                                     pre=self.pre)
         if init is not None:
             init = self.model.sampler_inits(init, self.step.spec, self.pre)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = run_stan(self.program, data, chains=int(self.o.chains),
-                           draws=int(self.o.draws), warmup=warmup, seed=child_seed(self.rng),
-                           progress=self.progress, init=init,
-                           label=f"Sequential {self.step.name} {label}",
-                           **dict(self.o.stan_kwargs or {}))
-        for wm in caught:
-            if issubclass(wm.category, ConvergenceWarning):
-                warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
-                              ConvergenceWarning, stacklevel=4)
-        return res
+        return run_fit(self.program, data, label=f"Sequential {self.step.name} {label}",
+                       chains=self.cfg["chains"], draws=draws, warmup=warmup, seed=seed,
+                       progress=self.progress, init=init, stan_kwargs=self.cfg["stan_kwargs"])
+
+    def _patterns_loglik(self, res: StanDraws, s: slice) -> np.ndarray:
+        return self.model.loglik(res.draws, s, self.yu, self.Xu, self.step.spec)
 
     def bounds_of(self, res: StanDraws) -> np.ndarray:
         """max_s |log p_i(theta_s)| per record over the fit's draws (numpy, in chunks),
@@ -1025,83 +1016,48 @@ class _StepFit:
         S = res.chains * res.draws_per_chain
         u = len(self.yu)
         chunk = max(1, int(4e6 // max(1, u * self.step.spec.get("K", 1))))
-        out = np.zeros(u)
-        for a in range(0, S, chunk):
-            ll = self.model.loglik(res.draws, slice(a, min(S, a + chunk)), self.yu, self.Xu,
-                                   self.step.spec)
-            out = np.maximum(out, np.abs(ll).max(axis=0))
-        return out[self.inv]
-
-    def chain_maxima(self, res: StanDraws, alpha: np.ndarray) -> np.ndarray:
-        out = []
-        for ch in range(res.chains):
-            sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
-            sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
-                            res.diagnostics, res.summary, res.param_names, {})
-            out.append(float(np.max(np.where(alpha > 0, alpha * self.bounds_of(sub), 0.0))))
-        return np.asarray(out)
-
-    def _weighted(self, alpha: np.ndarray, label: str, role: str, c: float | None):
-        res = self.run(alpha, self.refit_warmup, self.warm, label)
-        self.warm = res.last_inits(list(self.model.params))
-        R = self.bounds_of(res)
-        per = np.where(alpha > 0, alpha * R, 0.0)
-        da = float(per.max())
-        self.rows.append({"step": self.step.name, "c": c, "delta_alpha": da, "role": role})
-        if self.progress:
-            print(f"Sequential {self.step.name}: {role} fit, c = {c}, Delta_alpha = {da:.4f}"
-                  + (f" (target {self.target:.4g})" if self.target else ""), flush=True)
-        return da, alpha, per, res, R
-
-    def evaluate(self, c: float, final: bool):
-        """One alpha-weighted refit at c (the tuning loop's callback): alpha = clip(c (1 -
-        D_i), 0, 1), D_i the min-max normalised ``base`` (the Lipschitz bounds, or the
-        identification risks)."""
-        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=self.base)
-        return self._weighted(alpha, f"weighted (c={c:.4g})", "final" if final else "tuning", c)
-
-    def tune(self):
-        tuner = _Tuner(f"Sequential {self.step.name}", float(self.o.tol), int(self.o.max_refits))
-        try:
-            return tuner._tune(self.evaluate, self.target, self.base,  # noqa: SLF001
-                               self.chain_maxima)
-        except TargetUnreachableError as exc:
-            raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
+        return absmax_over_draws(lambda s: self._patterns_loglik(res, s), S, u, chunk)[self.inv]
 
     def run_all(self) -> dict[str, Any]:
-        n, target = self.n, self.target
-        init0 = self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
+        n, target, cfg = self.n, self.target, self.cfg
+        init0 = self.model.inits(self.y, self.X, self.step.spec, cfg["chains"],
                                  np.random.default_rng(child_seed(self.rng)))
-        unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
-        self.delta = delta = self.bounds_of(unw)
+        unw = self.run(np.ones(n), cfg["draws"], cfg["warmup"], init0, "unweighted",
+                       child_seed(self.rng))
+        delta = self.bounds_of(unw)
         # what the weights normalise: the Lipschitz bounds, or the identification risks (a
         # record whose log density is not finite gets alpha = 0 either way)
-        self.base = (delta if self.risk is None
-                     else np.where(np.isfinite(delta), self.risk, np.inf))
-        self.warm = unw.last_inits(list(self.model.params))
+        base = (delta if self.risk is None else np.where(np.isfinite(delta), self.risk, np.inf))
         finite = np.isfinite(delta)
-        if self.o.risk_weights == "none":
+        name = f"Sequential {self.step.name}"
+        params = list(self.model.params)
+        fits = WeightedFits(self.run, self.bounds_of, name=name, base=base, g=0.0, rng=self.rng,
+                            draws=cfg["draws"], warmup=cfg["refit_warmup"],
+                            tune_draws=cfg["draws"], tune_warmup=cfg["refit_warmup"],
+                            init=unw.last_inits(params), init_names=params,
+                            progress=self.progress, target=target,
+                            row={"step": self.step.name}, alpha_one_role="final (alpha = 1)")
+        if cfg["risk_weights"] == "none":
             alpha, res, c, R = np.ones(n), unw, None, delta
             da = float(R.max())
-            self.rows.append({"step": self.step.name, "c": None, "delta_alpha": da,
+            fits.rows.append({"step": self.step.name, "c": None, "delta_alpha": da,
                               "role": "unweighted"})
-        elif target is None:
-            c = 1.0
-            da, alpha, _, res, R = self.evaluate(c, True)
-        elif finite.all() and float(delta.max()) < target * np.exp(-float(self.o.tol)):
-            # the step's share exceeds what the unweighted model needs: no risk weighting; the
-            # bound reported is still that of a final fit with fresh draws (tuned if above)
-            c = None
-            da, alpha, _, res, R = self._weighted(np.ones(n), "final (alpha = 1)",
-                                                  "final (alpha = 1)", None)
-            if da > target:
-                c, (da, alpha, _, res, R) = self.tune()
         else:
-            c, (da, alpha, _, res, R) = self.tune()
-        verdict = convergence_verdict(res.summary, res.diagnostics, self.o._cfg_["gates"])
+            settings = TunerSettings(name=name, tol=cfg["tol"], g=0.0,
+                                     max_refits=cfg["max_refits"])
+            S_unw = unw.chains * unw.draws_per_chain
+            try:
+                c, (da, alpha, _, res, R) = fit_to_target(
+                    fits.evaluate, target, delta, fits.chain_maxima, settings, c=1.0, base=base,
+                    predict=cfg["predict"],
+                    loglik=lambda s: self._patterns_loglik(unw, s)[:, self.inv],
+                    loglik_draws=S_unw)
+            except TargetUnreachableError as exc:
+                raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
+        verdict = convergence_verdict(res.summary, res.diagnostics, cfg["gates"])
         return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
                 "delta_unweighted": float(delta[finite].max()), "c": c,
-                "tuning": self.rows, "convergence": verdict,
+                "tuning": fits.rows, "convergence": verdict,
                 "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1],
                 "patterns": len(self.yu), "program": self.model.program_for(self.step.spec),
                 "random_effect": "J" in self.step.spec}
