@@ -80,7 +80,7 @@ from ._seq_models import (
     split_groups,
     whitening,
 )
-from ._stan import StanDraws, load_program
+from ._stan import StanDraws, load_program, release_sampler_pool
 from .base import Synthesizer, convergence_verdict
 from .fitting import WeightedFits, absmax_over_draws, check_mcmc, check_weights, run_fit
 from .pseudo_posterior import _even_draws, _round_up
@@ -176,6 +176,15 @@ class Sequential(Synthesizer):
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
     stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    n_jobs : steps fitted at once (default 1: one after another). The steps' fits are
+        independent (step j's model is fitted to the confidential values, never to synthetic
+        ones), so with n_jobs > 1 they run in that many worker processes; synthesis then runs
+        in step order. Each step's fits draw their seeds from their own stream, spawned up
+        front from the release seed in step order (np.random.SeedSequence.spawn), so a seeded
+        release is the same bytes whichever way its fits ran (docs/sequential.md, "Parallel
+        step fits").
+    client : a Dask ``distributed.Client``: the steps' fits run as tasks on its workers
+        (n_jobs is then not used); the workers need surveysynth, pystan and a C++ compiler.
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
@@ -229,6 +238,8 @@ class Sequential(Synthesizer):
         progress: bool = True,
         stan_kwargs: dict | None = None,
         max_epsilon: float | None = None,
+        n_jobs: int = 1,
+        client: Any = None,
     ) -> None:
         self.variables = variables
         self.public = public
@@ -254,6 +265,8 @@ class Sequential(Synthesizer):
         self.progress = progress
         self.stan_kwargs = stan_kwargs
         self.max_epsilon = max_epsilon
+        self.n_jobs = n_jobs
+        self.client = client
 
     # ================================================================== validation
     def _validate(self) -> dict[str, Any]:
@@ -268,7 +281,7 @@ class Sequential(Synthesizer):
         for key, (v, allowed) in choices.items():
             if v not in allowed:
                 raise ValueError(f"{key}={v!r}: choose one of {list(allowed)}.")
-        check_mcmc(self, ("chains", "draws", "warmup", "max_refits"))
+        check_mcmc(self, ("chains", "draws", "warmup", "max_refits", "n_jobs"))
         if not 0 < float(self.tol) < 1:
             raise ValueError(f"tol must be in (0, 1), got {self.tol!r}.")
         m = self._m(None)
@@ -581,10 +594,14 @@ class Sequential(Synthesizer):
                              "c they choose are not privatized (the guarantee is given these "
                              "weights)"})
         conf_enc: list[np.ndarray] = []     # encoded confidential columns of earlier steps
-        results = []
         groups = (pattern_codes(data, cfg["known"]) if self.risk_weights == "identification"
                   else None)
-        for step in steps:
+        # each step's fits get their own random stream, spawned up front in step order, so the
+        # release does not depend on where or in which order the fits run
+        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(len(steps))
+        fit_cfg = self._fit_settings()
+        jobs, inputs = [], []
+        for step, seed in zip(steps, seeds, strict=True):
             X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
             if psu is not None:     # the PSU code as the last column (split_groups)
                 X = np.c_[X, psu]
@@ -592,14 +609,14 @@ class Sequential(Synthesizer):
             target = None if eps is None else eps * step.share / (2.0 * m)
             risk = (None if groups is None else step_identification_risk(
                 step, y, groups[rows], cfg["r"], self._original(step, data, w, rows)))
-            t0 = time.perf_counter()
-            res = self._fit_step(step, y, X[rows], target, rng, progress, risk)
-            res["seconds"] = time.perf_counter() - t0
+            jobs.append(StepJob(fit_cfg, step, y, X[rows], target, seed, progress, risk))
+            inputs.append((rows, y, X[rows], target))
+            conf_enc.append(self._encode_step(step, data, w))
+        results = self._run_jobs(jobs)
+        for step, res, (rows, y, Xr, target) in zip(steps, results, inputs, strict=True):
             res["rows"] = rows
             res["target"] = target
-            results.append(res)
-            _flag_log_spread(step, res, y, X[rows])
-            conf_enc.append(self._encode_step(step, data, w))
+            _flag_log_spread(step, res, y, Xr)
         self.steps_ = steps
         self.step_fits_ = results
         self._prep_ = {"data_public": data, "X_pub": X_pub, "pub_enc": pub_enc, "N": N, "n": n,
@@ -677,11 +694,9 @@ class Sequential(Synthesizer):
         # binary and categorical steps alike: treatment contrasts, code -1 (missing) zeros
         return _factor(step).indicators(np.asarray(vals, dtype=np.int64))
 
-    def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
-                  rng: np.random.Generator, progress: bool,
-                  risk: np.ndarray | None = None) -> dict[str, Any]:
-        """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
-        return _StepFit(self._fit_settings(), step, y, X, target, rng, progress, risk).run_all()
+    def _run_jobs(self, jobs: list[StepJob]) -> list[dict[str, Any]]:
+        """The steps' fits (serially, in processes or on Dask: :func:`run_step_jobs`)."""
+        return run_step_jobs(jobs, int(self.n_jobs), self.client)
 
     def _fit_settings(self) -> dict[str, Any]:
         """What a step's fits read of the synthesizer (plain values: a step's fit is a job)."""
@@ -1031,12 +1046,12 @@ class _StepFit:
         finite = np.isfinite(delta)
         name = f"Sequential {self.step.name}"
         params = list(self.model.params)
-        fits = WeightedFits(self.run, self.bounds_of, name=name, base=base, g=0.0, rng=self.rng,
-                            draws=cfg["draws"], warmup=cfg["refit_warmup"],
-                            tune_draws=cfg["draws"], tune_warmup=cfg["refit_warmup"],
-                            init=unw.last_inits(params), init_names=params,
-                            progress=self.progress, target=target,
-                            row={"step": self.step.name}, alpha_one_role="final (alpha = 1)")
+        self.fits = fits = WeightedFits(
+            self.run, self.bounds_of, name=name, base=base, g=0.0, rng=self.rng,
+            draws=cfg["draws"], warmup=cfg["refit_warmup"], tune_draws=cfg["draws"],
+            tune_warmup=cfg["refit_warmup"], init=unw.last_inits(params), init_names=params,
+            progress=self.progress, target=target, row={"step": self.step.name},
+            alpha_one_role="final (alpha = 1)")
         if cfg["risk_weights"] == "none":
             alpha, res, c, R = np.ones(n), unw, None, delta
             da = float(R.max())
@@ -1061,6 +1076,101 @@ class _StepFit:
                 "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1],
                 "patterns": len(self.yu), "program": self.model.program_for(self.step.spec),
                 "random_effect": "J" in self.step.spec}
+
+
+@dataclass
+class StepJob:
+    """One step's fits as a picklable job: the step, its response and design matrix (the
+    public predictors and the CONFIDENTIAL earlier variables: no step's fit depends on another
+    step's fit), its target, and its own seed (a SeedSequence spawned from the release seed in
+    step order). Calling it runs :class:`_StepFit` and returns the step's result dict, with the
+    warnings of its fits (re-issued by :func:`run_step_jobs` in step order, wherever the job
+    ran) and its wall time."""
+
+    cfg: dict[str, Any]
+    step: _Step
+    y: np.ndarray
+    X: np.ndarray
+    target: float | None
+    seed: np.random.SeedSequence
+    progress: bool
+    risk: np.ndarray | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                res = _StepFit(self.cfg, self.step, self.y, self.X, self.target,
+                               np.random.default_rng(self.seed), self.progress,
+                               self.risk).run_all()
+            except Exception as exc:   # the error and the warnings before it travel back
+                return {"error": exc, "warnings": _portable(caught)}
+        res["seconds"] = time.perf_counter() - t0
+        res["warnings"] = _portable(caught)
+        return res
+
+
+def _portable(caught: list) -> list[tuple[type, str]]:
+    return [(w.category, str(w.message)) for w in caught]
+
+
+def _call(job: StepJob) -> dict[str, Any]:
+    """A job in a worker process (or Dask task): httpstan's sampling processes are stopped
+    after it, so the worker can exit (:func:`surveysynth.synth._stan.release_sampler_pool`)."""
+    try:
+        return job()
+    finally:
+        release_sampler_pool()
+
+
+def _daemonic() -> bool:
+    import multiprocessing
+
+    return bool(multiprocessing.current_process().daemon)
+
+
+def run_step_jobs(jobs: list[StepJob], n_jobs: int = 1, client: Any = None) -> list[dict]:
+    """Run the steps' fit jobs: serially (n_jobs 1), in ``n_jobs`` worker processes, or as
+    tasks on a Dask ``client``; results in step order. Each job's warnings are re-issued here,
+    in step order, and the first failed step's error is raised (after its warnings), so the
+    caller sees the same whichever way the jobs ran.
+
+    Processes are started with "spawn", not fork: pystan runs its own asyncio loop and
+    httpstan server in the calling process, and forking a process that holds them (or any
+    thread) can deadlock; a spawned worker imports surveysynth afresh and shares the compiled
+    models through httpstan's disk cache (~/.cache/httpstan)."""
+    if client is not None:
+        daemonic = sorted(w for w, d in client.run(_daemonic).items() if d)
+        if daemonic:
+            raise ValueError(
+                f"Dask workers {daemonic[:3]} are daemonic processes, which may not start "
+                "children, and pystan samples each chain in a child process. Fix: start the "
+                "cluster with dask.config.set({'distributed.worker.daemon': False}) (e.g. "
+                "`with dask.config.set({'distributed.worker.daemon': False}): cluster = "
+                "LocalCluster(...)`), or fit with n_jobs= on this machine.")
+        futures = client.map(_call, jobs, pure=False)
+        results = client.gather(futures)
+    elif n_jobs > 1 and len(jobs) > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)),
+                                                    mp_context=ctx) as ex:
+            results = list(ex.map(_call, jobs))
+    else:
+        results = []
+        for job in jobs:        # serially: stop at the first step refused
+            results.append(job())
+            if "error" in results[-1]:
+                break
+    for res in results:
+        for category, message in res.pop("warnings"):
+            warnings.warn(message, category, stacklevel=3)
+        if "error" in res:
+            raise res["error"]
+    return results
 
 
 # ====================================================================== helpers
