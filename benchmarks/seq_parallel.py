@@ -60,11 +60,13 @@ def main() -> None:
     print(f"n_jobs={a.n_jobs}: {t_p:.1f} s, speed-up {t_s / t_p:.2f}x, same release: "
           f"{out_p == out_s} (load {os.getloadavg()[0]:.1f})", flush=True)
     if a.dask:
+        import dask
         import distributed
 
-        with distributed.LocalCluster(n_workers=a.n_jobs, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, \
-                distributed.Client(cluster) as client:
+        with dask.config.set({"distributed.worker.daemon": False}):  # pystan forks per chain
+            cluster = distributed.LocalCluster(n_workers=a.n_jobs, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+        with cluster, distributed.Client(cluster) as client:
             t_d, out_d, _ = fit({"client": client}, a)
         print(f"dask ({a.n_jobs} worker processes): {t_d:.1f} s, speed-up {t_s / t_d:.2f}x, "
               f"same release: {out_d == out_s} (load {os.getloadavg()[0]:.1f})", flush=True)

@@ -183,8 +183,10 @@ class Sequential(Synthesizer):
         front from the release seed in step order (np.random.SeedSequence.spawn), so a seeded
         release is the same bytes whichever way its fits ran (docs/sequential.md, "Parallel
         step fits").
-    client : a Dask ``distributed.Client``: the steps' fits run as tasks on its workers
-        (n_jobs is then not used); the workers need surveysynth, pystan and a C++ compiler.
+    client : a Dask ``distributed.Client`` (Python API only): the steps' fits run as tasks
+        on its workers (n_jobs is then not used); the workers need surveysynth, pystan and a
+        C++ compiler, and must not be daemonic (pystan starts a process per chain: start the
+        cluster under dask.config.set({"distributed.worker.daemon": False})).
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
