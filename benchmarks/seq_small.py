@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from surveysynth.datasets import load_api  # noqa: E402
 from surveysynth.design import SurveyDesign  # noqa: E402
+from surveysynth.synth import fitting as fitmod  # noqa: E402
 from surveysynth.synth import sequential as seqmod  # noqa: E402
 
 #: 8 variables of 4 types (binary, bounded, count, positive), none with missing values in
@@ -54,7 +55,7 @@ def design(name: str) -> SurveyDesign:
 
 def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
     fits: list[dict] = []
-    orig = seqmod.run_stan
+    orig = fitmod.run_stan     # every Stan run of a step goes through synth/fitting.run_fit
 
     def logged(program, data, **kw):
         res = orig(program, data, **kw)
@@ -73,7 +74,7 @@ def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
         print(json.dumps(fits[-1]), flush=True)
         return res
 
-    seqmod.run_stan = logged
+    fitmod.run_stan = logged
     syn = seqmod.Sequential(variables=VARIABLES, public=["stype"], m=5, target_epsilon=40.0,
                             chains=chains, draws=draws, warmup=warmup, random_state=seed,
                             progress=False, allow_unconverged=True)

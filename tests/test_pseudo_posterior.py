@@ -720,10 +720,11 @@ def test_tuning_refuses_a_target_below_the_floor_of_a_flat_map():
     """The measured SDR collapse (bounds 5.6 / 4.8 / 4.6 at c 1.09 / 0.63 / 0.31, then 5.3 at
     0.16): the tuner must stop with the floor named, not chase c to 0 and release near-prior
     synthetic values."""
-    syn = FBP("salary", ["field", "gender"])
+    from surveysynth.synth.tuning import check_floor
+
     path = _path_with([(1.094, 5.61), (0.630, 4.79), (0.315, 4.65)])
-    with pytest.raises(TargetUnreachableError, match=r"floor .*smallest 4.65"):
-        syn._check_floor(path, 0.157, 5.35, 3.4)
+    with pytest.raises(TargetUnreachableError, match=r"FBP: .*floor .*smallest 4.65"):
+        check_floor("FBP", path, 0.157, 5.35, 3.4)
 
 
 @pytest.mark.parametrize("points, c, f", [
@@ -735,7 +736,9 @@ def test_tuning_refuses_a_target_below_the_floor_of_a_flat_map():
     ([(1.0, 5.0), (0.5, 5.1)], 0.2, 3.3),
 ])
 def test_tuning_floor_check_leaves_ordinary_paths_alone(points, c, f):
-    FBP("salary", ["field", "gender"])._check_floor(_path_with(points), c, f, 3.4)
+    from surveysynth.synth.tuning import check_floor
+
+    check_floor("FBP", _path_with(points), c, f, 3.4)
 
 
 # ------------------------------------------------------------------ minimum weight per cell

@@ -7,7 +7,7 @@ FBP / PBP as in Sequential's steps. The invariant under test everywhere: the ret
 bound is <= the target and comes from a final fit.
 
 The synthetic ``evaluate`` callbacks mimic the real one (``_fit``'s closure and Sequential's
-``_StepFit._weighted``): alpha from :func:`lipschitz_weights`, per-record bounds R_i that grow
+``fitting.WeightedFits.evaluate``): alpha from :func:`lipschitz_weights`, per-record bounds R_i that grow
 as the weights fall (the posterior widens) times multiplicative noise of the max over draws, and
 the tuple ``(delta_alpha, alpha, per_record, res, R)``; ``res`` records the call (c, final,
 call number) and the per-chain maxima that ``chain_maxima`` reads.
@@ -62,8 +62,8 @@ class FakeFits:
 
 
 def _tuner(tol=0.10, g=0.0, max_refits=20):
-    """A pseudo posterior synthesizer as the tuner (``_tune`` reads name, tol, g, max_refits;
-    Sequential's ``_Tuner`` inherits the same method)."""
+    """A pseudo posterior synthesizer as the tuner (``_tune`` hands name, tol, g, max_refits
+    to :func:`surveysynth.synth.tuning.tune`, the one tuner Sequential's steps call too)."""
     return FBS("y", tol=tol, g=g, max_refits=max_refits, progress=False)
 
 
@@ -196,12 +196,14 @@ def test_fit_path_alpha_one_above_target_is_tuned_not_released():
 
 
 def test_fit_path_guard_refuses_a_bound_above_the_target(monkeypatch):
-    """The last line of defence: whatever ``_tune`` returns, a bound above the target never
+    """The last line of defence: whatever ``tune`` returns, a bound above the target never
     reaches release (a mutant without the guard releases 2.5 here)."""
+    from surveysynth.synth import tuning
+
     delta = np.linspace(0.5, 3.0, 50)
     fits = FakeFits(delta, noise=0.0)
     tuner = _tuner()
-    monkeypatch.setattr(tuner, "_tune", lambda *a: (1.0, (2.5, *fits.evaluate(1.0, True)[1:])))
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: (1.0, (2.5, *fits.evaluate(1.0, True)[1:])))
     with pytest.raises(TargetUnreachableError, match="above the target"):
         tuner._weighted_fit(fits.evaluate, 2.0, delta, fits.chain_maxima)  # noqa: SLF001
 

@@ -284,12 +284,15 @@ def floor_probe(design: ss.SurveyDesign, variables: list[dict], a: argparse.Name
     grid: dict[str, list[float]] = {}
 
     class _Probe(Sequential):
-        def _fit_step(self, step, y, X, target, rng, progress):
-            sf = _StepFit(self, step, y, X, None, rng, progress)
-            res = sf.run_all()
-            if step.name in probe:
-                grid[step.name] = [sf.evaluate(c, False)[0] for c in FLOOR_GRID]
-            return res
+        def _run_jobs(self, jobs):
+            out = []
+            for job in jobs:
+                sf = _StepFit(job.cfg, job.step, job.y, job.X, None,
+                              np.random.default_rng(job.seed), job.progress)
+                out.append({**sf.run_all(), "seconds": 0.0})
+                if job.step.name in probe:
+                    grid[job.step.name] = [sf.fits.evaluate(c, False)[0] for c in FLOOR_GRID]
+            return out
 
     syn = _Probe(variables=variables, public=[], target_epsilon=None, m=a.m,
                  population_size=N_POP, random_state=a.seed + 1, progress=False,

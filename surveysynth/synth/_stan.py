@@ -40,6 +40,7 @@ __all__ = [
     "convergence_diagnostics",
     "ess_bulk",
     "load_program",
+    "release_sampler_pool",
     "rhat",
     "run_stan",
 ]
@@ -174,6 +175,27 @@ def _require_stan():
             "Install build-essential (Debian/Ubuntu) or Xcode command line tools (macOS)."
         )
     return stan
+
+
+def release_sampler_pool() -> None:
+    """Shut down httpstan's pool of sampling processes and leave a fresh, empty one in its place.
+
+    Why: httpstan samples in a module-level ``ProcessPoolExecutor`` whose processes are forked
+    on the first sample and live as long as the interpreter. A process that must exit when its
+    work is done (a worker of Sequential's parallel step fits, a Dask worker task) otherwise
+    hangs at exit: multiprocessing joins its children before the pool is told to stop
+    (measured: the step fits' results came back and the pool's shutdown waited forever). The
+    new pool starts no process until the next sample, so the caller can exit at once or keep
+    sampling. Call it only where no sampling is running in this process.
+    """
+    import multiprocessing
+
+    import httpstan.services_stub as stub
+
+    old = stub.executor
+    stub.executor = concurrent.futures.ProcessPoolExecutor(
+        mp_context=multiprocessing.get_context("fork"), initializer=stub.init_worker)
+    old.shutdown(wait=True)
 
 
 def _delete_own_fits(post: Any, kw: dict[str, Any]) -> None:

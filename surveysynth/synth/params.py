@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Interval", "Options", "Columns", "Gates", "ParameterError", "DEPRECATED", "MCMC",
+__all__ = ["Interval", "Options", "Columns", "Gates", "DaskClient", "ParameterError", "DEPRECATED", "MCMC",
            "CONVERGENCE_DEFAULTS",
            "RELEASE", "validate_params", "validate_args", "describe", "constraints_of",
            "aliases_of", "integer_settings"]
@@ -171,6 +171,18 @@ _NAMED: dict[Any, Any] = {
     "numbers": _Type((list, tuple, np.ndarray, numbers.Real), "a number or a list of numbers"),
     "sequence": _Type((list, tuple), "a list"),
 }
+
+
+@dataclass(frozen=True)
+class DaskClient:
+    """A Dask ``distributed.Client`` (duck-typed: ``map``, ``gather`` and ``run``); from the
+    Python API only (a release config cannot hold one)."""
+
+    def ok(self, v: Any) -> bool:
+        return all(callable(getattr(v, a, None)) for a in ("map", "gather", "run"))
+
+    def describe(self) -> str:
+        return "a Dask distributed.Client (Python API only)"
 
 
 def _as_constraint(c: Any) -> Any:

@@ -74,21 +74,27 @@ import numpy as np
 import pandas as pd
 
 from .._validate import as_list
-from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
-from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
+from ._stan import StanDraws, load_program
 from .base import Synthesizer, collected_design, convergence_verdict
 from .cells import build_cells, cell_moments, weight_groupings
+from .fitting import WeightedFits, absmax_over_draws, check_weights, run_fit
 from .params import DEPRECATED, MCMC, RELEASE, Columns, Interval, Options, ParameterError
-from .tuning import CellWeightFloor, TuningPath, smallest_group_weight
+from .tuning import (
+    CellWeightFloor,
+    Predictor,
+    TargetUnreachableError,
+    TunerSettings,
+    TuningPath,
+    default_predict,
+    fit_to_target,
+    smallest_group_weight,
+    tune,
+)
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
 
 _LOG2PI = float(np.log(2 * np.pi))
-
-
-class TargetUnreachableError(ValueError):
-    """The requested Lipschitz bound cannot be reached by tuning c (and g)."""
 
 
 def _first(mask: np.ndarray, k: int = 5) -> list[int]:
@@ -616,12 +622,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                     "level (e.g. 'missing') or drop those records explicitly."
                 )
         w = np.asarray(design.weights, dtype=float)
-        badw = ~np.isfinite(w) | (w <= 0)
-        if badw.any():
-            raise ValueError(
-                f"design weights must be positive and finite; rows {_first(badw)} are not. "
-                f"{self.name} models log w (or pi = 1/w)."
-            )
+        check_weights(w, why=f"{self.name} models log w (or pi = 1/w).")
         cells = build_cells(data, self._cfg_['predictors'], self.effects, self._cfg_['coding'])
         groupings = weight_groupings(data, self._cfg_['predictors'], self.effects, cells)
         strata = design.strata_vars
@@ -841,23 +842,13 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         # numpy from the parameter draws: the same formulas (tested equal to Stan's generated
         # quantities), without pystan parsing n x S values per fit.
         prep["loglik_mode"] = mode
-        stan_kwargs = dict(self.stan_kwargs or {})
         g = float(self.g)
 
         def run(alpha, draws, warmup, init, label, seed):
-            data = self._stan_data(prep, alpha, save_log_lik=(mode == "stan"))
-            t0 = time.perf_counter()
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                res = run_stan(program, data, chains=int(self.chains), draws=draws,
-                               warmup=warmup, seed=seed, progress=progress, init=init,
-                               label=f"{self.name} {label}", **stan_kwargs)
-            for wmsg in caught:  # re-issue convergence problems with the fit's label
-                if issubclass(wmsg.category, ConvergenceWarning):
-                    warnings.warn(f"{self.name} {label} fit: {wmsg.message}",
-                                  ConvergenceWarning, stacklevel=3)
-            res.summary["seconds"] = time.perf_counter() - t0
-            return res
+            return run_fit(program, self._stan_data(prep, alpha, save_log_lik=(mode == "stan")),
+                           label=f"{self.name} {label}", chains=int(self.chains), draws=draws,
+                           warmup=warmup, seed=seed, progress=progress, init=init,
+                           stan_kwargs=self.stan_kwargs)
 
         def bounds_of(res: StanDraws) -> np.ndarray:
             """max_s |record contribution| per record (before alpha), all draws."""
@@ -866,18 +857,6 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             else:
                 r = self._record_absmax(prep, res)
             return r * self._contribution_scale(prep)
-
-        def chain_maxima(res: StanDraws, alpha: np.ndarray) -> np.ndarray:
-            """Delta_alpha of each chain separately (the spread of the bound)."""
-            out = []
-            for ch in range(res.chains):
-                sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
-                sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1,
-                                res.draws_per_chain, res.diagnostics, res.summary,
-                                res.param_names, {})
-                R = bounds_of(sub)
-                out.append(float(np.max(np.where(alpha > 0, alpha * R, 0.0))))
-            return np.asarray(out)
 
         # 1. unweighted fit
         init0 = self._inits(prep, np.random.default_rng(stan_seed))
@@ -890,38 +869,22 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.delta_unweighted_ = float(np.max(np.where(np.isfinite(delta), delta, -np.inf)))
         refit_warmup = (self.refit_warmup if self.refit_warmup is not None
                         else max(200, int(self.warmup) // 4))
-        tuning_rows: list[dict] = []
-        warm_state = {"init": unw.last_inits()}
+        fits = WeightedFits(run, bounds_of, name=self.name, base=delta, g=g, rng=rng,
+                            draws=int(self.draws), warmup=refit_warmup,
+                            tune_draws=int(self.tune_draws or self.draws),
+                            tune_warmup=int(self.tune_warmup or refit_warmup),
+                            init=unw.last_inits(), progress=progress, target=target)
+        chain_maxima = fits.chain_maxima
 
-        def evaluate(c: float | None, final: bool):
-            """One alpha-weighted refit at c with its own fresh Stan seed (c None: alpha = 1
-            for every record, no risk weighting)."""
-            alpha = np.ones(n) if c is None else lipschitz_weights(None, c=c, g=g, bounds=delta)
-            draws = int(self.draws) if final else int(self.tune_draws or self.draws)
-            wu = refit_warmup if final else int(self.tune_warmup or refit_warmup)
-            t1 = time.perf_counter()
-            label = "final (alpha = 1)" if c is None else f"weighted (c={c:.4g})"
-            res = run(alpha, draws, wu, warm_state["init"], label, child_seed(rng))
-            warm_state["init"] = res.last_inits()
-            R = bounds_of(res)
-            per = np.where(alpha > 0, alpha * R, 0.0)
-            da = float(per.max())
-            tuning_rows.append({"c": c, "g": g, "delta_alpha": da, "draws": draws, "warmup": wu,
-                                "role": "final" if final else "tuning",
-                                "seconds": time.perf_counter() - t1})
-            if progress:
-                from tqdm.auto import tqdm
-
-                tqdm.write(f"{self.name} {'final' if final else 'tuning'} fit "
-                           f"{len(tuning_rows)}: "
-                           + ("alpha = 1" if c is None else f"c = {c:.4g}")
-                           + f", Delta_alpha = {da:.4f}"
-                           + (f" (target {target:.4g})" if target else ""))
-            return da, alpha, per, res, R
+        def unweighted_loglik(s: slice) -> np.ndarray:
+            """The unweighted fit's record contributions (draws s) for a ``predict`` step."""
+            ll = (unw["log_lik"][s] if mode == "stan" else self._record_loglik(prep, unw, s))
+            return ll * self._contribution_scale(prep)
 
         t0 = time.perf_counter()
-        c_best, (da, alpha, per, res, _) = self._weighted_fit(evaluate, target, delta,
-                                                              chain_maxima)
+        c_best, (da, alpha, per, res, _) = self._weighted_fit(
+            fits.evaluate, target, delta, chain_maxima, loglik=unweighted_loglik,
+            loglik_draws=unw.chains * unw.draws_per_chain)
         timings["tuning_and_weighted_fit"] = time.perf_counter() - t0
         self.c_ = None if c_best is None else float(c_best)
         self.g_ = g
@@ -940,7 +903,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.delta_alpha_ = da
         self.delta_alpha_chains_ = chain_maxima(res, alpha)
         self.weighted_fit_ = res
-        self.tuning_ = pd.DataFrame(tuning_rows)
+        self.tuning_ = pd.DataFrame(fits.rows)
         prep["S_weighted"] = res.chains * res.draws_per_chain
         self.diagnostics_ = {
             "unweighted": {k: v for k, v in unw.summary.items()},
@@ -964,209 +927,52 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
                 "draw set is noisy at this sample size (see docs/pseudo_posterior.md).",
                 UserWarning, stacklevel=3)
 
-    def _weighted_fit(self, evaluate, target: float | None, delta: np.ndarray, chain_maxima):
-        """The released weighted fit: ``(c, (Delta_alpha, alpha, per_record, res, R))``.
+    #: the tuner's ``predict`` step (tuning.default_predict: today's rule); a tuning shortcut
+    #: plugs in here (surveysynth.synth.tuning.Proposal says what it sees)
+    tuning_predict: Predictor = staticmethod(default_predict)
 
-        Without a target: one final fit at the user's c. With a target whose unweighted bound
-        is already below it by more than tol (as in Sequential's steps): no risk weighting
-        (c None, alpha = 1), the bound that of a final fit with fresh draws, and only when
-        noise puts that above the target is c tuned (:meth:`_tune`). Otherwise :meth:`_tune`.
-        Whatever the path, a fit above the target is never returned (the privacy invariant)."""
-        if target is None:
-            c = float(self.c)
-            return c, evaluate(c, True)
-        c_best: float | None = None
-        if (np.isfinite(delta).all()
-                and float(np.max(delta)) < target * float(np.exp(-float(self.tol)))):
-            out = evaluate(None, True)
-            if out[0] > target:
-                c_best, out = self._tune(evaluate, target, delta, chain_maxima)
-        else:
-            c_best, out = self._tune(evaluate, target, delta, chain_maxima)
-        if not out[0] <= target:
-            raise TargetUnreachableError(
-                f"{self.name}: internal error: a fit with Delta_alpha {out[0]:.4g} above the "
-                f"target {target:.4g} reached release; nothing released.")
-        return c_best, out
+    def _tuner_settings(self) -> TunerSettings:
+        """The tuner's settings: name, tol, g, max_refits and the cell-weight floor from the
+        prepared cells (``min_cell_weight`` records' worth in every group)."""
+        prep = getattr(self, "_prep_", None)
+        return TunerSettings(
+            name=self.name, tol=float(self.tol), g=float(self.g), max_refits=int(self.max_refits),
+            min_cell_weight=float(self.min_cell_weight),
+            groupings=tuple([] if prep is None else prep.get("groupings", [])),
+            scale=1.0 if prep is None else self._contribution_scale(prep))
+
+    def _weighted_fit(self, evaluate, target: float | None, delta: np.ndarray, chain_maxima,
+                      loglik=None, loglik_draws: int | None = None):
+        """The released weighted fit: ``(c, (Delta_alpha, alpha, per_record, res, R))`` by the
+        one tuner, :func:`surveysynth.synth.tuning.fit_to_target` (never above the target);
+        ``loglik`` / ``loglik_draws``: the unweighted fit's record contributions for the
+        ``tuning_predict`` step."""
+        report: dict = {}
+        try:
+            return fit_to_target(evaluate, target, delta, chain_maxima, self._tuner_settings(),
+                                 c=float(self.c), predict=type(self).tuning_predict,
+                                 loglik=loglik, loglik_draws=loglik_draws, report=report)
+        finally:
+            self._keep_tuning_report(report)
 
     def _tune(self, evaluate, target: float, delta: np.ndarray, chain_maxima):
-        """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
+        """Tune c to the target and run the final fit (:func:`surveysynth.synth.tuning.tune`)."""
+        report: dict = {}
+        try:
+            return tune(evaluate, target, delta, chain_maxima, self._tuner_settings(),
+                        predict=type(self).tuning_predict, report=report)
+        finally:
+            self._keep_tuning_report(report)
 
-        Tuning. Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over
-        the draws of the fit at c, increases with c. First step: solve the plug-in equation
-        max_i alpha_i(c') R_i = aim with the latest fit's R by bisection in numpy (the first
-        guess uses the unweighted fit's R = Delta_i). From the second refit on, the next c is
-        the root of a least-squares line through ALL evaluations so far, log Delta_alpha =
-        a + b log c (:func:`surveysynth.synth.tuning.loglinear_root`; R_i grows as c falls, so measured slopes b are
-        ~0.5-0.9, and the regression pools the noise of all refits). Steps are damped to
-        [c/2, 2c]. Tuning aims at the middle of the band, aim = (1 - tol/2) target, and stops at
-        the first tuning fit within tol x aim of it (tuning fits are never reported, so this
-        stopping rule selects nothing that is published; it only has to place c well).
-
-        Final fit. The relative spread s of the bound is measured from the per-chain maxima
-        of the last tuning fit (SD of their logs: conservative, since the reported max over
-        all chains varies less than one chain's). The final fit aims at
-        target * exp(-max(tol/2, 1.645 s)) through the same log-linear line; its bound is
-        reported as it is when <= target. Above the target it is not released: the rejected fit
-        joins the regression, the margin widens to 1.645 x the residual SD of the regression
-        (the fit-to-fit noise, which per-chain maxima can understate: measured 2% across
-        chains vs ~5% across fits at n = 1,000), c is lowered to the new aim and a new final
-        fit with fresh draws is run, up to ``max_refits`` fits in all (then
-        TargetUnreachableError).
-
-        Reachability: with g = 0, c -> 0 gives alpha -> 0 and any target > 0 is reachable;
-        with g > 0 the floor is the bound at c = 0 (alpha = g): a target below it raises
-        TargetUnreachableError saying what is reachable. Above
-        c_max = (1 - g) / (1 - D_(2)) every record but the riskiest has alpha = 1 and the bound
-        stops growing. A tuning fit at c_max whose bound is below the band (f < (1 - tol)
-        target) is not an error: a bound below the target is safe, only weaker-than-allowed
-        utility. Tuning stops there and the final fit (fresh draws, as every final fit) is run at
-        c = c_max, the largest weights short of alpha = 1 everywhere; its bound is reported as
-        it is when <= target (below the band: the caller's below-band warning), and above the
-        target it is rejected and c lowered like any final fit. (An unweighted bound already
-        below the target is handled before tuning: the fit path's alpha = 1 final fit, tuned
-        only if that fit's fresh draws come out above the target.)
-        """
-        tol = float(self.tol)
-        g = float(self.g)
-        finite = np.isfinite(delta)
-        if not finite.any():
-            raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
-        path = TuningPath(delta, g, target)
-        floor = self._cell_floor(path)
-        c_lo = floor.c
-        if not np.isfinite(c_lo):
-            raise TargetUnreachableError(
-                f"{self.name}: {floor.binding} cannot keep {floor.k:g} records' worth of "
-                "likelihood at any c (with g = 0 the riskiest record has alpha = 0), so risk "
-                "weighting would leave its parameters to the prior and its synthetic values "
-                "far from the data. Fix: fewer cells (effects='main') or collapsed levels, a "
-                "target above the unweighted bound (no weighting), or min_cell_weight=0 "
-                "(not recommended: prior-driven synthetic values).")
-        # --- tuning fits (never reported)
-        aim = (1.0 - tol / 2.0) * target
-        c = 0.0 if g > 0 and path.predict(0.0, path.R0) > target else path.plug_in(path.R0, aim)
-        c = max(c, c_lo)
-        last = None
-        fits = 0
-        ceiling = False
-        while fits < int(self.max_refits) - 1:
-            out = evaluate(c, False)
-            fits += 1
-            self._check_reach(path, c, out[0], target)
-            self._check_cell_floor(floor, c, out[0], target)
-            self._check_floor(path, c, out[0], target)
-            last = (c, out)
-            if abs(out[0] - aim) <= tol * aim:
-                break
-            if self._at_ceiling(path, c, out[0], target, tol):
-                ceiling = True   # below the band at c_max: the final fit goes to c_max
-                break
-            c = max(path.next_c(c, out[0], aim, out[4]), c_lo)
-        if last is None:
-            raise TargetUnreachableError(f"{self.name}: max_refits={self.max_refits} leaves no "
-                                         "room for a final fit; use max_refits >= 2.")
-        c, out = last
-        path.add(c, out[0])
-        # --- margin from the spread of the bound across chains
-        chains = chain_maxima(out[3], out[1])
-        s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
-        margin = max(tol / 2.0, 1.645 * s_rel)
-        goal = target * float(np.exp(-margin))
-        self.bound_spread_ = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal,
-                              "ceiling": ceiling}
-        c_final = c if ceiling else max(path.root(c, out[0], goal), c_lo)
-        # --- final fits: reported as they are when <= target
-        while fits < int(self.max_refits):
-            out = evaluate(c_final, True)
-            fits += 1
-            if out[0] <= target:
-                return c_final, out
-            # at the cell floor a lower c is not allowed, and refitting at the same c until a
-            # draw set happens to fall below the target would select the reported bound
-            self._check_cell_floor(floor, c_final, out[0], target)
-            # rejected: the fit-to-fit noise was larger than the chains suggested; widen the
-            # margin to the residual spread of the regression through every fit so far
-            path.add(c_final, out[0])
-            margin = max(margin, 1.645 * path.residual_sd())
-            goal = target * float(np.exp(-margin))
-            self.bound_spread_.update(margin=margin, aim=goal)
-            c_final = max(path.next_c(c_final, out[0], goal, out[4]), c_lo)
-        raise TargetUnreachableError(
-            f"{self.name}: after {self.max_refits} fits no final fit had Delta_alpha <= target "
-            f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
-            "max_refits or draws, or a larger tol (a lower aim).")
+    def _keep_tuning_report(self, report: dict) -> None:
+        if "cell_weight_floor" in report:
+            self.cell_weight_floor_ = report["cell_weight_floor"]
+        if "bound_spread" in report:
+            self.bound_spread_ = report["bound_spread"]
 
     def _cell_floor(self, path: TuningPath) -> CellWeightFloor:
-        """The lower limit on c from ``min_cell_weight`` (none for Sequential's steps, whose
-        tuner has no prepared cells)."""
-        prep = getattr(self, "_prep_", None)
-        groupings = [] if prep is None else prep.get("groupings", [])
-        k = float(getattr(self, "min_cell_weight", 0.0))
-        scale = 1.0 if prep is None else self._contribution_scale(prep)
-        floor = CellWeightFloor(path, groupings, scale, k)
-        self.cell_weight_floor_ = {"k": k, "c_min": floor.c, "binding": floor.binding}
-        return floor
-
-    def _check_cell_floor(self, floor: CellWeightFloor, c: float, f: float,
-                          target: float) -> None:
-        """Refuse when the fit at the smallest allowed c is still above the target."""
-        if f > target and floor.c > 0 and c <= floor.c * (1 + 1e-9):
-            raise TargetUnreachableError(
-                f"{self.name}: target Delta_alpha {target:.4g} needs smaller risk weights than "
-                f"min_cell_weight = {floor.k:g} allows: at c = {c:.3g}, the smallest c at "
-                f"which every cell keeps {floor.k:g} records' worth of likelihood (binding: "
-                f"{floor.binding}), the bound is {f:.4g}. A smaller c would leave that cell's "
-                "parameters to the prior and its synthetic values far from the data (the "
-                "bound can then meet any target while the release is noise). Fix: a target "
-                f"of at least ~{1.1 * f:.3g}, fewer cells (effects='main') or collapsed "
-                "levels, or min_cell_weight=0 (not recommended).")
-
-    def _check_floor(self, path: TuningPath, c: float, f: float, target: float) -> None:
-        """Refuse a target below the floor of a non-monotone map c -> Delta_alpha.
-
-        The bound should fall as c falls; but when every alpha is small the weighted posterior
-        widens towards the prior (a small cell's mean is then barely identified), the records'
-        |log p| grow about as fast as their alpha shrink, and the bound stops falling (measured
-        on an SDR sample at n = 1,000: c 1.09 / 0.63 / 0.31 / 0.16 gave 5.6 / 4.8 / 4.6 / 5.3
-        for a target of 3.4; the search then ran to c = 0.012, mean alpha 0.01, and released
-        near-prior synthetic salaries with means of 1e16). Once the tuning fits span a factor
-        of 4 in c with the bound still above the target and the least-squares slope of log
-        Delta_alpha on log c at most 0.1, the target is below what weighting can reach on
-        this sample: TargetUnreachableError, saying the smallest bound seen."""
-        xs = np.array([*path.logc, np.log(c)]) if c > 0 else np.array(path.logc)
-        ys = np.array([*path.logf, np.log(f)]) if c > 0 else np.array(path.logf)
-        if f <= target or xs.size < 3 or xs.max() - xs.min() < np.log(4.0):
-            return
-        slope = float(np.polyfit(xs, ys, 1)[0])
-        if slope <= 0.1:
-            k = int(np.argmin(ys))
-            raise TargetUnreachableError(
-                f"{self.name}: target Delta_alpha {target:.4g} is below the floor of the bound "
-                f"on this sample: as c fell from {np.exp(xs.max()):.3g} to "
-                f"{np.exp(xs.min()):.3g} the bound stayed at {np.exp(ys.min()):.4g}-"
-                f"{np.exp(ys.max()):.4g} (smallest {np.exp(ys[k]):.4g} at c = "
-                f"{np.exp(xs[k]):.3g}; log-log slope {slope:.2f}): down-weighting every "
-                "record widens the posterior as fast as it shrinks the weights. Fix: a target "
-                f"of at least ~{1.1 * np.exp(ys.min()):.3g}, fewer cells (effects='main'), or "
-                "more records per cell.")
-
-    def _at_ceiling(self, path: TuningPath, c: float, f: float, target: float,
-                    tol: float) -> bool:
-        """True when a tuning fit at c >= c_max (every record but the riskiest at alpha = 1)
-        has a bound below the band, f < (1 - tol) target: larger c cannot raise the bound, and
-        a bound below the target is a stronger guarantee than asked, not a refusal."""
-        return bool(f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12)
-
-    def _check_reach(self, path: TuningPath, c: float, f: float, target: float) -> None:
-        """Refuse a target below the floor with g > 0: at c -> 0 every alpha is g and the
-        bound cannot fall further (with g = 0, c -> 0 reaches any target)."""
-        g = path.g
-        if f > target and c <= 1e-12 and g > 0:
-            raise TargetUnreachableError(
-                f"{self.name}: target Delta_alpha {target:.4g} is below the bound {f:.4g} "
-                f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{path.hi_d:.4g}]. "
-                "Lower g (g = 0 reaches any target down to 0) or raise the target.")
+        """The lower limit on c from ``min_cell_weight`` (:class:`CellWeightFloor`)."""
+        return self._tuner_settings().floor(path)
 
     # ------------------------------------------------------------------ PSU random effects
     def _re_common_data(self, prep: dict, alpha: np.ndarray, save_log_lik: bool,
@@ -1235,11 +1041,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     def _record_absmax(self, prep: dict, res: StanDraws, chunk: int = 200) -> np.ndarray:
         """max_s |log p_i(theta_s)| computed in numpy from the parameter draws, in chunks."""
         S = res[next(iter(res.param_names))].shape[0]
-        out = np.zeros(prep["n"])
-        for start in range(0, S, chunk):
-            ll = self._record_loglik(prep, res, slice(start, min(S, start + chunk)))
-            out = np.maximum(out, np.abs(ll).max(axis=0))
-        return out
+        return absmax_over_draws(lambda s: self._record_loglik(prep, res, s), S, prep["n"], chunk)
 
     def _synthesize_one(self, s: int, rng: np.random.Generator,
                         include_synthetic_weights: bool) -> pd.DataFrame:

@@ -72,8 +72,9 @@ from ..privacy.identification import (
 )
 from ..privacy.identification_weights import risk_weights
 from ..privacy.randomness import child_seed
-from ._stan import StanDraws, convergence_diagnostics, load_program, run_stan
+from ._stan import StanDraws, convergence_diagnostics, load_program
 from .base import Synthesizer, collected_design, convergence_verdict
+from .fitting import run_fit, weighted_bound
 from .params import MCMC, RELEASE, Columns, Interval, Options
 
 __all__ = ["RiskWeightedSynthesizer", "RISK_WEIGHTED", "even_draws"]
@@ -274,11 +275,13 @@ class RiskWeightedSynthesizer(Synthesizer):
         X, xnames = with_log_weight(X, xnames, w)
         prep = self._prepare_y(y, frame)
         need_ll = bool(self.log_lik) or kind == "caller"
-        draws = run_stan(
+        # the one engine; no convergence warning here (the gates apply to identified
+        # quantities only, :meth:`_convergence`)
+        draws = run_fit(
             load_program(self.program), self._stan_data(X, prep, alpha, need_ll),
-            chains=int(self.chains), draws=int(self.draws), warmup=int(self.warmup),
-            seed=child_seed(rng), progress=bool(self.progress), warn=False,
-            label=f"{type(self).__name__} fit", **dict(self.stan_kwargs or {}),
+            label=f"{type(self).__name__} fit", chains=int(self.chains), draws=int(self.draws),
+            warmup=int(self.warmup), seed=child_seed(rng), progress=bool(self.progress),
+            warn=False, stan_kwargs=self.stan_kwargs,
         )
         self.alpha_ = alpha
         self.alpha_kind_ = kind
@@ -300,9 +303,9 @@ class RiskWeightedSynthesizer(Synthesizer):
         self.log_lik_ = draws["log_lik"] if need_ll else None
         self.delta_alpha_ = None
         if self.log_lik_ is not None:
-            with np.errstate(invalid="ignore"):  # alpha_i = 0 contributes 0 even if log p = -inf
-                contrib = np.where(alpha[None, :] > 0, np.abs(alpha[None, :] * self.log_lik_), 0.0)
-            self.delta_alpha_ = float(np.max(contrib))
+            # alpha_i max_s |log p_i| = max_s |alpha_i log p_i| exactly (alpha_i >= 0; rounding
+            # is monotone); alpha_i = 0 contributes 0 even if log p = -inf
+            self.delta_alpha_ = weighted_bound(alpha, np.abs(self.log_lik_).max(axis=0))[1]
         self.synthetic_, self.synthesis_draws_ = self._draw_sets(s["m"], rng, len(frame))
         self.n_ = len(frame)  # last: marks the synthesizer as fitted
 

@@ -70,7 +70,6 @@ import pandas as pd
 from .._validate import as_list
 from ..encoding import Factor, r_levels
 from ..privacy.identification import check_known, check_radius, pattern_codes, risk_counts
-from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._seq_models import (
     MODELS,
@@ -81,10 +80,12 @@ from ._seq_models import (
     split_groups,
     whitening,
 )
-from ._stan import ConvergenceWarning, StanDraws, load_program, run_stan
+from ._stan import StanDraws, load_program, release_sampler_pool
 from .base import Synthesizer, convergence_verdict
-from .params import MCMC, RELEASE, Columns, Interval, Options
-from .pseudo_posterior import TargetUnreachableError, _even_draws, _PseudoPosterior, _round_up
+from .fitting import WeightedFits, absmax_over_draws, check_weights, run_fit
+from .params import MCMC, RELEASE, Columns, DaskClient, Interval, Options
+from .pseudo_posterior import _even_draws, _round_up
+from .tuning import TargetUnreachableError, TunerSettings, default_predict, fit_to_target
 
 __all__ = ["Sequential", "TYPES"]
 
@@ -104,15 +105,6 @@ LOG_SPREAD_FLAG = 2.0
 def _first(mask: np.ndarray, index: pd.Index | None = None, k: int = 5) -> list:
     pos = np.flatnonzero(mask)[:k]
     return pos.tolist() if index is None else index[pos].tolist()
-
-
-class _Tuner(_PseudoPosterior):
-    """The settings the pseudo posterior tuning loop reads (name, tol, g, max_refits); the loop
-    itself and its checks are :class:`_PseudoPosterior`'s own methods (inherited, not copied).
-    Not a synthesizer: only ``_tune`` is called."""
-
-    def __init__(self, name: str, tol: float, max_refits: int) -> None:  # noqa: D107
-        self.name, self.tol, self.g, self.max_refits = name, tol, 0.0, max_refits  # type: ignore[misc]
 
 
 @dataclass
@@ -186,6 +178,17 @@ class Sequential(Synthesizer):
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
     stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    n_jobs : steps fitted at once (default 1: one after another). The steps' fits are
+        independent (step j's model is fitted to the confidential values, never to synthetic
+        ones), so with n_jobs > 1 they run in that many worker processes; synthesis then runs
+        in step order. Each step's fits draw their seeds from their own stream, spawned up
+        front from the release seed in step order (np.random.SeedSequence.spawn), so a seeded
+        release is the same bytes whichever way its fits ran (docs/sequential.md, "Parallel
+        step fits").
+    client : a Dask ``distributed.Client`` (Python API only): the steps' fits run as tasks
+        on its workers (n_jobs is then not used); the workers need surveysynth, pystan and a
+        C++ compiler, and must not be daemonic (pystan starts a process per chain: start the
+        cluster under dask.config.set({"distributed.worker.daemon": False})).
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
@@ -228,6 +231,8 @@ class Sequential(Synthesizer):
         "refit_warmup": [None, Interval("integer", 1, None)],
         "tol": [Interval("number", 0, 1, closed="neither")],
         "max_refits": [Interval("integer", 1, None)],
+        "n_jobs": [Interval("integer", 1, None)],
+        "client": [None, DaskClient()],
         **MCMC, **RELEASE,
     }
 
@@ -257,6 +262,8 @@ class Sequential(Synthesizer):
         progress: bool = True,
         stan_kwargs: dict | None = None,
         max_epsilon: float | None = None,
+        n_jobs: int = 1,
+        client: Any = None,
     ) -> None:
         self.variables = variables
         self.public = public
@@ -282,6 +289,8 @@ class Sequential(Synthesizer):
         self.progress = progress
         self.stan_kwargs = stan_kwargs
         self.max_epsilon = max_epsilon
+        self.n_jobs = n_jobs
+        self.client = client
 
     # ================================================================== validation
     def _check_settings(self) -> None:
@@ -561,10 +570,7 @@ class Sequential(Synthesizer):
         self._cfg_ = cfg
         data = design.data
         w = np.asarray(design.weights, dtype=float)
-        badw = ~np.isfinite(w) | (w <= 0)
-        if badw.any():
-            raise ValueError(f"design weights must be positive and finite; rows "
-                             f"{_first(badw, data.index)} are not.")
+        check_weights(w, data.index)
         cfg["weight_cells"] = [c for c in _cols(design.strata_vars) + _cols(design.fpc_vars)
                                if c in data.columns]
         # the weights as collected (the design holds 1 / (1 / w), R's convention, which can
@@ -605,10 +611,14 @@ class Sequential(Synthesizer):
                              "c they choose are not privatized (the guarantee is given these "
                              "weights)"})
         conf_enc: list[np.ndarray] = []     # encoded confidential columns of earlier steps
-        results = []
         groups = (pattern_codes(data, cfg["known"]) if self.risk_weights == "identification"
                   else None)
-        for step in steps:
+        # each step's fits get their own random stream, spawned up front in step order, so the
+        # release does not depend on where or in which order the fits run
+        seeds = np.random.SeedSequence(int(rng.integers(0, 2**63 - 1))).spawn(len(steps))
+        fit_cfg = self._fit_settings()
+        jobs, inputs = [], []
+        for step, seed in zip(steps, seeds, strict=True):
             X = np.column_stack([X_pub, *conf_enc]) if conf_enc else X_pub
             if psu is not None:     # the PSU code as the last column (split_groups)
                 X = np.c_[X, psu]
@@ -616,14 +626,14 @@ class Sequential(Synthesizer):
             target = None if eps is None else eps * step.share / (2.0 * m)
             risk = (None if groups is None else step_identification_risk(
                 step, y, groups[rows], cfg["r"], self._original(step, data, w, rows)))
-            t0 = time.perf_counter()
-            res = self._fit_step(step, y, X[rows], target, rng, progress, risk)
-            res["seconds"] = time.perf_counter() - t0
+            jobs.append(StepJob(fit_cfg, step, y, X[rows], target, seed, progress, risk))
+            inputs.append((rows, y, X[rows], target))
+            conf_enc.append(self._encode_step(step, data, w))
+        results = self._run_jobs(jobs)
+        for step, res, (rows, y, Xr, target) in zip(steps, results, inputs, strict=True):
             res["rows"] = rows
             res["target"] = target
-            results.append(res)
-            _flag_log_spread(step, res, y, X[rows])
-            conf_enc.append(self._encode_step(step, data, w))
+            _flag_log_spread(step, res, y, Xr)
         self.steps_ = steps
         self.step_fits_ = results
         self._prep_ = {"data_public": data, "X_pub": X_pub, "pub_enc": pub_enc, "N": N, "n": n,
@@ -701,11 +711,21 @@ class Sequential(Synthesizer):
         # binary and categorical steps alike: treatment contrasts, code -1 (missing) zeros
         return _factor(step).indicators(np.asarray(vals, dtype=np.int64))
 
-    def _fit_step(self, step: _Step, y: np.ndarray, X: np.ndarray, target: float | None,
-                  rng: np.random.Generator, progress: bool,
-                  risk: np.ndarray | None = None) -> dict[str, Any]:
-        """Unweighted fit, bounds, alpha, tuning (the pseudo posterior loop), final fit."""
-        return _StepFit(self, step, y, X, target, rng, progress, risk).run_all()
+    def _run_jobs(self, jobs: list[StepJob]) -> list[dict[str, Any]]:
+        """The steps' fits (serially, in processes or on Dask: :func:`run_step_jobs`)."""
+        return run_step_jobs(jobs, int(self.n_jobs), self.client)
+
+    def _fit_settings(self) -> dict[str, Any]:
+        """What a step's fits read of the synthesizer (plain values: a step's fit is a job)."""
+        return {"chains": int(self.chains), "draws": int(self.draws), "warmup": int(self.warmup),
+                "refit_warmup": (int(self.refit_warmup) if self.refit_warmup is not None
+                                 else max(100, int(self.warmup) // 2)),
+                "stan_kwargs": dict(self.stan_kwargs or {}), "tol": float(self.tol),
+                "max_refits": int(self.max_refits), "risk_weights": self.risk_weights,
+                "gates": self._cfg_["gates"], "predict": type(self).tuning_predict}
+
+    #: the tuner's ``predict`` step for every step (surveysynth.synth.tuning.Proposal)
+    tuning_predict = staticmethod(default_predict)
 
     # ================================================================== synthesis
     def _draw_indices(self, m: int) -> np.ndarray:
@@ -983,12 +1003,14 @@ class Sequential(Synthesizer):
 
 class _StepFit:
     """The fits of one step: unweighted, then tuned weighted fits and a final fit (the
-    pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model)."""
+    pseudo posterior synthesizers' algorithm, METHODS section 6, on this step's model), by the
+    one engine (:mod:`surveysynth.synth.fitting`) and the one tuner
+    (:func:`surveysynth.synth.tuning.fit_to_target`). ``cfg``: :meth:`Sequential._fit_settings`."""
 
-    def __init__(self, owner: Sequential, step: _Step, y: np.ndarray, X: np.ndarray,
+    def __init__(self, cfg: dict[str, Any], step: _Step, y: np.ndarray, X: np.ndarray,
                  target: float | None, rng: np.random.Generator, progress: bool,
                  risk: np.ndarray | None = None) -> None:
-        self.o, self.step, self.y, self.X, self.target = owner, step, y, X, target
+        self.cfg, self.step, self.y, self.X, self.target = cfg, step, y, X, target
         self.risk = risk     # identification risks IR^c_i (risk_weights="identification")
         self.rng, self.progress = rng, progress
         self.model = _model(step)
@@ -1003,12 +1025,9 @@ class _StepFit:
         Xp = split_groups(X)[0] if "J" in step.spec else X   # predictors without the PSU
         self.pre = (whitening(Xp) if len(self.yu) >= WHITEN_MIN_ROWS
                     else identity_pre(Xp.shape[1]))
-        self.rows: list[dict] = []
-        self.warm: list[dict] | None = None
-        self.refit_warmup = (int(owner.refit_warmup) if owner.refit_warmup is not None
-                             else max(100, int(owner.warmup) // 2))
 
-    def run(self, alpha: np.ndarray, warmup: int, init: Any, label: str) -> StanDraws:
+    def run(self, alpha: np.ndarray, draws: int, warmup: int, init: Any, label: str,
+            seed: int) -> StanDraws:
         wsum = np.bincount(self.inv, weights=alpha, minlength=len(self.yu))
         # the sampling parametrization (exact; _seq_models.whitening); inits are kept in the
         # natural parameters and converted
@@ -1016,18 +1035,12 @@ class _StepFit:
                                     pre=self.pre)
         if init is not None:
             init = self.model.sampler_inits(init, self.step.spec, self.pre)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = run_stan(self.program, data, chains=int(self.o.chains),
-                           draws=int(self.o.draws), warmup=warmup, seed=child_seed(self.rng),
-                           progress=self.progress, init=init,
-                           label=f"Sequential {self.step.name} {label}",
-                           **dict(self.o.stan_kwargs or {}))
-        for wm in caught:
-            if issubclass(wm.category, ConvergenceWarning):
-                warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
-                              ConvergenceWarning, stacklevel=4)
-        return res
+        return run_fit(self.program, data, label=f"Sequential {self.step.name} {label}",
+                       chains=self.cfg["chains"], draws=draws, warmup=warmup, seed=seed,
+                       progress=self.progress, init=init, stan_kwargs=self.cfg["stan_kwargs"])
+
+    def _patterns_loglik(self, res: StanDraws, s: slice) -> np.ndarray:
+        return self.model.loglik(res.draws, s, self.yu, self.Xu, self.step.spec)
 
     def bounds_of(self, res: StanDraws) -> np.ndarray:
         """max_s |log p_i(theta_s)| per record over the fit's draws (numpy, in chunks),
@@ -1035,86 +1048,146 @@ class _StepFit:
         S = res.chains * res.draws_per_chain
         u = len(self.yu)
         chunk = max(1, int(4e6 // max(1, u * self.step.spec.get("K", 1))))
-        out = np.zeros(u)
-        for a in range(0, S, chunk):
-            ll = self.model.loglik(res.draws, slice(a, min(S, a + chunk)), self.yu, self.Xu,
-                                   self.step.spec)
-            out = np.maximum(out, np.abs(ll).max(axis=0))
-        return out[self.inv]
-
-    def chain_maxima(self, res: StanDraws, alpha: np.ndarray) -> np.ndarray:
-        out = []
-        for ch in range(res.chains):
-            sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
-            sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
-                            res.diagnostics, res.summary, res.param_names, {})
-            out.append(float(np.max(np.where(alpha > 0, alpha * self.bounds_of(sub), 0.0))))
-        return np.asarray(out)
-
-    def _weighted(self, alpha: np.ndarray, label: str, role: str, c: float | None):
-        res = self.run(alpha, self.refit_warmup, self.warm, label)
-        self.warm = res.last_inits(list(self.model.params))
-        R = self.bounds_of(res)
-        per = np.where(alpha > 0, alpha * R, 0.0)
-        da = float(per.max())
-        self.rows.append({"step": self.step.name, "c": c, "delta_alpha": da, "role": role})
-        if self.progress:
-            print(f"Sequential {self.step.name}: {role} fit, c = {c}, Delta_alpha = {da:.4f}"
-                  + (f" (target {self.target:.4g})" if self.target else ""), flush=True)
-        return da, alpha, per, res, R
-
-    def evaluate(self, c: float, final: bool):
-        """One alpha-weighted refit at c (the tuning loop's callback): alpha = clip(c (1 -
-        D_i), 0, 1), D_i the min-max normalised ``base`` (the Lipschitz bounds, or the
-        identification risks)."""
-        alpha = lipschitz_weights(None, c=c, g=0.0, bounds=self.base)
-        return self._weighted(alpha, f"weighted (c={c:.4g})", "final" if final else "tuning", c)
-
-    def tune(self):
-        tuner = _Tuner(f"Sequential {self.step.name}", float(self.o.tol), int(self.o.max_refits))
-        try:
-            return tuner._tune(self.evaluate, self.target, self.base,  # noqa: SLF001
-                               self.chain_maxima)
-        except TargetUnreachableError as exc:
-            raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
+        return absmax_over_draws(lambda s: self._patterns_loglik(res, s), S, u, chunk)[self.inv]
 
     def run_all(self) -> dict[str, Any]:
-        n, target = self.n, self.target
-        init0 = self.model.inits(self.y, self.X, self.step.spec, int(self.o.chains),
+        n, target, cfg = self.n, self.target, self.cfg
+        init0 = self.model.inits(self.y, self.X, self.step.spec, cfg["chains"],
                                  np.random.default_rng(child_seed(self.rng)))
-        unw = self.run(np.ones(n), int(self.o.warmup), init0, "unweighted")
-        self.delta = delta = self.bounds_of(unw)
+        unw = self.run(np.ones(n), cfg["draws"], cfg["warmup"], init0, "unweighted",
+                       child_seed(self.rng))
+        delta = self.bounds_of(unw)
         # what the weights normalise: the Lipschitz bounds, or the identification risks (a
         # record whose log density is not finite gets alpha = 0 either way)
-        self.base = (delta if self.risk is None
-                     else np.where(np.isfinite(delta), self.risk, np.inf))
-        self.warm = unw.last_inits(list(self.model.params))
+        base = (delta if self.risk is None else np.where(np.isfinite(delta), self.risk, np.inf))
         finite = np.isfinite(delta)
-        if self.o.risk_weights == "none":
+        name = f"Sequential {self.step.name}"
+        params = list(self.model.params)
+        self.fits = fits = WeightedFits(
+            self.run, self.bounds_of, name=name, base=base, g=0.0, rng=self.rng,
+            draws=cfg["draws"], warmup=cfg["refit_warmup"], tune_draws=cfg["draws"],
+            tune_warmup=cfg["refit_warmup"], init=unw.last_inits(params), init_names=params,
+            progress=self.progress, target=target, row={"step": self.step.name},
+            alpha_one_role="final (alpha = 1)")
+        if cfg["risk_weights"] == "none":
             alpha, res, c, R = np.ones(n), unw, None, delta
             da = float(R.max())
-            self.rows.append({"step": self.step.name, "c": None, "delta_alpha": da,
+            fits.rows.append({"step": self.step.name, "c": None, "delta_alpha": da,
                               "role": "unweighted"})
-        elif target is None:
-            c = 1.0
-            da, alpha, _, res, R = self.evaluate(c, True)
-        elif finite.all() and float(delta.max()) < target * np.exp(-float(self.o.tol)):
-            # the step's share exceeds what the unweighted model needs: no risk weighting; the
-            # bound reported is still that of a final fit with fresh draws (tuned if above)
-            c = None
-            da, alpha, _, res, R = self._weighted(np.ones(n), "final (alpha = 1)",
-                                                  "final (alpha = 1)", None)
-            if da > target:
-                c, (da, alpha, _, res, R) = self.tune()
         else:
-            c, (da, alpha, _, res, R) = self.tune()
-        verdict = convergence_verdict(res.summary, res.diagnostics, self.o._cfg_["gates"])
+            settings = TunerSettings(name=name, tol=cfg["tol"], g=0.0,
+                                     max_refits=cfg["max_refits"])
+            S_unw = unw.chains * unw.draws_per_chain
+            try:
+                c, (da, alpha, _, res, R) = fit_to_target(
+                    fits.evaluate, target, delta, fits.chain_maxima, settings, c=1.0, base=base,
+                    predict=cfg["predict"],
+                    loglik=lambda s: self._patterns_loglik(unw, s)[:, self.inv],
+                    loglik_draws=S_unw)
+            except TargetUnreachableError as exc:
+                raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
+        verdict = convergence_verdict(res.summary, res.diagnostics, cfg["gates"])
         return {"fit": res, "alpha": alpha, "delta": delta, "delta_alpha": da,
                 "delta_unweighted": float(delta[finite].max()), "c": c,
-                "tuning": self.rows, "convergence": verdict,
+                "tuning": fits.rows, "convergence": verdict,
                 "S": res.chains * res.draws_per_chain, "X_columns": self.X.shape[1],
                 "patterns": len(self.yu), "program": self.model.program_for(self.step.spec),
                 "random_effect": "J" in self.step.spec}
+
+
+@dataclass
+class StepJob:
+    """One step's fits as a picklable job: the step, its response and design matrix (the
+    public predictors and the CONFIDENTIAL earlier variables: no step's fit depends on another
+    step's fit), its target, and its own seed (a SeedSequence spawned from the release seed in
+    step order). Calling it runs :class:`_StepFit` and returns the step's result dict, with the
+    warnings of its fits (re-issued by :func:`run_step_jobs` in step order, wherever the job
+    ran) and its wall time."""
+
+    cfg: dict[str, Any]
+    step: _Step
+    y: np.ndarray
+    X: np.ndarray
+    target: float | None
+    seed: np.random.SeedSequence
+    progress: bool
+    risk: np.ndarray | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                res = _StepFit(self.cfg, self.step, self.y, self.X, self.target,
+                               np.random.default_rng(self.seed), self.progress,
+                               self.risk).run_all()
+            except Exception as exc:   # the error and the warnings before it travel back
+                return {"error": exc, "warnings": _portable(caught)}
+        res["seconds"] = time.perf_counter() - t0
+        res["warnings"] = _portable(caught)
+        return res
+
+
+def _portable(caught: list) -> list[tuple[type, str]]:
+    return [(w.category, str(w.message)) for w in caught]
+
+
+def _call(job: StepJob) -> dict[str, Any]:
+    """A job in a worker process (or Dask task): httpstan's sampling processes are stopped
+    after it, so the worker can exit (:func:`surveysynth.synth._stan.release_sampler_pool`)."""
+    try:
+        return job()
+    finally:
+        release_sampler_pool()
+
+
+def _daemonic() -> bool:
+    import multiprocessing
+
+    return bool(multiprocessing.current_process().daemon)
+
+
+def run_step_jobs(jobs: list[StepJob], n_jobs: int = 1, client: Any = None) -> list[dict]:
+    """Run the steps' fit jobs: serially (n_jobs 1), in ``n_jobs`` worker processes, or as
+    tasks on a Dask ``client``; results in step order. Each job's warnings are re-issued here,
+    in step order, and the first failed step's error is raised (after its warnings), so the
+    caller sees the same whichever way the jobs ran.
+
+    Processes are started with "spawn", not fork: pystan runs its own asyncio loop and
+    httpstan server in the calling process, and forking a process that holds them (or any
+    thread) can deadlock; a spawned worker imports surveysynth afresh and shares the compiled
+    models through httpstan's disk cache (~/.cache/httpstan)."""
+    if client is not None:
+        daemonic = sorted(w for w, d in client.run(_daemonic).items() if d)
+        if daemonic:
+            raise ValueError(
+                f"Dask workers {daemonic[:3]} are daemonic processes, which may not start "
+                "children, and pystan samples each chain in a child process. Fix: start the "
+                "cluster with dask.config.set({'distributed.worker.daemon': False}) (e.g. "
+                "`with dask.config.set({'distributed.worker.daemon': False}): cluster = "
+                "LocalCluster(...)`), or fit with n_jobs= on this machine.")
+        futures = client.map(_call, jobs, pure=False)
+        results = client.gather(futures)
+    elif n_jobs > 1 and len(jobs) > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(n_jobs, len(jobs)),
+                                                    mp_context=ctx) as ex:
+            results = list(ex.map(_call, jobs))
+    else:
+        results = []
+        for job in jobs:        # serially: stop at the first step refused
+            results.append(job())
+            if "error" in results[-1]:
+                break
+    for res in results:
+        for category, message in res.pop("warnings"):
+            warnings.warn(message, category, stacklevel=3)
+        if "error" in res:
+            raise res["error"]
+    return results
 
 
 # ====================================================================== helpers

@@ -1,13 +1,20 @@
-"""Tuning the risk-weight constant c to a target Lipschitz bound: the log-linear root finder
-and the path of evaluations (see ``surveysynth.synth.pseudo_posterior`` ``_tune``)."""
+"""Tuning the risk-weight constant c to a target Lipschitz bound: the one tuner
+(:func:`fit_to_target`, :func:`tune`) that FBS, FBP, PBP and every Sequential step call, its
+pluggable ``predict`` step, the log-linear root finder and the path of evaluations, the
+cell-weight floor and the refusals (docs/pseudo_posterior.md, "Tuning")."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..privacy.lipschitz import lipschitz_weights
 
-__all__ = ["CellWeightFloor", "TuningPath", "loglinear_root", "smallest_group_weight"]
+__all__ = ["CellWeightFloor", "Proposal", "TargetUnreachableError", "TunerSettings", "TuningPath",
+           "default_predict", "fit_to_target", "loglinear_root", "smallest_group_weight", "tune"]
 
 
 def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
@@ -151,3 +158,292 @@ def smallest_group_weight(groupings: list[tuple[list[str], np.ndarray]],
         if wts[j] < best:
             best, label = float(wts[j]), str(labels[j])
     return (best, label) if groupings else (float(np.sum(a)), "all records")
+
+
+# --------------------------------------------------------------------------------------------
+# the one tuner: FBS, FBP, PBP and every Sequential step call :func:`fit_to_target`
+
+
+class TargetUnreachableError(ValueError):
+    """The privacy target cannot be met by risk weighting on this sample (or the weights it
+    would need leave a cell's parameters to the prior); the message says what is reachable."""
+
+
+@dataclass(frozen=True)
+class TunerSettings:
+    """What the tuner reads of its caller: ``name`` (prefix of messages), ``tol`` (the
+    one-sided band [(1 - tol) target, target]), ``g`` (alpha's floor), ``max_refits`` (weighted
+    fits in all, tuning and final), and the cell-weight floor (``min_cell_weight`` records'
+    worth of likelihood in every group of ``groupings``, alpha scaled by ``scale``; k = 0 or no
+    groupings: no floor)."""
+
+    name: str
+    tol: float = 0.10
+    g: float = 0.0
+    max_refits: int = 20
+    min_cell_weight: float = 0.0
+    groupings: tuple = ()
+    scale: Any = 1.0
+
+    def floor(self, path: TuningPath) -> CellWeightFloor:
+        return CellWeightFloor(path, list(self.groupings), self.scale, self.min_cell_weight)
+
+
+@dataclass
+class Proposal:
+    """What a ``predict`` step sees when it proposes the next c.
+
+    ``stage``: "first" (before any weighted fit: c and f are None, R the unweighted bounds),
+    "tuning" (after a tuning fit at c with bound f and per-record bounds R), "final" (the first
+    final fit's c, aimed at ``goal`` below the target), "refinal" (after a final fit above the
+    target). ``path`` holds every evaluation so far (this one included). ``loglik`` gives the
+    UNWEIGHTED fit's per-record log-likelihood draws, ``loglik(slice_of_draws) -> (S_s, n)``,
+    and ``draws`` their number (None where the caller has none); the default predictor does not
+    use them (an importance-reweighting predictor does). Whatever c is proposed, it is clipped
+    to the cell-weight floor and the bound released is still the final fit's own.
+    """
+
+    stage: str
+    path: TuningPath
+    c: float | None
+    f: float | None
+    goal: float
+    R: np.ndarray
+    loglik: Callable[[slice], np.ndarray] | None = None
+    draws: int | None = None
+
+
+def default_predict(p: Proposal) -> float:
+    """Today's rule: the plug-in root on the unweighted bounds first; then the log-linear
+    regression through every fit (:meth:`TuningPath.next_c`, damped); the first final fit from
+    the regression's root (:meth:`TuningPath.root`)."""
+    if p.stage == "first":
+        g = p.path.g
+        return 0.0 if g > 0 and p.path.predict(0.0, p.path.R0) > p.path.target else \
+            p.path.plug_in(p.path.R0, p.goal)
+    if p.stage == "final":
+        return p.path.root(p.c, p.f, p.goal)
+    return p.path.next_c(p.c, p.f, p.goal, p.R)
+
+
+Predictor = Callable[[Proposal], float]
+#: an evaluation: (Delta_alpha, alpha, per-record alpha_i R_i, the fit, R) of one weighted fit
+Evaluate = Callable[[Any, bool], tuple]
+
+
+def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
+                  chain_maxima: Callable[[Any, np.ndarray], np.ndarray],
+                  settings: TunerSettings, *, c: float = 1.0, base: np.ndarray | None = None,
+                  predict: Predictor = default_predict,
+                  loglik: Callable[[slice], np.ndarray] | None = None,
+                  loglik_draws: int | None = None,
+                  report: dict | None = None) -> tuple[float | None, tuple]:
+    """The released weighted fit of one model: ``(c, (Delta_alpha, alpha, per_record, res, R))``.
+
+    ``evaluate(c, final)`` runs one alpha-weighted fit (c None: alpha = 1) with fresh draws;
+    ``delta`` are the unweighted fit's per-record bounds, ``base`` what the weights normalise
+    (default ``delta``; Sequential's identification-risk weights pass the risks).
+    Without a target: one final fit at ``c``. With a target whose unweighted bound is below it
+    by more than tol: no risk weighting (c None, alpha = 1), the bound that of a final fit with
+    fresh draws, and only when noise puts that above the target is c tuned (:func:`tune`).
+    Otherwise :func:`tune`. Whatever the path, a fit above the target is never returned (the
+    privacy invariant, written here once for every synthesizer)."""
+    if target is None:
+        return c, evaluate(c, True)
+    c_best: float | None = None
+    tol = float(settings.tol)
+    if np.isfinite(delta).all() and float(np.max(delta)) < target * float(np.exp(-tol)):
+        out = evaluate(None, True)
+        if out[0] > target:
+            c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
+                               settings, predict=predict, loglik=loglik,
+                               loglik_draws=loglik_draws, report=report)
+    else:
+        c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
+                           settings, predict=predict, loglik=loglik, loglik_draws=loglik_draws,
+                           report=report)
+    if not out[0] <= target:
+        raise TargetUnreachableError(
+            f"{settings.name}: internal error: a fit with Delta_alpha {out[0]:.4g} above the "
+            f"target {target:.4g} reached release; nothing released.")
+    return c_best, out
+
+
+def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
+         chain_maxima: Callable[[Any, np.ndarray], np.ndarray], settings: TunerSettings, *,
+         predict: Predictor = default_predict,
+         loglik: Callable[[slice], np.ndarray] | None = None, loglik_draws: int | None = None,
+         report: dict | None = None) -> tuple[float, tuple]:
+    """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
+
+    Tuning. Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over
+    the draws of the fit at c, increases with c. The next c comes from ``predict`` (default
+    :func:`default_predict`: first the plug-in equation max_i alpha_i(c') R_i = aim solved by
+    bisection on the unweighted bounds; from the second refit on the root of a least-squares
+    line through ALL evaluations so far, log Delta_alpha = a + b log c, :func:`loglinear_root`;
+    R_i grows as c falls, so measured slopes b are ~0.5-0.9, and the regression pools the noise
+    of all refits; steps damped to [c/2, 2c]). Tuning aims at the middle of the band,
+    aim = (1 - tol/2) target, and stops at the first tuning fit within tol x aim of it (tuning
+    fits are never reported, so this stopping rule selects nothing that is published; it only
+    has to place c well).
+
+    Final fit. The relative spread s of the bound is measured from the per-chain maxima
+    of the last tuning fit (SD of their logs: conservative, since the reported max over
+    all chains varies less than one chain's). The final fit aims at
+    target * exp(-max(tol/2, 1.645 s)) through the same log-linear line; its bound is
+    reported as it is when <= target. Above the target it is not released: the rejected fit
+    joins the regression, the margin widens to 1.645 x the residual SD of the regression
+    (the fit-to-fit noise, which per-chain maxima can understate: measured 2% across
+    chains vs ~5% across fits at n = 1,000), c is lowered to the new aim and a new final
+    fit with fresh draws is run, up to ``max_refits`` fits in all (then
+    TargetUnreachableError).
+
+    Reachability: with g = 0, c -> 0 gives alpha -> 0 and any target > 0 is reachable;
+    with g > 0 the floor is the bound at c = 0 (alpha = g): a target below it raises
+    TargetUnreachableError saying what is reachable. Above
+    c_max = (1 - g) / (1 - D_(2)) every record but the riskiest has alpha = 1 and the bound
+    stops growing. A tuning fit at c_max whose bound is below the band (f < (1 - tol)
+    target) is not an error: tuning stops there and the final fit (fresh draws, as every
+    final fit) is run at c = c_max; its bound is reported as it is when <= target, and above
+    the target it is rejected and c lowered like any final fit. c never goes below the
+    cell-weight floor (:class:`CellWeightFloor`). ``report`` (a dict) receives
+    "cell_weight_floor" and "bound_spread" as they become known (also when a refusal follows).
+    """
+    report = {} if report is None else report
+    name, tol, g = settings.name, float(settings.tol), float(settings.g)
+    max_refits = int(settings.max_refits)
+    finite = np.isfinite(delta)
+    if not finite.any():
+        raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
+    path = TuningPath(delta, g, target)
+    floor = settings.floor(path)
+    report["cell_weight_floor"] = {"k": floor.k, "c_min": floor.c, "binding": floor.binding}
+    c_lo = floor.c
+    if not np.isfinite(c_lo):
+        raise TargetUnreachableError(
+            f"{name}: {floor.binding} cannot keep {floor.k:g} records' worth of "
+            "likelihood at any c (with g = 0 the riskiest record has alpha = 0), so risk "
+            "weighting would leave its parameters to the prior and its synthetic values "
+            "far from the data. Fix: fewer cells (effects='main') or collapsed levels, a "
+            "target above the unweighted bound (no weighting), or min_cell_weight=0 "
+            "(not recommended: prior-driven synthetic values).")
+
+    def propose(stage: str, c: float | None, f: float | None, goal: float, R: np.ndarray) -> float:
+        return max(predict(Proposal(stage, path, c, f, goal, R, loglik, loglik_draws)), c_lo)
+
+    # --- tuning fits (never reported)
+    aim = (1.0 - tol / 2.0) * target
+    c = propose("first", None, None, aim, path.R0)
+    last = None
+    fits = 0
+    ceiling = False
+    while fits < max_refits - 1:
+        out = evaluate(c, False)
+        fits += 1
+        check_reach(name, path, c, out[0], target)
+        check_cell_floor(name, floor, c, out[0], target)
+        check_floor(name, path, c, out[0], target)
+        last = (c, out)
+        if abs(out[0] - aim) <= tol * aim:
+            break
+        if at_ceiling(path, c, out[0], target, tol):
+            ceiling = True   # below the band at c_max: the final fit goes to c_max
+            break
+        path.add(c, out[0])
+        c = propose("tuning", c, out[0], aim, out[4])
+    if last is None:
+        raise TargetUnreachableError(f"{name}: max_refits={max_refits} leaves no "
+                                     "room for a final fit; use max_refits >= 2.")
+    c, out = last
+    path.add(c, out[0])
+    # --- margin from the spread of the bound across chains
+    chains = chain_maxima(out[3], out[1])
+    s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
+    margin = max(tol / 2.0, 1.645 * s_rel)
+    goal = target * float(np.exp(-margin))
+    spread = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal, "ceiling": ceiling}
+    report["bound_spread"] = spread
+    c_final = c if ceiling else propose("final", c, out[0], goal, out[4])
+    # --- final fits: reported as they are when <= target
+    while fits < max_refits:
+        out = evaluate(c_final, True)
+        fits += 1
+        if out[0] <= target:
+            return c_final, out
+        # at the cell floor a lower c is not allowed, and refitting at the same c until a
+        # draw set happens to fall below the target would select the reported bound
+        check_cell_floor(name, floor, c_final, out[0], target)
+        # rejected: the fit-to-fit noise was larger than the chains suggested; widen the
+        # margin to the residual spread of the regression through every fit so far
+        path.add(c_final, out[0])
+        margin = max(margin, 1.645 * path.residual_sd())
+        goal = target * float(np.exp(-margin))
+        spread.update(margin=margin, aim=goal)
+        c_final = propose("refinal", c_final, out[0], goal, out[4])
+    raise TargetUnreachableError(
+        f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
+        f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
+        "max_refits or draws, or a larger tol (a lower aim).")
+
+
+def check_cell_floor(name: str, floor: CellWeightFloor, c: float, f: float,
+                     target: float) -> None:
+    """Refuse when the fit at the smallest allowed c is still above the target."""
+    if f > target and floor.c > 0 and c <= floor.c * (1 + 1e-9):
+        raise TargetUnreachableError(
+            f"{name}: target Delta_alpha {target:.4g} needs smaller risk weights than "
+            f"min_cell_weight = {floor.k:g} allows: at c = {c:.3g}, the smallest c at "
+            f"which every cell keeps {floor.k:g} records' worth of likelihood (binding: "
+            f"{floor.binding}), the bound is {f:.4g}. A smaller c would leave that cell's "
+            "parameters to the prior and its synthetic values far from the data (the "
+            "bound can then meet any target while the release is noise). Fix: a target "
+            f"of at least ~{1.1 * f:.3g}, fewer cells (effects='main') or collapsed "
+            "levels, or min_cell_weight=0 (not recommended).")
+
+
+def check_floor(name: str, path: TuningPath, c: float, f: float, target: float) -> None:
+    """Refuse a target below the floor of a non-monotone map c -> Delta_alpha.
+
+    The bound should fall as c falls; but when every alpha is small the weighted posterior
+    widens towards the prior (a small cell's mean is then barely identified), the records'
+    |log p| grow about as fast as their alpha shrink, and the bound stops falling (measured
+    on an SDR sample at n = 1,000: c 1.09 / 0.63 / 0.31 / 0.16 gave 5.6 / 4.8 / 4.6 / 5.3
+    for a target of 3.4; the search then ran to c = 0.012, mean alpha 0.01, and released
+    near-prior synthetic salaries with means of 1e16). Once the tuning fits span a factor
+    of 4 in c with the bound still above the target and the least-squares slope of log
+    Delta_alpha on log c at most 0.1, the target is below what weighting can reach on
+    this sample: TargetUnreachableError, saying the smallest bound seen."""
+    xs = np.array([*path.logc, np.log(c)]) if c > 0 else np.array(path.logc)
+    ys = np.array([*path.logf, np.log(f)]) if c > 0 else np.array(path.logf)
+    if f <= target or xs.size < 3 or xs.max() - xs.min() < np.log(4.0):
+        return
+    slope = float(np.polyfit(xs, ys, 1)[0])
+    if slope <= 0.1:
+        k = int(np.argmin(ys))
+        raise TargetUnreachableError(
+            f"{name}: target Delta_alpha {target:.4g} is below the floor of the bound "
+            f"on this sample: as c fell from {np.exp(xs.max()):.3g} to "
+            f"{np.exp(xs.min()):.3g} the bound stayed at {np.exp(ys.min()):.4g}-"
+            f"{np.exp(ys.max()):.4g} (smallest {np.exp(ys[k]):.4g} at c = "
+            f"{np.exp(xs[k]):.3g}; log-log slope {slope:.2f}): down-weighting every "
+            "record widens the posterior as fast as it shrinks the weights. Fix: a target "
+            f"of at least ~{1.1 * np.exp(ys.min()):.3g}, fewer cells (effects='main'), or "
+            "more records per cell.")
+
+
+def at_ceiling(path: TuningPath, c: float, f: float, target: float, tol: float) -> bool:
+    """True when a tuning fit at c >= c_max (every record but the riskiest at alpha = 1)
+    has a bound below the band, f < (1 - tol) target: larger c cannot raise the bound, and
+    a bound below the target is a stronger guarantee than asked, not a refusal."""
+    return bool(f < (1 - tol) * target and c >= path.c_max / 1.0001 - 1e-12)
+
+
+def check_reach(name: str, path: TuningPath, c: float, f: float, target: float) -> None:
+    """Refuse a target below the floor with g > 0: at c -> 0 every alpha is g and the
+    bound cannot fall further (with g = 0, c -> 0 reaches any target)."""
+    g = path.g
+    if f > target and c <= 1e-12 and g > 0:
+        raise TargetUnreachableError(
+            f"{name}: target Delta_alpha {target:.4g} is below the bound {f:.4g} "
+            f"reached at c -> 0 with g = {g}. Reachable: [{f:.4g}, ~{path.hi_d:.4g}]. "
+            "Lower g (g = 0 reaches any target down to 0) or raise the target.")
