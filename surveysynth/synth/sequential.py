@@ -78,6 +78,7 @@ from ._seq_models import (
     WHITEN_MIN_ROWS,
     identity_pre,
     patterns,
+    sampler_kwargs,
     split_groups,
     whitening,
 )
@@ -183,7 +184,8 @@ class Sequential(Synthesizer):
     allow_unconverged : release although a step failed the gates (the record says so).
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
-    stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95); they override a
+        model's own defaults key by key (truncated counts: delta=0.95).
     max_epsilon : the declared total of the budget account (a privacy filter): a release whose
         new draws would take the account (every release and refit of this object) above it, or
         a release without protection (risk_weights="none"), is refused (BudgetExceededError).
@@ -1012,7 +1014,8 @@ class _StepFit:
                            draws=int(self.o.draws), warmup=warmup, seed=child_seed(self.rng),
                            progress=self.progress, init=init,
                            label=f"Sequential {self.step.name} {label}",
-                           **dict(self.o.stan_kwargs or {}))
+                           **sampler_kwargs(self.model, self.step.spec,
+                                            self.o.stan_kwargs))
         for wm in caught:
             if issubclass(wm.category, ConvergenceWarning):
                 warnings.warn(f"Sequential {self.step.name} {label} fit: {wm.message}",
