@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -79,6 +80,7 @@ def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
                             chains=chains, draws=draws, warmup=warmup, random_state=seed,
                             progress=False, allow_unconverged=True)
     des = design(name)
+    load0 = os.getloadavg()
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -108,7 +110,8 @@ def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
                 if v["type"] == "binary" else sc.astype(float)
             syn_means.append(float(np.average(sx, weights=d.data["pw"].to_numpy(float))))
         means[c] = {"conf": float(np.average(x, weights=w)), "syn": syn_means}
-    out = {"dataset": name, "seed": seed, "wall": wall, "fits": fits, "python_cum": cum,
+    out = {"dataset": name, "seed": seed, "wall": wall, "load_start": load0,
+           "load_end": os.getloadavg(), "fits": fits, "python_cum": cum,
            "delta_alpha": float(syn.delta_alpha_), "epsilon": 2 * 5 * float(syn.delta_alpha_),
            "convergence": syn.convergence_,
            "steps": summ.to_dict(orient="records"), "means": means}

@@ -77,6 +77,7 @@ from ._seq_models import (
     WHITEN_MIN_ROWS,
     identity_pre,
     patterns,
+    sampler_kwargs,
     split_groups,
     whitening,
 )
@@ -177,7 +178,8 @@ class Sequential(Synthesizer):
     allow_unconverged : release although a step failed the gates (the record says so).
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
-    stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95).
+    stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95); they override a
+        model's own defaults key by key (truncated counts: delta=0.95).
     n_jobs : steps fitted at once (default 1: one after another). The steps' fits are
         independent (step j's model is fitted to the confidential values, never to synthetic
         ones), so with n_jobs > 1 they run in that many worker processes; synthesis then runs
@@ -1037,7 +1039,9 @@ class _StepFit:
             init = self.model.sampler_inits(init, self.step.spec, self.pre)
         return run_fit(self.program, data, label=f"Sequential {self.step.name} {label}",
                        chains=self.cfg["chains"], draws=draws, warmup=warmup, seed=seed,
-                       progress=self.progress, init=init, stan_kwargs=self.cfg["stan_kwargs"])
+                       progress=self.progress, init=init,
+                       stan_kwargs=sampler_kwargs(self.model, self.step.spec,
+                                                  self.cfg["stan_kwargs"]))
 
     def _patterns_loglik(self, res: StanDraws, s: slice) -> np.ndarray:
         return self.model.loglik(res.draws, s, self.yu, self.Xu, self.step.spec)

@@ -18,23 +18,27 @@ functions {
     }
     return out;
   }
-  // log F(hi | mu, phi) of every record, the truncation normaliser: log of the sum of the pmf
-  // over the support 0..hi, log F_i = l0_i + log_sum_exp_k(c_k + k lq_i) with
-  // c_k = lgamma(k + phi) - lgamma(phi) - lgamma(k + 1) (seq_nb_lpoch), l0 = phi log(phi / (mu + phi)),
+  // log F(hi | mu, phi), the truncation normaliser: log of the sum of the pmf over the support
+  // 0..hi, log F = l0 + log_sum_exp_k(c_k + k lq) with c_k = lgamma(k + phi) - lgamma(phi)
+  // - lgamma(k + 1) (seq_nb_lpoch), l0 = phi log(phi / (mu + phi)) = -phi l1,
   // lq = log(mu / (mu + phi)) (exact; Stan's neg_binomial_2_lcdf differentiates the incomplete
-  // beta function in phi by a slow series). One outer product and n row log_sum_exps.
-  vector seq_nb_log_norm(vector eta, real phi, int hi) {
-    int n = num_elements(eta);
-    vector[n] lq = -log1p_exp(log(phi) - eta);
-    vector[n] l0 = -phi * log1p_exp(eta - log(phi));
+  // beta function in phi by a slow series). seq_nb_lse is the log_sum_exp part, of every row of
+  // lq: its matrix of terms is ONE product [lq, 1] * [k; c] (one autodiff node per element;
+  // lq * k + rep_matrix(c, n) made two per element and a copy), then one log_sum_exp per row.
+  // The same values as before to rounding (issue 39 item 2; docs/sequential.md).
+  vector seq_nb_lse(vector lq, real phi, int hi) {
+    int n = num_elements(lq);
     row_vector[hi + 1] k = linspaced_row_vector(hi + 1, 0, hi);
-    row_vector[hi + 1] ck = seq_nb_lpoch(phi, hi)' - lgamma(k + 1);
-    matrix[n, hi + 1] M = lq * k + rep_matrix(ck, n);
+    matrix[n, hi + 1] M = append_col(lq, rep_vector(1, n))
+                          * append_row(k, seq_nb_lpoch(phi, hi)' - lgamma(k + 1));
     vector[n] out;
     for (i in 1:n) {
-      out[i] = l0[i] + log_sum_exp(M[i]);
+      out[i] = log_sum_exp(M[i]);
     }
     return out;
+  }
+  vector seq_nb_log_norm(vector eta, real phi, int hi) {
+    return seq_nb_lse(-log1p_exp(log(phi) - eta), phi, hi) - phi * log1p_exp(eta - log(phi));
   }
   // log NB2(y_i | exp(eta_i), phi) of every record, vectorized over records:
   // lgamma(y + phi) - lgamma(phi) - lgamma(y + 1) [lgy1] + phi log(phi / (mu + phi))
@@ -90,6 +94,10 @@ transformed data {
   for (i in 1:n) {
     A[y1[i]] += alpha[i];
   }
+  vector[nd] ay_d = rep_vector(0, nd);     // summed alpha_i y_i per distinct predictor row
+  for (i in 1:n) {
+    ay_d[xd[i]] += ay[i];
+  }
   vector[J] Jay = rep_vector(0, J);        // sum of alpha_i y_i per PSU
   for (i in 1:n) {
     Jay[g[i]] += ay[i];
@@ -108,16 +116,23 @@ transformed parameters {
   vector[J] u = sigma_u * z_u;
 }
 model {
-  // sum_i alpha_i log p_i rearranged as in seq_negbin.stan, eta_i = eta0 + at + XL_i bt + u_g(i)
+  // sum_i alpha_i log p_i with every per-row term on the DISTINCT predictor rows d (exact):
+  // with l1 = log1p_exp(eta - log phi), log p_i = lg[y_i] - lgy1_i - (phi + y_i) l1 + y_i (eta_i
+  // - log phi) - log F(x_i), and log F = -phi l1 + lse (seq_nb_log_norm), so the truncated pmf's
+  // p^phi cancels against its normaliser's: log p_i = lg[y_i] - lgy1_i + y_i (eta_i - log phi)
+  // - y_i l1 - lse. eta_i enters linearly through data sums (say, XLay, Jay); l1 and lse are
+  // per distinct row, weighted by alpha_d and ay_d (summed alpha, alpha y of the rows sharing it).
   {
-    vector[n] l1 = log1p_exp(eta0 + at + XL * bt + u[g] - log(phi));
-    vector[ymax + 1] lg = seq_nb_lpoch(phi, ymax);
-    target += dot_product(A, lg) - alpha_lgy1 + (eta0 + at - log(phi)) * say
-              + dot_product(XLay, bt) + dot_product(Jay, u)
-              - phi * dot_product(alpha, l1) - dot_product(ay, l1);
-  }
-  if (has_hi) {
-    target += -dot_product(alpha_d, seq_nb_log_norm(eta0 + at + XdL * bt + u[gd], phi, hi));
+    vector[nd] etad = eta0 + at + XdL * bt + u[gd];
+    vector[nd] l1 = log1p_exp(etad - log(phi));
+    target += dot_product(A, seq_nb_lpoch(phi, ymax)) - alpha_lgy1
+              + (eta0 + at - log(phi)) * say + dot_product(XLay, bt) + dot_product(Jay, u);
+    if (has_hi) {
+      target += -dot_product(ay_d, l1)
+                - dot_product(alpha_d, seq_nb_lse(-log1p_exp(log(phi) - etad), phi, hi));
+    } else {
+      target += -dot_product(phi * alpha_d + ay_d, l1);
+    }
   }
   a ~ normal(0, 5);
   b ~ normal(0, 2.5);
