@@ -106,10 +106,20 @@ def variables(p: int) -> list[dict]:
     return [dict(v) for v in allv[:p]]
 
 
+def population(n: int) -> float:
+    """The public population size of an n-record file: 100,000 (benchmarks/sequential.py's)
+    up to 10,000 records, 10 n beyond."""
+    return 100_000.0 * max(1.0, n / 10_000)
+
+
 def survey(n: int, p: int = 10, seed: int = 1) -> pd.DataFrame:
     """A stratified sample of ``n`` records: design columns (stratum, w, fpc) and the first
     ``p`` variables of :func:`variables`, each depending on earlier ones (vectorized)."""
     df = _seqbench.survey(n, seed)
+    k = population(n) / 100_000       # beyond 10,000 records the population grows with n
+    if k > 1:                         # (sampling fraction 10%), weights and fpc with it
+        df["w"] *= k
+        df["fpc"] *= k
     if p > len(BASE):
         rng = np.random.default_rng([seed, 20])
         age, educ = df["age"].to_numpy(float), df["educ"].cat.codes.to_numpy()
@@ -354,7 +364,7 @@ def _fit_release(d: Any, spec: dict) -> dict:
     from surveysynth.synth.sequential import Sequential
 
     vs = variables(spec["p"])
-    kwargs = {**COMMON, "population_size": 10.0 * spec["n"], **spec["kwargs"]}
+    kwargs = {**COMMON, "population_size": population(spec["n"]), **spec["kwargs"]}
     if spec.get("fast"):
         kwargs.update(FAST_MCMC)
     kwargs.setdefault("random_state", spec["seed"])
@@ -460,8 +470,9 @@ def report(results: list[dict], label: str, before: str, after: str, command: st
              f"`{command}` (`benchmarks/seq_scale.py`). Each row is one child process "
              "(generate, fit, release, utility); m = 5, target epsilon 50 in total "
              "(achieved: 2 m Delta_alpha, the sum over steps of the final fits' bounds; "
-             "declared: the release's epsilon, each step's target), "
-             "population size 10 n. Peak memory: the summed RSS of the child and its "
+             "declared: the release's epsilon, each step's target); "
+             "population size 100,000 (10 n beyond 10,000 records: weights and fpc scaled). "
+             "Peak memory: the summed RSS of the child and its "
              "descendants (Stan's sampler processes; Dask workers), sampled every 0.1 s; CPU "
              "s: user + system of the child and its descendants. Utility: CI overlap of the "
              "mean (proportions for categorical variables) of every synthesized variable, "
