@@ -359,6 +359,18 @@ def run_one(spec: dict) -> dict:
     return _plain(out)
 
 
+def start_cluster(memory_limit: str, n_workers: int = 2) -> tuple[Any, Any, list[int]]:
+    """A LocalCluster of ``n_workers`` worker processes (one thread each) held to
+    ``memory_limit`` each, its client, and the workers' pids (whose RSS :class:`PeakRSS`
+    keeps apart: each worker's own peak)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           memory_limit=memory_limit, dashboard_address=None)
+    client = Client(cluster)
+    return cluster, client, sorted(client.run(os.getpid).values())
+
+
 def _fit_release(d: Any, spec: dict) -> dict:
     from surveysynth.synth.base import ConvergenceError
     from surveysynth.synth.sequential import Sequential
@@ -373,14 +385,9 @@ def _fit_release(d: Any, spec: dict) -> dict:
     cluster = client = None
     try:
         if spec.get("dask"):
-            from distributed import Client, LocalCluster
-
             t0 = time.perf_counter()
-            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   memory_limit=spec["memory_limit"], dashboard_address=None)
-            client = Client(cluster)
+            cluster, client, res["_worker_pids"] = start_cluster(spec["memory_limit"])
             res["cluster_start_s"] = time.perf_counter() - t0
-            res["_worker_pids"] = sorted(client.run(os.getpid).values())
             kwargs[spec["dask_param"]] = client
         syn = Sequential(variables=vs, **kwargs)
         t0 = time.perf_counter()

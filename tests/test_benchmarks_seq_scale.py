@@ -46,6 +46,35 @@ def test_peak_memory_is_positive_and_grows_with_n(tmp_path):
     assert big["cpu_s"] > 0 and big["wall_s"] > 0
 
 
+def _hold(nbytes: int) -> int:
+    """On a worker: allocate and touch ``nbytes``, keep them a moment, return the pid."""
+    import os
+    import time as _t
+
+    a = np.ones(nbytes // 8)
+    _t.sleep(1.0)
+    return os.getpid() + int(a[0]) - 1
+
+
+def test_dask_workers_peaks_are_kept_apart():
+    """The 1m case's per-worker memory: the worker that held 300 MB has a peak above that,
+    the other not (a sum over the tree, or the client's own RSS, would not tell them
+    apart)."""
+    cluster, client, pids = seq_scale.start_cluster("1GiB")
+    try:
+        with seq_scale.PeakRSS(interval=0.05) as peak:
+            pid = client.submit(_hold, 300 * 2**20, workers=[
+                next(iter(client.scheduler_info()["workers"]))], pure=False).result()
+    finally:
+        client.close()
+        cluster.close()
+    assert len(pids) == 2 and pid in pids
+    other = next(p for p in pids if p != pid)
+    assert peak.by_pid[pid] > 300 * 2**20
+    assert peak.by_pid[other] < peak.by_pid[pid] - 200 * 2**20
+    assert peak.peak >= peak.by_pid[pid] + peak.by_pid[other] * 0.5
+
+
 # ------------------------------------------------------------------------------ utility
 def _known_case():
     import surveysynth as ss
