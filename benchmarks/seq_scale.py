@@ -535,9 +535,58 @@ def report(results: list[dict], label: str, before: str, after: str, command: st
             details += ["", "CI overlap by variable (mean, min over levels): " + "; ".join(
                 f"{k} {a:.3f}" + (f" ({b:.3f})" if abs(a - b) > 1e-12 else "")
                 for k, (a, b) in u["overlap_by_variable"].items())]
+    lines += summary(results)
     lines += ["", f"Load before: `{before}`; after: `{after}`. `nproc` = {os.cpu_count()}; "
               f"code at commit {_seqbench.commit()}."]
     return "\n".join(lines + details)
+
+
+#: issue 39's goals per case: seconds (fit + release) and GiB per Dask worker
+GOALS = {"10k": (60.0, None), "100k": (1200.0, None), "1m": (7200.0, 4.0)}
+
+
+def goal_met(r: dict) -> str:
+    """Whether a run met its case's issue-39 goal (time with every gate passed; on Dask also
+    the peak memory per worker)."""
+    secs, gib_per_worker = GOALS[r["case"]]
+    if (r["n"], r["p"]) != CASES[r["case"]][:2]:
+        return "- (not the case's size)"
+    total = r["fit_s"] + r["release_s"]
+    ok = total < secs and r["gates"] == "passed" and "epsilon" in r
+    text = f"under {secs / 60:g} min, gates passed"
+    if gib_per_worker is not None:
+        peaks = r.get("worker_peak_rss") or [np.inf]
+        ok = ok and max(peaks) < gib_per_worker * 2**30
+        text += f", under {gib_per_worker:g} GiB per worker"
+    return f"{'yes' if ok else 'no'} ({text})"
+
+
+def summary(results: list[dict]) -> list[str]:
+    """Per case and configuration over its seeds: mean (sd) of the total time, achieved
+    epsilon, CI overlap and pMSE (the Monte Carlo spread that "no loss" is judged against)."""
+    runs = [r for r in results if "steps" in r]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["case"], r["config"]), []).append(r)
+    if not groups:
+        return []
+
+    def ms(x: list[float]) -> str:
+        x = [v for v in x if v is not None and np.isfinite(v)]
+        if not x:
+            return "-"
+        return f"{np.mean(x):.4g}" + (f" ({np.std(x, ddof=1):.2g})" if len(x) > 1 else "")
+
+    out = ["", "Over seeds, mean (sd):", "",
+           "| case | configuration | runs | total s | epsilon achieved | CI overlap mean | pMSE "
+           "| issue-39 goal met |", "|" + "---|" * 8]
+    for (case, cfg), rs in groups.items():
+        u = [r.get("utility") or {} for r in rs]
+        out.append(f"| {case} | {cfg} | {len(rs)} | {ms([r['fit_s'] + r['release_s'] for r in rs])} "
+                   f"| {ms([r['achieved_epsilon'] for r in rs])} | "
+                   f"{ms([x.get('overlap_mean') for x in u])} | {ms([x.get('pmse') for x in u])} "
+                   f"| {'; '.join(goal_met(r) for r in rs)} |")
+    return out
 
 
 def estimate(results: list[dict]) -> str:
@@ -577,11 +626,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--report-from", default=None, metavar="JSON",
+                    help="no run: the report (and the docs section unless --no-write) of the "
+                         "results an earlier run saved with --json")
+    ap.add_argument("--loads", default=None, metavar="BEFORE||AFTER",
+                    help="with --report-from a JSON of results alone: the uptime lines")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         spec, path = json.loads(a.child[0]), a.child[1]
         Path(path).write_text(json.dumps(run_one(spec)))
+        return
+    if a.report_from:
+        saved = json.loads(Path(a.report_from).read_text())
+        if isinstance(saved, list):      # results alone (a run still going, or an old one)
+            before, _, after = (a.loads or "not recorded||not recorded").partition("||")
+            saved = {"results": saved, "before": before, "after": after,
+                     "command": "see the run's log"}
+        finish(saved, a.label, a.no_write or a.fast)
         return
     configs = dict(CONFIGS)
     if a.config:
@@ -608,6 +670,8 @@ def main(argv: list[str] | None = None) -> None:
             if "skip" in entry:
                 results.append(entry)
                 print(f"{entry['case']} {entry['config']}: {entry['skip']}", flush=True)
+                if a.json:
+                    Path(a.json).write_text(json.dumps(results, default=str))
                 continue
             for seed in seeds:
                 spec = {"n": entry["n"], "p": entry["p"], "seed": seed,
@@ -621,13 +685,21 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
                 if a.json:
                     Path(a.json).write_text(json.dumps(results, default=str))
-    after = load()
-    text = report(results, a.label, before, after, command)
+    saved = {"results": results, "before": before, "after": load(), "command": command}
+    if a.json:
+        Path(a.json).write_text(json.dumps(saved, default=str))
+    finish(saved, a.label, a.fast or a.no_write)
+
+
+def finish(saved: dict, label: str, no_write: bool) -> None:
+    """Print the report of a run's results (and write the docs section unless ``no_write``)."""
+    results = saved["results"]
+    text = report(results, label, saved["before"], saved["after"], saved["command"])
     est = estimate(results)
     if est:
         text += "\n\nEstimate from this run (not measured): " + est + "."
     print(text, flush=True)
-    if not (a.fast or a.no_write):
+    if not no_write:
         from benchmarks._report import write_section
 
         write_section("seq_scale", text)

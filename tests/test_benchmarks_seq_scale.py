@@ -237,7 +237,7 @@ def test_fast_mode_one_variable_runs_end_to_end(tmp_path):
     rows = _rows(proc.stdout)
     assert set(rows) == {"defaults"}, proc.stdout[-3000:]
     _check_row(rows["defaults"])
-    res = json.loads(js.read_text())[0]
+    res = json.loads(js.read_text())["results"][0]
     assert [s["step"] for s in res["steps"]] == ["female", "w"]
     assert int(rows["defaults"][13]) == sum(s["fits"] for s in res["steps"])
     assert res["achieved_epsilon"] == pytest.approx(10 * res["delta_alpha"], rel=1e-12)
