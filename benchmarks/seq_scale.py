@@ -589,24 +589,66 @@ def summary(results: list[dict]) -> list[str]:
     return out
 
 
-def estimate(results: list[dict]) -> str:
-    """A rough time of the 100k x 20 and 1m x 10 cases from a 10k x 10 run: steps Stan fits
-    as sums (sufficient statistics) cost the same at any n; the others scale with their rows
-    in Stan, taken as linear in n (an upper bound where patterns repeat); the 20-variable
-    file has one step of the same kind for each of the first ten and the weights step."""
+#: the Stan model family of each variable type as Sequential fits it (continuous and positive
+#: variables without bounds: a normal on sufficient statistics; bounded: a truncated normal)
+FAMILY = {"binary": "logistic", "categorical": "categorical", "ordinal": "ordinal",
+          "count": "negbin", "bounded": "normal", "continuous": "normal_ss",
+          "positive": "normal_ss"}
+
+
+def patterns(n: int, p: int, seed: int = 1) -> dict[str, int]:
+    """Distinct (predictors, response) rows of each step of an n x p file: the strata and
+    the variables before it, and its own (Stan is given these patterns, exactly: the raw
+    values code the model's predictors one to one)."""
+    df = survey(n, p, seed)
+    cols = ["stratum"]
+    out = {}
+    for v in variables(p):
+        cols.append(v["name"])
+        out[v["name"]] = int(len(df[cols].drop_duplicates()))
+    return out
+
+
+def estimate_seconds(r: dict, n: int, p: int) -> float:
+    """A rough fit time of an n x p file from a 10,000 x 10 run ``r``. A step fitted on
+    sufficient statistics costs what it cost here at any n, and so does a step with under
+    1,000 patterns; any other step costs the seconds per row in Stan of its model family here
+    (measured on steps with >= 1,000 rows; a family not measured so, the costliest family's)
+    times its distinct patterns at the larger size (counted on the generated file:
+    :func:`patterns`); the weights step as here. Tuning fits per step as here. An estimate,
+    not a measurement: sampler efficiency and tuning change with n."""
+    fam = {v["name"]: FAMILY[v["type"]] for v in variables(20)}
+    ss_cost = [s["seconds"] for s in r["steps"] if s["program"] == "seq_normal_ss"
+               and s["step"] in fam]
+    per_row: dict[str, list[float]] = {}
+    for s in r["steps"]:     # per-row costs from steps with many rows (few: overhead)
+        if s["step"] in fam and fam[s["step"]] != "normal_ss" and s["rows_in_stan"] >= 1000:
+            per_row.setdefault(fam[s["step"]], []).append(s["seconds"] / s["rows_in_stan"])
+    costliest = max(float(np.mean(v)) for v in per_row.values())
+    here_s = {s["step"]: s["seconds"] for s in r["steps"]}
+    t = sum(s["seconds"] for s in r["steps"] if s["step"] not in fam)   # the weights step
+    for name, k in patterns(n, p).items():
+        f = fam[name]
+        if f == "normal_ss":
+            t += float(np.mean(ss_cost))
+        elif k < 1000:           # a few patterns: as here
+            t += here_s.get(name, 0.0)
+        else:                    # a family not measured on many rows: the costliest
+            t += float(np.mean(per_row[f])) * k if f in per_row else costliest * k
+    return t
+
+
+def estimate(results: list[dict], sizes: tuple[tuple[int, int], ...] = (
+        (100_000, 20), (1_000_000, 10))) -> str:
+    """:func:`estimate_seconds` of the larger cases from each 10,000 x 10 run, as text."""
     out = []
     for r in results:
-        if r.get("case") != "10k" or "steps" not in r or r["n"] != 10_000:
+        if r.get("case") != "10k" or "steps" not in r or (r["n"], r["p"]) != (10_000, 10):
             continue
-        fixed = sum(s["seconds"] for s in r["steps"] if s["rows_in_stan"] in (None,)
-                    or s["program"] == "seq_normal_ss" or (s["rows_in_stan"] or 0) < 1000)
-        scaled = sum(s["seconds"] for s in r["steps"]) - fixed
-        t100 = 2 * (fixed + 10 * scaled)
-        t1m = fixed + 100 * scaled
-        out.append(f"{r['config']} (seed {r['seed']}): fixed-cost steps {fixed:.0f} s, "
-                   f"row-scaled steps {scaled:.0f} s -> 100k x 20 about {t100 / 60:.0f} min "
-                   f"(2 x (fixed + 10 x scaled)); 1m x 10 about {t1m / 3600:.1f} h serially "
-                   "(fixed + 100 x scaled; at best half that on 2 Dask workers)")
+        parts = [f"{n:,} x {p}: about {estimate_seconds(r, n, p) / 3600:.1f} h serially"
+                 for n, p in sizes]
+        out.append(f"{r['config']} (seed {r['seed']}, {r['fit_s']:.0f} s here): "
+                   + "; ".join(parts))
     return "; ".join(out)
 
 

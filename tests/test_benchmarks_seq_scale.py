@@ -258,3 +258,33 @@ def test_fast_mode_all_cases_run():
         assert "| 1m (1,000 x 10) | all | | not supported by this Sequential" in proc.stdout
     else:
         assert re.search(r"\| 1m \(1,000 x 10\) \| defaults \| 1 \| .*\(workers ", proc.stdout)
+
+
+# ------------------------------------------------------------------------------ estimate
+def test_patterns_are_the_rows_sequential_gives_stan():
+    """At 10,000 x 10 the distinct (strata, earlier variables, variable) rows are the rows in
+    Stan of docs/benchmarks.md's sequential section (age 2341, educ 4837, employed 6146,
+    visits 10000; female 10 = 5 strata x 2, region 40): the estimate's scaling counts what
+    Stan is given (a count without the strata or without the response would differ)."""
+    pat = seq_scale.patterns(10_000, 10)
+    assert {k: pat[k] for k in ("female", "region", "age", "educ", "employed", "visits")} == {
+        "female": 10, "region": 40, "age": 2341, "educ": 4837, "employed": 6146,
+        "visits": 10_000}
+
+
+def test_estimate_scales_row_costs_by_patterns_and_keeps_sufficient_statistics_fixed():
+    steps = [{"step": "female", "program": "seq_logistic", "rows_in_stan": 10, "seconds": 2.0},
+             {"step": "employed", "program": "seq_logistic", "rows_in_stan": 5000,
+              "seconds": 50.0},
+             {"step": "hours", "program": "seq_normal_ss", "rows_in_stan": 9966, "seconds": 4.0},
+             {"step": "w", "program": "seq_normal_ss", "rows_in_stan": 10000, "seconds": 3.0}]
+    res = [{"case": "10k", "config": "c", "seed": 1, "n": 10_000, "p": 10, "fit_s": 59.0,
+            "steps": steps}]
+    sizes = ((30_000, 10),)
+    pat = seq_scale.patterns(30_000, 10)
+    expect = 3.0 + 2.0 + 0.01 * pat["employed"] + 4.0 * 4   # female as here, 4 normal_ss steps
+    # every other family costs the costliest measured per row (logistic here: 0.01 s)
+    others = ("region", "age", "educ", "visits")
+    expect += sum(0.01 * pat[k] if pat[k] >= 1000 else 0.0 for k in others)
+    assert seq_scale.estimate_seconds(res[0], 30_000, 10) == pytest.approx(expect, rel=1e-12)
+    assert f"30,000 x 10: about {expect / 3600:.1f} h serially" in seq_scale.estimate(res, sizes)
