@@ -471,7 +471,8 @@ def plan(cases: list[str], configs: dict[str, dict], fast: bool,
     return out
 
 
-def report(results: list[dict], label: str, before: str, after: str, command: str) -> str:
+def report(results: list[dict], label: str, before: str, after: str, command: str,
+           code: str | None = None) -> str:
     lines = [f"### Sequential at scale, side by side ({label})" if label else
              "### Sequential at scale, side by side", "",
              f"`{command}` (`benchmarks/seq_scale.py`). Each row is one child process "
@@ -537,7 +538,7 @@ def report(results: list[dict], label: str, before: str, after: str, command: st
                 for k, (a, b) in u["overlap_by_variable"].items())]
     lines += summary(results)
     lines += ["", f"Load before: `{before}`; after: `{after}`. `nproc` = {os.cpu_count()}; "
-              f"code at commit {_seqbench.commit()}."]
+              f"code at commit {code or _seqbench.commit()}."]
     return "\n".join(lines + details)
 
 
@@ -727,7 +728,8 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
                 if a.json:
                     Path(a.json).write_text(json.dumps(results, default=str))
-    saved = {"results": results, "before": before, "after": load(), "command": command}
+    saved = {"results": results, "before": before, "after": load(), "command": command,
+             "commit": _seqbench.commit()}
     if a.json:
         Path(a.json).write_text(json.dumps(saved, default=str))
     finish(saved, a.label, a.fast or a.no_write)
@@ -736,7 +738,8 @@ def main(argv: list[str] | None = None) -> None:
 def finish(saved: dict, label: str, no_write: bool) -> None:
     """Print the report of a run's results (and write the docs section unless ``no_write``)."""
     results = saved["results"]
-    text = report(results, label, saved["before"], saved["after"], saved["command"])
+    text = report(results, label, saved["before"], saved["after"], saved["command"],
+                  saved.get("commit"))
     est = estimate(results)
     if est:
         text += "\n\nEstimate from this run (not measured): " + est + "."
