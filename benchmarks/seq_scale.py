@@ -400,6 +400,9 @@ def _fit_release(d: Any, spec: dict) -> dict:
             except ConvergenceError as exc:    # the gates refused the release: reported
                 rel = None
                 res["refused"] = str(exc)[:500]
+            except Exception as exc:  # noqa: BLE001 - a failed synthesis: reported, the fit kept
+                rel = None
+                res["refused"] = f"release failed: {type(exc).__name__}: {str(exc)[:400]}"
             t2 = time.perf_counter()
         res.update(fit_s=t1 - t0, release_s=t2 - t1)
         if client is not None:
