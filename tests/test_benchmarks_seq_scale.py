@@ -253,7 +253,8 @@ def test_fast_mode_all_cases_run():
     rows = _rows(proc.stdout)
     assert "defaults" in rows, proc.stdout[-3000:]
     _check_row(rows["defaults"])
-    assert re.search(r"\| 100k \(1,000 x 20\) \| defaults \| 1 \| [0-9.]+ \|", proc.stdout)
+    assert re.search(r"\| 100k \(1,000 x 20\) \| defaults \| 1 \| [0-9.]+ \|", proc.stdout), \
+        proc.stdout[-3000:]
     if seq_scale.dask_param() is None:
         assert "| 1m (1,000 x 10) | all | | not supported by this Sequential" in proc.stdout
     else:
