@@ -136,3 +136,15 @@ def test_a_truncated_count_steps_fits_get_delta_0_95(monkeypatch):
         with pytest.raises(_Stop):
             syn.fit(SurveyDesign(df, weights="w"))
         assert seen[-1].get("delta") == want
+
+
+def test_a_wild_untruncated_count_draw_is_a_clear_error_not_numpys():
+    """A posterior draw with means beyond any count (short chains, an unbounded count) used to
+    surface as numpy's "n too large or p too small"; the message now names the fix."""
+    from surveysynth.synth._seq_models import _negbin_draw  # noqa: PLC2701 - under test
+
+    rng = np.random.default_rng(1)
+    ok = _negbin_draw(np.array([3.0, 40.0]), 2.0, {"hi": None}, rng)
+    assert ok.dtype == np.int64 and (ok >= 0).all()
+    with pytest.raises(ValueError, match=r"upper bound.*records \[1\]"):
+        _negbin_draw(np.array([3.0, 1e24]), 2.0, {"hi": None}, rng)

@@ -236,6 +236,16 @@ def _negbin_draw(mu: np.ndarray, phi: float, spec: dict[str, Any],
     p = phi / (phi + mu)
     hi = spec["hi"]
     if hi is None:
+        wild = ~np.isfinite(mu) | (mu > 1e15) | ~(p > 0)
+        if wild.any():
+            # numpy's sampler fails here with "n too large or p too small": say what it means
+            raise ValueError(
+                f"a count variable without an upper bound: a posterior draw gives means up to "
+                f"{np.nanmax(mu):.3g} (records {np.flatnonzero(wild)[:5].tolist()}), beyond any "
+                f"count; the fit is not usable as it stands. Fix: give the count its public "
+                f"upper bound (bounds=(0, hi) in the variable's spec), or longer chains "
+                f"(warmup=2000, draws=2000) and check the fit's gates (allow_unconverged lets "
+                f"such a fit through).")
         return rng.negative_binomial(phi, p).astype(np.int64)
     # inverse CDF of the truncated pmf: u ~ U(0, F(hi))
     u = rng.uniform(size=len(mu)) * special.betainc(phi, hi + 1.0, p)
