@@ -357,3 +357,22 @@ def test_console_warnings_are_wrapped_not_cut_mid_word():
     assert " ".join(long.split()).endswith("... (in full in the confidential report)")
     kept = long.split(" ...")[0].split()
     assert kept == ("warning: " + " ".join(words * 4)).split()[:len(kept)]
+
+
+def test_an_empty_design_section_builds_without_rs_warning(data):
+    """The quantile example declares no design ("an empty section is a simple random sample
+    with weights 1": docs/release-config.md); R's "assuming equal probability" warning was
+    printed raw, with a source line, three times on the console of its run. The section's
+    meaning is documented, so the pipeline's design is built quietly; the API keeps R's
+    warning (mutant: the suppression removed, this fails)."""
+    from surveysynth.design import SurveyDesign
+    from surveysynth.release_inputs import build_design
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = build_design({}, data)
+        weighted = build_design({"strata": "field", "weights": "weight"}, data)
+    assert np.all(d.weights == 1.0) and len(d.weights) == len(data)
+    assert not np.all(weighted.weights == 1.0)
+    with pytest.warns(UserWarning, match="equal probability"):
+        SurveyDesign(data)
