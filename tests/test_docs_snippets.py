@@ -6,8 +6,9 @@ user's own data, built here from R's example data or small simulated frames. The
 themselves are not edited, except where a page names a resource no test machine has (a
 cluster address, an absolute data folder): then the replacement is listed in ``REWRITE``, and
 each listed text must still be on the page. Pages whose examples are long Stan studies are in
-``SKIP`` with the reason; a new page with a ```python block must be added to one or the other
-(test_every_page_is_run_or_skipped), so no page's example goes unrun silently.
+``SKIP`` with the reason, pages of a few minutes run in the slow tier (``SLOW``); a new page
+with a ```python block must be added to PRELUDE or SKIP (test_every_page_is_run_or_skipped),
+so no page's example goes unrun silently.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ _df = pd.DataFrame({"psu": np.arange(n), "stratum": np.repeat([1, 2], n // 2), "
 with sqlite3.connect("survey.db") as _c:
     _df.to_sql("persons", _c, index=False)
 """,
+    "kng.md": "",
+    "marginal_dp.md": _API + 'apistrat = load_api("apistrat")\n',
     "dp_tables.md": _API + """
 from surveysynth.datasets import sdr_population, sdr_sample
 design = sdr_sample(sdr_population(seed=1), n=1000, seed=2)
@@ -155,10 +158,14 @@ SKIP: dict[str, str] = {
                            "(the README's FBS release runs the same in the slow tier)",
     "identification_risk.md": "long Stan study: two mixture fits (K = 6, m = 20) on 6208 records",
     "sequential.md": "long Stan study: six sequential models with default chains",
-    "kng.md": "KNG sandwich with 3 variables on 5000 records (minutes); the quantile "
-              "synthesizer's README example runs in test_readme_python.py",
-    "marginal_dp.md": "MST (OpenDP + the JAX model fit) takes about a minute: AIM and MST's "
-                      "pieces run in tests/test_marginal_dp.py",
+}
+
+#: pages run in the slow tier only, with their default-tier counterparts
+SLOW: dict[str, str] = {
+    "kng.md": "KNG sandwich, 3 variables on 5000 records (154 s under load); default tier: the "
+              "README's quantile synthesis (test_readme_python.py) and tests/test_kng.py",
+    "marginal_dp.md": "MST through OpenDP and the JAX model fit (282 s under load); default "
+                      "tier: MST's and AIM's pieces in tests/test_marginal_dp.py",
 }
 
 #: (text on the page, what runs instead): resources a test machine does not have
@@ -192,7 +199,7 @@ def test_every_page_is_run_or_skipped():
     assert set(PAGES) == set(PRELUDE) | set(SKIP), (
         "a docs page with a ```python block is neither run (PRELUDE) nor skipped with a reason "
         f"(SKIP): {sorted(set(PAGES) ^ (set(PRELUDE) | set(SKIP)))}")
-    assert not set(PRELUDE) & set(SKIP)
+    assert not set(PRELUDE) & set(SKIP) and set(SLOW) <= set(PRELUDE)
 
 
 def _run(page: str, tmp: Path, rewrite: bool = True) -> None:
@@ -223,7 +230,8 @@ def test_rewrites_are_on_their_pages():
             assert old in text, f"docs/{page} no longer has {old!r}: update REWRITE"
 
 
-@pytest.mark.parametrize("page", sorted(PRELUDE))
+@pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.slow] if p in SLOW else [])
+                                  for p in sorted(PRELUDE)])
 def test_docs_page_examples_run(page, tmp_path):
     if page == "dask.md":
         pytest.importorskip("distributed")
