@@ -11,6 +11,7 @@ settings change.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,16 @@ def build_design(design: dict[str, Any], data: pd.DataFrame) -> Any:
             return d
         from .design import SurveyDesign
 
-        return SurveyDesign(data, **design)
+        if "weights" in design or "probs" in design:
+            return SurveyDesign(data, **design)
+        # no weights: the documented meaning of the section (docs/release-config.md: weights
+        # 1), so R's "assuming equal probability" warning says nothing the curator did not
+        # write, and the pipeline builds the design up to three times (it printed it raw, with
+        # a source line, three times above a quantile example's progress)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No weights or probabilities supplied",
+                                    category=UserWarning)
+            return SurveyDesign(data, **design)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[design]: {exc}") from exc
 

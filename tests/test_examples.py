@@ -149,6 +149,9 @@ def test_console_of_a_stan_release_is_clean(tmp_path, data):
     assert run.returncode == 0, run.stderr[-3000:]
     for bad in ("pkg_resources", "Deprecat", "Traceback"):
         assert bad not in run.stderr, run.stderr
+    # the report's evaluation refits (holdout, unweighted twin) printed pystan's "Building..."
+    # on stdout after the last step (fast counterpart: test_report_refits_print_nothing)
+    assert run.stdout == "", run.stdout
     assert not re.search(r"\w\.\.\.$", run.stderr, flags=re.M), run.stderr
     _check_release(tmp_path / "release-nb", tmp_path, load_config(cfg), "nb")
 
@@ -357,3 +360,53 @@ def test_console_warnings_are_wrapped_not_cut_mid_word():
     assert " ".join(long.split()).endswith("... (in full in the confidential report)")
     kept = long.split(" ...")[0].split()
     assert kept == ("warning: " + " ".join(words * 4)).split()[:len(kept)]
+
+
+def test_an_empty_design_section_builds_without_rs_warning(data):
+    """The quantile example declares no design ("an empty section is a simple random sample
+    with weights 1": docs/release-config.md); R's "assuming equal probability" warning was
+    printed raw, with a source line, three times on the console of its run. The section's
+    meaning is documented, so the pipeline's design is built quietly; the API keeps R's
+    warning (mutant: the suppression removed, this fails)."""
+    from surveysynth.design import SurveyDesign
+    from surveysynth.release_inputs import build_design
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = build_design({}, data)
+        weighted = build_design({"strata": "field", "weights": "weight"}, data)
+    assert np.all(d.weights == 1.0) and len(d.weights) == len(data)
+    assert not np.all(weighted.weights == 1.0)
+    with pytest.warns(UserWarning, match="equal probability"):
+        SurveyDesign(data)
+
+
+def test_report_refits_print_nothing(capfd, data):
+    """The report's evaluation fits go through attack_evidence.quiet_fit_release: what a
+    synthesizer (pystan: "Building..." on stdout, once per Stan run) prints or warns during
+    them does not reach the console of `surveysynth release` (the shipped FBS, FBP and PBP
+    examples printed 4-9 such lines after their last step); the fit and the release are the
+    synthesizer's (mutant: the plain fit/release, without the redirection, fails)."""
+    import sys
+
+    from surveysynth.attack_evidence import quiet_fit_release
+
+    class Loud:  # what pystan does when a fit loads its compiled model
+        def fit(self, design):
+            print("Building...")
+            print("Building...", file=sys.stderr)
+            warnings.warn("evaluation fit: R-hat 1.02", UserWarning, stacklevel=1)
+            self.fitted_ = design
+            return self
+
+        def release(self, m):
+            print("Building...")
+            return ("release", self.fitted_, m)
+
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning escaping would raise here
+        out = quiet_fit_release(Loud(), "design", 3)
+    assert out == ("release", "design", 3)
+    seen = capfd.readouterr()
+    assert seen.out == "" and seen.err == "", seen
