@@ -27,8 +27,9 @@ import json
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -197,7 +198,7 @@ def seq_cases(data: str, chains: int, draws: int, warmup: int, seed: int) -> lis
         alpha_of = lipschitz_map(sf.base, 0.0)
         n_before = len(sf.rows)
 
-        def real(c: float, final: bool, sf=sf) -> float:
+        def real(c: float, final: bool, sf=sf, unw=unw) -> float:
             sf.warm = unw.last_inits(list(sf.model.params))
             return float(sf.evaluate(c, final)[0])
 

@@ -71,6 +71,7 @@ __all__ = [
     "lipschitz_map",
     "predict_delta_alpha",
     "propose_c",
+    "reweighted_moments",
 ]
 
 #: Above this Pareto k-hat the smoothed importance weights are not trusted (Vehtari et al.
@@ -181,6 +182,26 @@ def _smoothed(lw: np.ndarray, reff: float, smooth: bool) -> tuple[np.ndarray, fl
     return w / w.sum(), k
 
 
+def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float = 1.0,
+                       smooth: bool = True, exponent: str = "alpha-1"
+                       ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(mean, SD) of |l_j| per column under the alpha-weighted posterior, estimated from the
+    unweighted draws with PSIS weights w_s ∝ exp(sum_i (alpha_i - 1) l_i(theta_s)), plus the
+    weights' Pareto k-hat and effective sample size. The step of the prediction that
+    importance sampling does (its only use of the weights). ``exponent``: "alpha-1" (right);
+    "alpha" and "none" are wrong versions kept for the tests' mutants."""
+    L = _contrib(contrib)
+    u = L.shape[1]
+    iv = _inv(inv, u, None if inv is None else len(np.asarray(inv)))
+    a = _alpha(alpha, iv.size)
+    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(iv.size)}[exponent]
+    w, k = _smoothed(L @ np.bincount(iv, weights=e, minlength=u), reff, smooth)
+    A = np.abs(L)
+    mw = w @ A
+    sw = np.sqrt(np.maximum(w @ (A * A) - mw * mw, 0.0))
+    return mw, sw, k, float(1.0 / np.sum(w ** 2))
+
+
 def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
                         n_final: int | None = None, info_weight: Any = None,
                         reff: float = 1.0, k_max: float = K_HAT_MAX, c: float | None = None,
@@ -221,16 +242,13 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
     v = np.ones(n) if info_weight is None else np.asarray(info_weight, dtype=float)
     if v.shape != (n,) or not (np.isfinite(v).all() and (v >= 0).all() and v.sum() > 0):
         raise ValueError(f"info_weight must be ({n},) finite and >= 0 with a positive sum.")
-    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(n)}[exponent]
-    coef = np.bincount(iv, weights=e, minlength=u)
     amax = np.zeros(u)
     np.maximum.at(amax, iv, a)                 # the largest alpha among a column's records
-    w, k = _smoothed(L @ coef, reff, smooth)
     A = np.abs(L)
     m0, s0 = A.mean(axis=0), A.std(axis=0)
     z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
-    mw = w @ A
-    sw = np.sqrt(np.maximum(w @ (A * A) - mw * mw, 0.0))
+    mw, sw, k, ess = reweighted_moments(L, a, inv=iv, reff=reff, smooth=smooth,
+                                        exponent=exponent)
     va = float(v @ a)
     kappa = float(np.sqrt(v.sum() / va)) if va > 0 else np.inf
     sd = np.maximum(sw, np.where(s0 > 0, kappa * s0, 0.0)) if np.isfinite(kappa) else sw
@@ -242,7 +260,6 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
             f = 1.0                               # exact at alpha = 1
         return float(np.max(amax * (mw + f * z * sd)))
 
-    ess = float(1.0 / np.sum(w ** 2))
     return Prediction(c=c, median=at(0.5), lo=at(0.1), hi=at(0.9), k_hat=k, ess=ess,
                       trusted=bool(k <= k_max), n_final=nf)
 
