@@ -39,15 +39,30 @@ from surveysynth.synth.tuning import TuningPath  # noqa: E402
 from surveysynth.synth.tuning_shortcut import lipschitz_map, predict_delta_alpha, propose_c  # noqa: E402
 
 TOL = 0.10
+SAVE_DIR: Path | None = None
+
+
+def save(name: str, L, inv, X, base, rows, S) -> None:
+    """Keep a case's unweighted draws and real fits (``--save``) to study predictors offline."""
+    if SAVE_DIR is None:
+        return
+    SAVE_DIR.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(SAVE_DIR / f"{name.replace(' ', '_')}.npz", L=np.asarray(L, np.float32),
+                        inv=np.arange(L.shape[1]) if inv is None else inv, X=X, base=base, S=S,
+                        c=np.array([np.nan if r["c"] is None else r["c"] for r in rows]),
+                        real=np.array([r["delta_alpha"] for r in rows]),
+                        role=np.array([r["role"] for r in rows]))
 
 
 def shortcut(L: np.ndarray, inv: np.ndarray | None, alpha_of: Callable, real: Callable,
              target: float, c_lo: float, c_max: float, S: int,
-             info_weight: np.ndarray | None = None, max_tuning: int = 2,
+             info_weight: np.ndarray | None = None, design: np.ndarray | None = None,
+             max_tuning: int = 2,
              max_final: int = 4) -> dict[str, Any]:
     """The shortcut tuner on real fits: ``real(c, final) -> Delta_alpha`` runs one fit."""
     aim = (1 - TOL / 2) * target
-    kw = dict(c_lo=c_lo, c_hi=c_max, inv=inv, n_final=S, info_weight=info_weight)
+    kw = dict(c_lo=c_lo, c_hi=c_max, inv=inv, n_final=S, info_weight=info_weight,
+              design=design)
     prop = propose_c(L, alpha_of, target, TOL, **kw)
     log: list[dict] = [{"role": "proposal", "c": prop.c, "predicted": prop.prediction.median,
                         "k_hat": prop.prediction.k_hat, "trusted": prop.trusted}]
@@ -74,12 +89,13 @@ def shortcut(L: np.ndarray, inv: np.ndarray | None, alpha_of: Callable, real: Ca
             "released": log[-1]["real"] <= target}
 
 
-def compare(L, inv, alpha_of, rows, S, info_weight=None) -> list[dict]:
+def compare(L, inv, alpha_of, rows, S, info_weight=None, design=None) -> list[dict]:
     out = []
     for r in rows:
         if r["c"] is None or not np.isfinite(r["c"]):
             continue
-        p = predict_delta_alpha(L, alpha_of(r["c"]), inv=inv, n_final=S, info_weight=info_weight)
+        p = predict_delta_alpha(L, alpha_of(r["c"]), inv=inv, n_final=S,
+                                info_weight=info_weight, design=design)
         out.append({"c": float(r["c"]), "role": r["role"], "real": float(r["delta_alpha"]),
                     "predicted": p.median, "ratio": float(r["delta_alpha"]) / p.median,
                     "k_hat": p.k_hat})
@@ -121,10 +137,16 @@ def pseudo_case(kind: str, chains: int, draws: int, warmup: int, seed: int) -> d
 
     path = TuningPath(delta, syn.g, 3.4)
     c_lo = float(syn.cell_weight_floor_["c_min"])
-    sc = shortcut(L, None, alpha_of, real, 3.4, c_lo, path.c_max, S)
+    codes = prep["cells"].codes
+    X = np.eye(int(codes.max()) + 1)[codes]            # the predictor cells, one-hot
+    sc = shortcut(L, None, alpha_of, real, 3.4, c_lo, path.c_max, S, design=X)
+    sc_rows = [{"c": x["c"], "delta_alpha": x["real"], "role": "shortcut " + x["role"]}
+               for x in sc["log"] if "real" in x]
+    save(kind, L, None, X, delta, rows + sc_rows, S)
     return {"case": f"{kind} SDR n=1000", "target": 3.4, "today_fits": 1 + len(rows),
             "today_reported": float(syn.delta_alpha_), "today_seconds": wall,
-            "compare": compare(L, None, alpha_of, rows, S), "shortcut": sc}
+            "compare": compare(L, None, alpha_of, rows + sc_rows, S, design=X),
+            "shortcut": sc}
 
 
 # ---------------------------------------------------------------- Sequential
@@ -203,9 +225,15 @@ def seq_cases(data: str, chains: int, draws: int, warmup: int, seed: int) -> lis
             return float(sf.evaluate(c, final)[0])
 
         path = TuningPath(sf.base, 0.0, sf.target)
-        sc = shortcut(L, sf.inv, alpha_of, real, float(sf.target), 0.0, path.c_max, S)
+        X = np.c_[np.ones(sf.n), sf.X]
+        sc = shortcut(L, sf.inv, alpha_of, real, float(sf.target), 0.0, path.c_max, S,
+                      design=X)
         del sf.rows[n_before:]
-        base.update(compare=compare(L, sf.inv, alpha_of, rows, S), shortcut=sc)
+        sc_rows = [{"c": x["c"], "delta_alpha": x["real"], "role": "shortcut " + x["role"]}
+                   for x in sc["log"] if "real" in x]
+        save(f"{data}_{sf.step.name}", L, sf.inv, X, sf.base, rows + sc_rows, S)
+        base.update(compare=compare(L, sf.inv, alpha_of, rows + sc_rows, S, design=X),
+                    shortcut=sc)
         out.append(base)
     return out
 
@@ -240,7 +268,10 @@ def main(argv=None) -> None:
     ap.add_argument("--cases", default="FBS,FBP,apistrat,sim2000")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON lines output")
+    ap.add_argument("--save", default=None, help="directory for each case's draws (npz)")
     a = ap.parse_args(argv)
+    global SAVE_DIR
+    SAVE_DIR = Path(a.save) if a.save else None
     warnings.filterwarnings("ignore")
     chains, draws, warmup = (2, 300, 300) if a.fast else (4, 1000, 1000)
     cases = ["FBS"] if a.fast else a.cases.split(",")

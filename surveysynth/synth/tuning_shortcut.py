@@ -202,9 +202,37 @@ def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float
     return mw, sw, k, float(1.0 / np.sum(w ** 2))
 
 
+def _inflation(a: np.ndarray, v: np.ndarray, design: Any, iv: np.ndarray,
+               u: int) -> np.ndarray:
+    """kappa per column (see :func:`predict_delta_alpha`): the SD ratio of the weighted to the
+    unweighted posterior of each record's linear predictor (inf where the weighted fit keeps
+    no information on it: alpha = 0 on all its cell)."""
+    if design is None:
+        va = float(v @ a)
+        return np.full(u, np.sqrt(v.sum() / va) if va > 0 else np.inf)
+    X = np.asarray(design, dtype=float)
+    if X.ndim != 2 or X.shape[0] != iv.size or not np.isfinite(X).all():
+        raise ValueError(f"design must be a finite ({iv.size}, p) array of the records' "
+                         f"predictors, got shape {X.shape}.")
+
+    def h(wt: np.ndarray) -> np.ndarray:
+        P = np.linalg.pinv((X * wt[:, None]).T @ X, hermitian=True)
+        return np.einsum("ij,jk,ik->i", X, P, X)
+
+    h1, ha = h(v), h(v * a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(h1 > 0, np.sqrt(np.maximum(ha, 0) / h1), 1.0)
+    # a record whose predictor direction lost all weight: the weighted posterior there is
+    # the prior's (no finite inflation from the unweighted draws)
+    k = np.where(ha > h1 * 1e8, np.inf, np.maximum(k, 1.0))
+    out = np.ones(u)
+    np.maximum.at(out, iv, k)
+    return out
+
+
 def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
                         n_final: int | None = None, info_weight: Any = None,
-                        reff: float = 1.0, k_max: float = K_HAT_MAX, c: float | None = None,
+                        design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX, c: float | None = None,
                         smooth: bool = True, exponent: str = "alpha-1") -> Prediction:
     """Predict Delta_alpha of a fit at risk weights ``alpha`` with ``n_final`` draws, from the
     unweighted fit's per-draw contributions ``contrib`` (S, u) (module docstring).
@@ -214,11 +242,16 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
 
     * m_i(c): the PSIS-weighted mean of |l_i| over the unweighted draws (the weighted
       posterior's mean; k-hat says whether to trust it);
-    * s_i(c) = max(PSIS-weighted SD of |l_i|, kappa(c) x its unweighted SD), kappa(c) =
-      sqrt(sum_i v_i / sum_i v_i alpha_i) (v = ``info_weight``, default 1): the weighted
-      posterior's spread grows like 1 / sqrt(information) and reweighting alone cannot show
+    * s_i(c) = max(PSIS-weighted SD of |l_i|, kappa_i(c) x its unweighted SD): the weighted
+      posterior's spread grows like 1 / sqrt(information), and reweighting alone cannot show
       draws wider than the unweighted ones (measured on exact conjugate posteriors: without
-      kappa the prediction falls behind the real fit as c falls);
+      kappa the prediction falls behind the real fit as c falls). Without ``design``,
+      kappa(c) = sqrt(sum_i v_i / sum_i v_i alpha_i) for every record (v = ``info_weight``,
+      default 1: the likelihood's own per-record multiplier, PBP's normalised survey weight).
+      With ``design`` X (n, p) (FBS/FBP: the one-hot predictor cells; Sequential: intercept and
+      predictors), kappa_i(c) = sqrt(h_i(alpha v) / h_i(v)), h_i(u) = x_i' (X' diag(u) X)^+ x_i,
+      the variance ratio of record i's linear predictor: with cells, sqrt(n_g / sum_g alpha)
+      for record i's cell g, so a down-weighted small cell widens more than the file;
     * z_i = (max_s |l_i| - mean) / SD over the unweighted draws: record i's own tail factor for
       a max over S draws, rescaled to ``n_final`` draws by the normal-tail factor
       Phi^-1(0.5^(1/n_final)) / Phi^-1(0.5^(1/S)).
@@ -249,9 +282,8 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
     z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
     mw, sw, k, ess = reweighted_moments(L, a, inv=iv, reff=reff, smooth=smooth,
                                         exponent=exponent)
-    va = float(v @ a)
-    kappa = float(np.sqrt(v.sum() / va)) if va > 0 else np.inf
-    sd = np.maximum(sw, np.where(s0 > 0, kappa * s0, 0.0)) if np.isfinite(kappa) else sw
+    kappa = _inflation(a, v, design, iv, u)
+    sd = np.maximum(sw, np.where((s0 > 0) & np.isfinite(kappa), kappa * s0, 0.0))
     z_S = norm.ppf(0.5 ** (1.0 / S))
 
     def at(p: float) -> float:
@@ -274,7 +306,7 @@ def lipschitz_map(bounds: Any, g: float = 0.0) -> Callable[[float], np.ndarray]:
 def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: float,
               tol: float = 0.10, *, c_lo: float = 0.0, c_hi: float = 1.0,
               aim: float | None = None, inv: Any = None, n_final: int | None = None,
-              info_weight: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
+              info_weight: Any = None, design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
               checks: Sequence[tuple[float, float]] = (), iters: int = 40) -> Proposal:
     """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
     band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
@@ -303,7 +335,8 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
 
     def pred(c: float) -> Prediction:
         return predict_delta_alpha(L, alpha_of(c), inv=inv, n_final=n_final,
-                                   info_weight=info_weight, reff=reff, k_max=k_max, c=c)
+                                   info_weight=info_weight, design=design, reff=reff,
+                                   k_max=k_max, c=c)
 
     trusted, reason = True, ""
     ratios = []
