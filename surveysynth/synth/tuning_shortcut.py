@@ -204,9 +204,11 @@ def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float
 
 
 def information_inflation(a: np.ndarray, v: np.ndarray, design: Any, iv: np.ndarray,
-               u: int) -> np.ndarray:
-    """kappa per column (see :func:`predict_delta_alpha`): the SD ratio of the weighted to the
-    unweighted posterior of each record's linear predictor (inf where the weighted fit keeps
+                          u: int) -> np.ndarray:
+    """kappa per column (see :func:`predict_delta_alpha`; ``a`` the (n,) risk weights, ``v``
+    the likelihood's own per-record multipliers, ``design`` (n, p) or None, ``iv`` records ->
+    columns, ``u`` columns): the SD ratio of the weighted to the unweighted posterior of each
+    record's linear predictor (inf where the weighted fit keeps
     no information on it: alpha = 0 on all its cell)."""
     if design is None:
         va = float(v @ a)
