@@ -1,6 +1,6 @@
 """The tuning shortcut (issue 39 item 1): predicted vs real Delta_alpha(c), and fits per step.
 
-For each case (FBS and FBP on an SDR sample of 1,000 at target Lipschitz 3.4; Sequential
+For each case (FBS and FBP on an SDR sample of 1,000 at target Lipschitz 4.5; Sequential
 steps of several families on R's apistrat and on a simulated 2,000-record file) this runs
 TODAY's path once (the synthesizer's own ``fit``) and keeps its unweighted fit's draws. Then:
 
@@ -39,6 +39,8 @@ from surveysynth.synth.tuning import TuningPath  # noqa: E402
 from surveysynth.synth.tuning_shortcut import lipschitz_map, predict_delta_alpha, propose_c  # noqa: E402
 
 TOL = 0.10
+#: FBS / FBP target Lipschitz bound on SDR sample 1001 (at 3.4 the cell-weight floor refuses it)
+TARGET_FB = 4.5
 SAVE_DIR: Path | None = None
 
 
@@ -110,7 +112,7 @@ def pseudo_case(kind: str, chains: int, draws: int, warmup: int, seed: int) -> d
 
     design = sdr_sample(sdr_population(seed=1), n=1000, seed=1001)
     cls = {"FBS": FBS, "FBP": FBP}[kind]
-    syn = cls("salary", ["field", "gender"], target_lipschitz=3.4, population_size=100_000,
+    syn = cls("salary", ["field", "gender"], target_lipschitz=TARGET_FB, population_size=100_000,
               chains=chains, draws=draws, warmup=warmup, random_state=seed, progress=False,
               allow_unconverged=True)
     t0 = time.perf_counter()
@@ -135,15 +137,15 @@ def pseudo_case(kind: str, chains: int, draws: int, warmup: int, seed: int) -> d
         R = syn._record_absmax(prep, res) * scale
         return float(np.max(np.where(a > 0, a * R, 0.0)))
 
-    path = TuningPath(delta, syn.g, 3.4)
+    path = TuningPath(delta, syn.g, TARGET_FB)
     c_lo = float(syn.cell_weight_floor_["c_min"])
     codes = prep["cells"].codes
     X = np.eye(int(codes.max()) + 1)[codes]            # the predictor cells, one-hot
-    sc = shortcut(L, None, alpha_of, real, 3.4, c_lo, path.c_max, S, design=X)
+    sc = shortcut(L, None, alpha_of, real, TARGET_FB, c_lo, path.c_max, S, design=X)
     sc_rows = [{"c": x["c"], "delta_alpha": x["real"], "role": "shortcut " + x["role"]}
                for x in sc["log"] if "real" in x]
     save(kind, L, None, X, delta, rows + sc_rows, S)
-    return {"case": f"{kind} SDR n=1000", "target": 3.4, "today_fits": 1 + len(rows),
+    return {"case": f"{kind} SDR n=1000", "target": TARGET_FB, "today_fits": 1 + len(rows),
             "today_reported": float(syn.delta_alpha_), "today_seconds": wall,
             "compare": compare(L, None, alpha_of, rows + sc_rows, S, design=X),
             "shortcut": sc}
@@ -278,8 +280,12 @@ def main(argv=None) -> None:
     results = []
     for case in cases:
         t0 = time.perf_counter()
-        got = ([pseudo_case(case, chains, draws, warmup, a.seed)] if case in ("FBS", "FBP")
-               else seq_cases(case, chains, draws, warmup, a.seed))
+        try:
+            got = ([pseudo_case(case, chains, draws, warmup, a.seed)] if case in ("FBS", "FBP")
+                   else seq_cases(case, chains, draws, warmup, a.seed))
+        except Exception as exc:  # a refused target: say so, go on with the other cases
+            print(json.dumps({"case": case, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            continue
         for g in got:
             g["seconds_case"] = time.perf_counter() - t0
             print(json.dumps(g, default=float), flush=True)
