@@ -324,6 +324,9 @@ def main(argv=None) -> None:
             got = ([pseudo_case(case, chains, draws, warmup, a.seed)] if case in ("FBS", "FBP")
                    else seq_cases(case, chains, draws, warmup, a.seed))
         except Exception as exc:  # a refused target: say so, go on with the other cases
+            import traceback
+
+            traceback.print_exc()
             print(json.dumps({"case": case, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
             continue
         for g in got:
