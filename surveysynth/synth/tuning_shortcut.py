@@ -84,10 +84,11 @@ K_HAT_MAX = 0.7
 class Prediction:
     """Predicted Delta_alpha(c) of a fit with ``n_final`` draws (never a reported bound).
 
-    ``median``: F^-1(0.5^(1/n_final)), the point prediction; ``lo`` / ``hi``: the 10% / 90%
-    quantiles of the max over ``n_final`` draws; ``k_hat``: Pareto shape of the importance
-    weights (0 when all weights are equal); ``ess``: their effective sample size;
-    ``trusted``: k_hat <= the caller's k_max.
+    ``median``: the point prediction max_i alpha_i (m_i + z_i s_i) (:func:`predict_delta_alpha`);
+    ``lo`` / ``hi``: the same with the 10% / 90% quantile of the max of ``n_final`` normal draws
+    in place of its median (an indication of the fit-to-fit noise, not calibrated); ``k_hat``:
+    Pareto shape of the importance weights (0 when all weights are equal); ``ess``: their
+    effective sample size; ``trusted``: k_hat <= the caller's k_max.
     """
 
     c: float | None
