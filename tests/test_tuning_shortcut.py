@@ -230,7 +230,7 @@ def test_information_inflation_per_cell():
     np.testing.assert_allclose(information_inflation(a, np.ones(10), None, iv, 10), np.sqrt(10 / a.sum()))
 
 
-def test_a_down_weighted_small_cell_is_predicted_with_its_owninformation_inflation():
+def test_a_down_weighted_small_cell_is_predicted_with_its_own_inflation():
     """Two cells, y ~ N(mu_g, 1), exact weighted posteriors: the small cell (8 records) keeps
     alpha = 1 and carries the bound while the large one is down-weighted to 0.2. The
     cell-aware prediction (design=) is within 10% of exact weighted fits; the global
