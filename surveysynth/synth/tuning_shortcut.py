@@ -1,0 +1,380 @@
+"""The tuning shortcut (issue 39 item 1): predict Delta_alpha(c) from the UNWEIGHTED fit's
+draws by Pareto-smoothed importance sampling, so that c is proposed without a refit.
+
+Why it works. The alpha-weighted pseudo posterior and the unweighted posterior share the prior
+and differ only in the likelihood's exponents:
+
+    p_alpha(theta | y)  ∝  p(theta | y) * prod_i f_i(theta)^(alpha_i - 1)
+
+so the unweighted fit's draws theta_s, reweighted by
+
+    log w_s = sum_i (alpha_i(c) - 1) l_i(theta_s)            (l_i = record i's contribution)
+
+are draws of the weighted posterior, for every c, at the price of one matrix-vector product
+(:func:`importance_log_weights`). The weights are Pareto-smoothed (ArviZ ``psislw``;
+Vehtari et al. 2024, JMLR 25(72)); their Pareto shape k-hat is the trust diagnostic: above
+``K_HAT_MAX`` = 0.7 the reweighted draws do not represent the weighted posterior (it is much
+wider than the unweighted one: small alpha) and the caller falls back to today's path
+(refits, ``surveysynth.synth.tuning.TuningPath``).
+
+What is predicted. Delta_alpha of a fit with S' draws is max_i alpha_i R_i, R_i = the max over
+its draws of |l_i| (the max over draws and over records commute). A max over draws lives in the
+tail, where the unweighted draws are thinnest: the reweighted empirical distribution of M_s =
+max_i alpha_i |l_i(theta_s)| cannot reach beyond the unweighted draws, and its extreme quantile
+is just the plug-in max_i alpha_i Delta_i (measured on an exact conjugate posterior: 30-60%
+below the real bound at mean alpha 0.1-0.5). So per record the prediction is location + tail
+factor x spread: the location (the mean of |l_i|) from the importance weights, the spread the
+larger of the reweighted SD and the unweighted SD inflated by the loss of information
+kappa_i(c), and the tail factor the record's own (max - mean) / SD over the unweighted draws
+(:func:`predict_delta_alpha`). At alpha = 1 it is the unweighted fit's own max exactly.
+``n_final`` is the number of draws of the fit the prediction stands for.
+
+The contract (privacy). A prediction only CHOOSES c. The reported bound of a release is
+always the max over the final fit's fresh draws, which played no part in choosing c
+(docs/pseudo_posterior.md, "Tuning, then a final fit"): a :class:`Prediction` is therefore
+not a number (``float(prediction)`` raises), and nothing in this module returns a bound to
+report. The shortcut changes how many fits the tuner runs, never what is reported.
+
+Inputs. ``contrib`` is the (S, u) array of per-draw log-likelihood CONTRIBUTIONS of the
+unweighted fit, signed, on the scale the likelihood is weighted on: l = log p_i (FBS, FBP,
+Sequential), l = w_i log p_i (PBP, whose likelihood carries the normalised survey weight:
+``_contribution_scale``). Columns may be distinct patterns of records (Sequential collapses
+identical (x, y) records exactly): ``inv`` (n,) then maps each record to its column, and alpha
+is per record. ``alpha_of`` maps c to the (n,) risk weights (:func:`lipschitz_map` for
+``lipschitz_weights`` on the unweighted bounds; any callable for identification risks).
+
+The tuner this serves (wired in by the tuner's owner; signature only here):
+
+    prop = propose_c(contrib, alpha_of, target, tol, c_lo=floor.c, c_hi=path.c_max,
+                     n_final=S, checks=[(c1, real_delta_alpha_1), ...])
+    if not prop.trusted: fall back to today's path (plug-in / log-linear refits)
+    else: one tuning fit at prop.c; if within the band, the final fit; else propose again with
+          that fit in ``checks`` (the ratio real / predicted corrects the prediction), or the
+          log-linear root through the real fits (``tuning.loglinear_root``); then the final fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..privacy.lipschitz import lipschitz_weights
+
+__all__ = [
+    "K_HAT_MAX",
+    "Prediction",
+    "Proposal",
+    "importance_log_weights",
+    "information_inflation",
+    "lipschitz_map",
+    "predict_delta_alpha",
+    "propose_c",
+    "reweighted_moments",
+]
+
+#: Above this Pareto k-hat the smoothed importance weights are not trusted (Vehtari et al.
+#: 2024: the estimate's error then falls too slowly with the number of draws).
+K_HAT_MAX = 0.7
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted Delta_alpha(c) of a fit with ``n_final`` draws (never a reported bound).
+
+    ``median``: the point prediction max_i alpha_i (m_i + z_i s_i) (:func:`predict_delta_alpha`);
+    ``lo`` / ``hi``: the same with the 10% / 90% quantile of the max of ``n_final`` normal draws
+    in place of its median (an indication of the fit-to-fit noise, not calibrated); ``k_hat``:
+    Pareto shape of the importance weights (0 when all weights are equal); ``ess``: their
+    effective sample size; ``trusted``: k_hat <= the caller's k_max.
+    """
+
+    c: float | None
+    median: float
+    lo: float
+    hi: float
+    k_hat: float
+    ess: float
+    trusted: bool
+    n_final: int
+
+    def __float__(self) -> float:  # the contract: a prediction is never reported
+        raise TypeError(
+            "a predicted Delta_alpha is not a bound: only the final fit's fresh draws report "
+            "(docs/pseudo_posterior.md, 'Tuning shortcut'). Use .median to choose c.")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A proposed c: ``c``; ``prediction`` at c (corrected by ``correction``); ``trusted``
+    False means the caller must use today's path (k-hat too large at some c the search
+    evaluated, or the target below the prediction at ``c_lo``: ``reason`` says which)."""
+
+    c: float
+    prediction: Prediction
+    correction: float
+    trusted: bool
+    reason: str
+
+
+def _contrib(contrib: Any) -> np.ndarray:
+    L = np.asarray(contrib, dtype=float)
+    if L.ndim != 2 or L.shape[0] < 2 or L.shape[1] < 1:
+        raise ValueError(f"contrib must be a 2-d array (n_draws >= 2, n_columns), got shape "
+                         f"{np.shape(contrib)}.")
+    if not np.isfinite(L).all():
+        bad = np.flatnonzero(~np.isfinite(L).all(axis=0))[:5].tolist()
+        raise ValueError(
+            f"contrib has non-finite log densities in columns {bad}: importance weights need "
+            "finite contributions. Drop those records from the prediction (their alpha is 0) "
+            "or use today's tuning path.")
+    return L
+
+
+def _inv(inv: Any, u: int, n: int | None) -> np.ndarray:
+    if inv is None:
+        return np.arange(u)
+    iv = np.asarray(inv)
+    if iv.ndim != 1 or not np.issubdtype(iv.dtype, np.integer) or (n is not None and iv.size != n):
+        raise ValueError(f"inv must be a 1-d integer array of the records' columns (length n = "
+                         f"{n}), got shape {iv.shape}, dtype {iv.dtype}.")
+    if iv.size and (iv.min() < 0 or iv.max() >= u):
+        rows = np.flatnonzero((iv < 0) | (iv >= u))[:5].tolist()
+        raise ValueError(f"inv maps records {rows} outside the {u} columns of contrib.")
+    return iv
+
+
+def _alpha(alpha: Any, n: int) -> np.ndarray:
+    a = np.asarray(alpha, dtype=float)
+    if a.shape != (n,):
+        raise ValueError(f"alpha has shape {a.shape}; expected ({n},) (one weight per record).")
+    if ((a < 0) | (a > 1) | ~np.isfinite(a)).any():
+        rows = np.flatnonzero((a < 0) | (a > 1) | ~np.isfinite(a))[:5].tolist()
+        raise ValueError(f"alpha must lie in [0, 1]; records {rows} do not.")
+    return a
+
+
+def importance_log_weights(contrib: Any, alpha: Any, inv: Any = None) -> np.ndarray:
+    """log w_s = sum_i (alpha_i - 1) l_i(theta_s): the log density ratio of the alpha-weighted
+    pseudo posterior to the unweighted posterior at each unweighted draw (unnormalised; the
+    prior cancels). ``inv`` maps records to the columns of ``contrib``."""
+    L = _contrib(contrib)
+    iv = _inv(inv, L.shape[1], None if inv is None else len(np.asarray(inv)))
+    a = _alpha(alpha, iv.size)
+    coef = np.bincount(iv, weights=a - 1.0, minlength=L.shape[1])
+    return L @ coef
+
+
+def _smoothed(lw: np.ndarray, reff: float, smooth: bool) -> tuple[np.ndarray, float]:
+    """Normalised weights and k-hat (PSIS; raw self-normalised IS when ``smooth`` is False)."""
+    lw = lw - lw.max()
+    if np.ptp(lw) < 1e-12:    # all weights equal (alpha = 1): exact, nothing to smooth
+        return np.full(lw.size, 1.0 / lw.size), 0.0
+    import warnings
+
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        slw, k = az.psislw(lw, reff=float(reff))
+    k = float(np.asarray(k))
+    w = np.exp(slw if smooth else lw)
+    return w / w.sum(), k
+
+
+def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float = 1.0,
+                       smooth: bool = True, exponent: str = "alpha-1"
+                       ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(mean, SD) of |l_j| per column under the alpha-weighted posterior, estimated from the
+    unweighted draws with PSIS weights w_s ∝ exp(sum_i (alpha_i - 1) l_i(theta_s)), plus the
+    weights' Pareto k-hat and effective sample size. The step of the prediction that
+    importance sampling does (its only use of the weights). ``exponent``: "alpha-1" (right);
+    "alpha" and "none" are wrong versions kept for the tests' mutants."""
+    L = _contrib(contrib)
+    u = L.shape[1]
+    iv = _inv(inv, u, None if inv is None else len(np.asarray(inv)))
+    a = _alpha(alpha, iv.size)
+    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(iv.size)}[exponent]
+    w, k = _smoothed(L @ np.bincount(iv, weights=e, minlength=u), reff, smooth)
+    A = np.abs(L)
+    mw = w @ A
+    sw = np.sqrt(np.maximum(w @ (A * A) - mw * mw, 0.0))
+    return mw, sw, k, float(1.0 / np.sum(w ** 2))
+
+
+def information_inflation(a: np.ndarray, v: np.ndarray, design: Any, iv: np.ndarray,
+                          u: int) -> np.ndarray:
+    """kappa per column (see :func:`predict_delta_alpha`; ``a`` the (n,) risk weights, ``v``
+    the likelihood's own per-record multipliers, ``design`` (n, p) or None, ``iv`` records ->
+    columns, ``u`` columns): the SD ratio of the weighted to the unweighted posterior of each
+    record's linear predictor (inf where the weighted fit keeps
+    no information on it: alpha = 0 on all its cell)."""
+    if design is None:
+        va = float(v @ a)
+        return np.full(u, np.sqrt(v.sum() / va) if va > 0 else np.inf)
+    X = np.asarray(design, dtype=float)
+    if X.ndim != 2 or X.shape[0] != iv.size or not np.isfinite(X).all():
+        raise ValueError(f"design must be a finite ({iv.size}, p) array of the records' "
+                         f"predictors, got shape {X.shape}.")
+
+    def h(wt: np.ndarray) -> np.ndarray:
+        P = np.linalg.pinv((X * wt[:, None]).T @ X, hermitian=True)
+        return np.einsum("ij,jk,ik->i", X, P, X)
+
+    h1, ha = h(v), h(v * a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(h1 > 0, np.sqrt(np.maximum(ha, 0) / h1), 1.0)
+    # a record whose predictor direction lost all weight: the weighted posterior there is
+    # the prior's (no finite inflation from the unweighted draws)
+    k = np.where(ha > h1 * 1e8, np.inf, np.maximum(k, 1.0))
+    out = np.ones(u)
+    np.maximum.at(out, iv, k)
+    return out
+
+
+def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
+                        n_final: int | None = None, info_weight: Any = None,
+                        design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX, c: float | None = None,
+                        smooth: bool = True, exponent: str = "alpha-1") -> Prediction:
+    """Predict Delta_alpha of a fit at risk weights ``alpha`` with ``n_final`` draws, from the
+    unweighted fit's per-draw contributions ``contrib`` (S, u) (module docstring).
+
+    Delta_alpha = max_i alpha_i R_i with R_i = max over the fit's draws of |l_i| (the max over
+    draws and records commute). Per record, R_i(c) = m_i(c) + z_i s_i(c):
+
+    * m_i(c): the PSIS-weighted mean of |l_i| over the unweighted draws (the weighted
+      posterior's mean; k-hat says whether to trust it);
+    * s_i(c) = max(PSIS-weighted SD of |l_i|, kappa_i(c) x its unweighted SD): the weighted
+      posterior's spread grows like 1 / sqrt(information), and reweighting alone cannot show
+      draws wider than the unweighted ones (measured on exact conjugate posteriors: without
+      kappa the prediction falls behind the real fit as c falls). Without ``design``,
+      kappa(c) = sqrt(sum_i v_i / sum_i v_i alpha_i) for every record (v = ``info_weight``,
+      default 1: the likelihood's own per-record multiplier, PBP's normalised survey weight).
+      With ``design`` X (n, p) (FBS/FBP: the one-hot predictor cells; Sequential: intercept and
+      predictors), kappa_i(c) = sqrt(h_i(alpha v) / h_i(v)), h_i(u) = x_i' (X' diag(u) X)^+ x_i,
+      the variance ratio of record i's linear predictor: with cells, sqrt(n_g / sum_g alpha)
+      for record i's cell g, so a down-weighted small cell widens more than the file;
+    * z_i = (max_s |l_i| - mean) / SD over the unweighted draws: record i's own tail factor for
+      a max over S draws, rescaled to ``n_final`` draws by the normal-tail factor
+      Phi^-1(0.5^(1/n_final)) / Phi^-1(0.5^(1/S)).
+
+    At alpha = 1 (all weights equal, kappa = 1) and n_final = S this returns the unweighted
+    fit's own max exactly. ``lo`` / ``hi`` use the 10% / 90% quantiles of the max of
+    ``n_final`` normal draws instead of the median (an indication of the fit-to-fit noise,
+    not calibrated). ``smooth=False`` (raw self-normalised IS) and ``exponent`` other than
+    "alpha-1" are the wrong versions kept for the tests and the study only.
+    """
+    from scipy.stats import norm
+
+    L = _contrib(contrib)
+    S, u = L.shape
+    iv = _inv(inv, u, None if inv is None else len(np.asarray(inv)))
+    a = _alpha(alpha, iv.size)
+    n = iv.size
+    nf = S if n_final is None else int(n_final)
+    if nf < 1:
+        raise ValueError(f"n_final must be >= 1, got {n_final!r}.")
+    v = np.ones(n) if info_weight is None else np.asarray(info_weight, dtype=float)
+    if v.shape != (n,) or not (np.isfinite(v).all() and (v >= 0).all() and v.sum() > 0):
+        raise ValueError(f"info_weight must be ({n},) finite and >= 0 with a positive sum.")
+    amax = np.zeros(u)
+    np.maximum.at(amax, iv, a)                 # the largest alpha among a column's records
+    A = np.abs(L)
+    m0, s0 = A.mean(axis=0), A.std(axis=0)
+    z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
+    mw, sw, k, ess = reweighted_moments(L, a, inv=iv, reff=reff, smooth=smooth,
+                                        exponent=exponent)
+    kappa = information_inflation(a, v, design, iv, u)
+    sd = np.maximum(sw, np.where((s0 > 0) & np.isfinite(kappa), kappa * s0, 0.0))
+    z_S = norm.ppf(0.5 ** (1.0 / S))
+
+    def at(p: float) -> float:
+        f = norm.ppf(p ** (1.0 / nf)) / z_S if z_S > 0 else 1.0
+        if p == 0.5 and nf == S:
+            f = 1.0                               # exact at alpha = 1
+        return float(np.max(amax * (mw + f * z * sd)))
+
+    return Prediction(c=c, median=at(0.5), lo=at(0.1), hi=at(0.9), k_hat=k, ess=ess,
+                      trusted=bool(k <= k_max), n_final=nf)
+
+
+def lipschitz_map(bounds: Any, g: float = 0.0) -> Callable[[float], np.ndarray]:
+    """c -> alpha(c) = lipschitz_weights(bounds=Delta_i, c, g): the pseudo posterior
+    synthesizers' and Sequential's risk-weight map on the unweighted bounds Delta_i."""
+    b = np.asarray(bounds, dtype=float)
+    return lambda c: lipschitz_weights(None, c=float(c), g=float(g), bounds=b)
+
+
+def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: float,
+              tol: float = 0.10, *, c_lo: float = 0.0, c_hi: float = 1.0,
+              aim: float | None = None, inv: Any = None, n_final: int | None = None,
+              info_weight: Any = None, design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
+              checks: Sequence[tuple[float, float]] = (), iters: int = 40) -> Proposal:
+    """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
+    band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
+
+    ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction is multiplied by
+    the geometric mean of real / predicted over them (``correction``), which carries what
+    the reweighted draws miss (mostly the wider tails of the weighted posterior) from c to
+    nearby c. The search is a bisection on log c that keeps the lower end's corrected
+    prediction below the aim, and returns that end: the returned c's corrected prediction is
+    <= aim <= target, never above the band (when even c_lo is predicted above the target,
+    c_lo is returned with ``trusted`` False: the target looks unreachable by weighting, and
+    the caller's real fit and refusal rules decide). ``trusted`` is False as soon as k-hat
+    exceeds ``k_max`` at the returned c or at a check, in which case the caller uses today's
+    path. Pure: no fit, no randomness.
+    """
+    if not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a positive number, got {target!r}.")
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}.")
+    if not (0 <= c_lo < c_hi and np.isfinite(c_hi)):
+        raise ValueError(f"need 0 <= c_lo < c_hi < inf, got c_lo={c_lo!r}, c_hi={c_hi!r}.")
+    goal = (1.0 - tol / 2.0) * target if aim is None else float(aim)
+    if not 0 < goal <= target:
+        raise ValueError(f"aim must lie in (0, target], got {aim!r}.")
+    L = _contrib(contrib)
+
+    def pred(c: float) -> Prediction:
+        return predict_delta_alpha(L, alpha_of(c), inv=inv, n_final=n_final,
+                                   info_weight=info_weight, design=design, reff=reff,
+                                   k_max=k_max, c=c)
+
+    trusted, reason = True, ""
+    ratios = []
+    for c_chk, f_chk in checks:
+        p = pred(float(c_chk))
+        if not p.trusted:
+            trusted, reason = False, f"k-hat {p.k_hat:.2f} > {k_max} at checked c = {c_chk:.4g}"
+        if p.median > 0 and f_chk > 0:
+            ratios.append(np.log(float(f_chk) / p.median))
+    corr = float(np.exp(np.mean(ratios))) if ratios else 1.0
+
+    def value(c: float) -> tuple[float, Prediction]:
+        p = pred(c)
+        return corr * p.median, p
+
+    v_hi, p_hi = value(c_hi)
+    if v_hi <= goal:
+        c, p = c_hi, p_hi
+    else:
+        v_lo, p_lo = value(c_lo)
+        if v_lo > goal:
+            return Proposal(c=float(c_lo), prediction=p_lo, correction=corr, trusted=False,
+                            reason=(f"predicted {v_lo:.4g} > aim {goal:.4g} already at c_lo = "
+                                    f"{c_lo:.4g}"))
+        lo, hi = c_lo, c_hi
+        p = p_lo
+        for _ in range(int(iters)):
+            mid = np.sqrt(lo * hi) if lo > 0 else 0.5 * (lo + hi)
+            v_mid, p_mid = value(mid)
+            if v_mid <= goal:
+                lo, p = mid, p_mid
+            else:
+                hi = mid
+        c = lo
+    if not p.trusted and trusted:
+        trusted, reason = False, f"k-hat {p.k_hat:.2f} > {k_max} at proposed c = {c:.4g}"
+    return Proposal(c=float(c), prediction=p, correction=corr, trusted=trusted, reason=reason)
