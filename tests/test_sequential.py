@@ -865,7 +865,7 @@ def test_identification_weighted_release_tunes_each_step_and_says_so():
     (dict(r=0.3), "apply only with risk_weights='identification'"),
     (dict(risk_weights="identification", known=["income"]), r"known: \['income'\] are synthesized"),
     (dict(risk_weights="identification", known=["nope"]), r"\['nope'\] not found in the design's data"),
-    (dict(risk_weights="identification", r=0), "r must be a positive"),
+    (dict(risk_weights="identification", r=0), r"r must be None or a number > 0"),
 ])
 def test_identification_settings_refused_with_the_fix(kw, match):
     df, des = _mixed(n=60, seed=1)

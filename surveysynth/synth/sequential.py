@@ -207,8 +207,8 @@ class Sequential(Synthesizer):
     ...                    "w": rng.uniform(50, 150, 60).round(1)})
     >>> d = ss.SurveyDesign(df, weights="w")
     >>> syn = ss.synth.Sequential(variables=[{"name": "salary", "type": "positive"}],
-    ...                           public=["field"], m=2, chains=4, draws=300,
-    ...                           warmup=300, random_state=1, progress=False)
+    ...                           public=["field"], m=2, chains=4, draws=500,
+    ...                           warmup=500, random_state=1, progress=False)
     >>> rel = syn.fit(d).release()
     >>> rel.kind, rel.m
     ('partial', 2)
