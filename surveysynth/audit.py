@@ -383,6 +383,16 @@ def _threshold_test(v_in: np.ndarray, v_out: np.ndarray, alpha: float) -> tuple[
 
 
 # ----------------------------------------------------------------------------- the audit
+def _check_runs(runs: int, confidence: float) -> int:
+    """The audit's runs per side (at least 20) and the confidence of its bound (in (0, 1))."""
+    runs = int(runs)
+    if runs < 20:
+        raise ValueError(f"runs={runs}: give at least 20 runs per side.")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence}: must lie in (0, 1).")
+    return runs
+
+
 def _check_neighbours(d_in: Any, d_out: Any) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(d_in, dtype=float).ravel()
     b = np.asarray(d_out, dtype=float).ravel()
@@ -453,11 +463,7 @@ def audit_mechanism(
     (``lower_bound``, ``passed``, ``summary()``).
     """
     a, b = _check_neighbours(d_in, d_out)
-    runs = int(runs)
-    if runs < 20:
-        raise ValueError(f"runs={runs}: give at least 20 runs per side.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence={confidence}: must lie in (0, 1).")
+    runs = _check_runs(runs, confidence)
     q = None if quantiles is None else [float(v) for v in np.atleast_1d(quantiles)]
     settings = dict(epsilon=float(epsilon), lower=float(lower), upper=float(upper),
                     transform=transform, quantiles=q)
@@ -559,11 +565,7 @@ def audit_zcdp(mechanism: Callable[[np.ndarray, int], tuple[Any, float, float]],
     if not callable(mechanism):
         raise ValueError("mechanism: give a callable (data, seed) -> (values, NaN, claimed rho).")
     a, b = _check_neighbours(d_in, d_out)
-    runs = int(runs)
-    if runs < 20:
-        raise ValueError(f"runs={runs}: give at least 20 runs per side.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence={confidence}: must lie in (0, 1).")
+    runs = _check_runs(runs, confidence)
     deltas = [float(d) for d in deltas]
     if not deltas or not all(0 < d < 1 for d in deltas):
         raise ValueError(f"deltas={deltas}: give values in (0, 1).")
