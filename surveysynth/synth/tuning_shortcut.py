@@ -43,7 +43,8 @@ identical (x, y) records exactly): ``inv`` (n,) then maps each record to its col
 is per record. ``alpha_of`` maps c to the (n,) risk weights (:func:`lipschitz_map` for
 ``lipschitz_weights`` on the unweighted bounds; any callable for identification risks).
 
-The tuner this serves (wired in by the tuner's owner; signature only here):
+The tuner this serves (wired in as :func:`shortcut_predict`, the one tuner's ``predict`` step
+with ``tuning="shortcut"``; the loop it runs):
 
     prop = propose_c(contrib, alpha_of, target, tol, c_lo=floor.c, c_hi=path.c_max,
                      n_final=S, checks=[(c1, real_delta_alpha_1), ...])
