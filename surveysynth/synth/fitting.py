@@ -152,3 +152,8 @@ class WeightedFits:
                        + f", Delta_alpha = {da:.4f}"
                        + (f" (target {self.target:.4g})" if self.target else ""))
         return da, alpha, per, res, R
+
+    def annotate(self, note: dict) -> None:
+        """Add a predictor's note (how the c of the last fit was chosen) to that fit's row."""
+        if self.rows:
+            self.rows[-1].update(note)

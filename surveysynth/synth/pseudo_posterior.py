@@ -91,6 +91,7 @@ from .tuning import (
     smallest_group_weight,
     tune,
 )
+from .tuning_shortcut import shortcut_predict
 
 __all__ = ["FBS", "FBP", "PBP", "TargetUnreachableError"]
 
@@ -444,6 +445,12 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       ``effects="main"``) keeps this many records' worth of likelihood, sum_i alpha_i; a target
       that needs less is refused (:class:`~surveysynth.synth.tuning.CellWeightFloor`). 0 turns
       the check off;
+    * ``tuning`` (default "default"): how the tuner proposes c. "default": today's rule
+      (plug-in, then log-linear refits); "shortcut": the tuning shortcut
+      (:func:`~surveysynth.synth.tuning_shortcut.shortcut_predict`: c predicted from the
+      unweighted fit's draws by importance sampling, today's rule when its real / predicted
+      ratio leaves [1/1.5, 1.5]). Either way the released bound is the final fit's fresh
+      draws, never above the target;
     * ``population_size`` (public N the released weights sum to; default: the sum of the
       confidential weights, then listed in the manifest as published without budget);
     * ``random_state`` (None: secret OS entropy), ``progress``;
@@ -479,6 +486,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         "log_lik": [Options("auto", "stan", "numpy")],
         "pi_scale": [Options("natural", "sample")],
         "smoothed_weights": [Options("outcome", "model")],
+        "tuning": [Options("default", "shortcut")],
         "outcome_scale": [Interval("number", 0, None, closed="neither")],
         **MCMC, **RELEASE,
     }
@@ -517,6 +525,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         max_epsilon: float | None = None,
         outcome_scale: float = 1.0,
         loglik: str = DEPRECATED,
+        tuning: str = "default",
     ) -> None:
         self.outcome = outcome
         self.predictors = predictors
@@ -541,6 +550,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         self.log_lik = log_lik
         self.pi_scale = pi_scale
         self.smoothed_weights = smoothed_weights
+        self.tuning = tuning
         self.convergence = convergence
         self.allow_unconverged = allow_unconverged
         self.random_state = random_state
@@ -931,6 +941,12 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     #: plugs in here (surveysynth.synth.tuning.Proposal says what it sees)
     tuning_predict: Predictor = staticmethod(default_predict)
 
+    def _predictor(self) -> Predictor:
+        """The ``predict`` step the ``tuning`` setting selects: the class's ``tuning_predict``
+        ("default") or the tuning shortcut ("shortcut")."""
+        return (shortcut_predict if getattr(self, "tuning", "default") == "shortcut"
+                else type(self).tuning_predict)
+
     def _tuner_settings(self) -> TunerSettings:
         """The tuner's settings: name, tol, g, max_refits and the cell-weight floor from the
         prepared cells (``min_cell_weight`` records' worth in every group)."""
@@ -950,8 +966,10 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         report: dict = {}
         try:
             return fit_to_target(evaluate, target, delta, chain_maxima, self._tuner_settings(),
-                                 c=float(self.c), predict=type(self).tuning_predict,
-                                 loglik=loglik, loglik_draws=loglik_draws, report=report)
+                                 c=float(self.c), predict=self._predictor(),
+                                 loglik=loglik, loglik_draws=loglik_draws, report=report,
+                                 annotate=getattr(getattr(evaluate, "__self__", None),
+                                                  "annotate", None))
         finally:
             self._keep_tuning_report(report)
 
@@ -960,7 +978,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         report: dict = {}
         try:
             return tune(evaluate, target, delta, chain_maxima, self._tuner_settings(),
-                        predict=type(self).tuning_predict, report=report)
+                        predict=self._predictor(), report=report)
         finally:
             self._keep_tuning_report(report)
 

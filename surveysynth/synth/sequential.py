@@ -87,6 +87,7 @@ from .fitting import WeightedFits, absmax_over_draws, check_weights, run_fit
 from .params import MCMC, RELEASE, Columns, DaskClient, Interval, Options
 from .pseudo_posterior import _even_draws, _round_up
 from .tuning import TargetUnreachableError, TunerSettings, default_predict, fit_to_target
+from .tuning_shortcut import shortcut_predict
 
 __all__ = ["Sequential", "TYPES"]
 
@@ -178,6 +179,11 @@ class Sequential(Synthesizer):
     allow_unconverged : release although a step failed the gates (the record says so).
     random_state : None (secret OS entropy) or a seed (a secret key).
     progress : print each weighted fit's bound.
+    tuning : how each step's tuner proposes c: "default" (plug-in, then log-linear refits) or
+        "shortcut" (predicted from the unweighted fit's draws by importance sampling,
+        :func:`surveysynth.synth.tuning_shortcut.shortcut_predict`; today's rule when its
+        real / predicted ratio leaves [1/1.5, 1.5]). The released bound is the final fit's
+        fresh draws either way, never above the target.
     stan_kwargs : extra arguments of pystan's sample (e.g. delta=0.95); they override a
         model's own defaults key by key (truncated counts: delta=0.95).
     n_jobs : steps fitted at once (default 1: one after another). The steps' fits are
@@ -235,6 +241,7 @@ class Sequential(Synthesizer):
         "max_refits": [Interval("integer", 1, None)],
         "n_jobs": [Interval("integer", 1, None)],
         "client": [None, DaskClient()],
+        "tuning": [Options("default", "shortcut")],
         **MCMC, **RELEASE,
     }
 
@@ -266,6 +273,7 @@ class Sequential(Synthesizer):
         max_epsilon: float | None = None,
         n_jobs: int = 1,
         client: Any = None,
+        tuning: str = "default",
     ) -> None:
         self.variables = variables
         self.public = public
@@ -293,6 +301,7 @@ class Sequential(Synthesizer):
         self.max_epsilon = max_epsilon
         self.n_jobs = n_jobs
         self.client = client
+        self.tuning = tuning
 
     # ================================================================== validation
     def _check_settings(self) -> None:
@@ -724,7 +733,9 @@ class Sequential(Synthesizer):
                                  else max(100, int(self.warmup) // 2)),
                 "stan_kwargs": dict(self.stan_kwargs or {}), "tol": float(self.tol),
                 "max_refits": int(self.max_refits), "risk_weights": self.risk_weights,
-                "gates": self._cfg_["gates"], "predict": type(self).tuning_predict}
+                "gates": self._cfg_["gates"],
+                "predict": (shortcut_predict if getattr(self, "tuning", "default") == "shortcut"
+                            else type(self).tuning_predict)}
 
     #: the tuner's ``predict`` step for every step (surveysynth.synth.tuning.Proposal)
     tuning_predict = staticmethod(default_predict)
@@ -1087,7 +1098,7 @@ class _StepFit:
                     fits.evaluate, target, delta, fits.chain_maxima, settings, c=1.0, base=base,
                     predict=cfg["predict"],
                     loglik=lambda s: self._patterns_loglik(unw, s)[:, self.inv],
-                    loglik_draws=S_unw)
+                    loglik_draws=S_unw, annotate=fits.annotate)
             except TargetUnreachableError as exc:
                 raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc
         verdict = convergence_verdict(res.summary, res.diagnostics, cfg["gates"])

@@ -6,7 +6,7 @@ cell-weight floor and the refusals (docs/pseudo_posterior.md, "Tuning")."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,8 @@ class TuningPath:
         self.R0 = np.where(finite, delta, 0.0)
         self.logc: list[float] = []
         self.logf: list[float] = []
+        #: a predictor's scratch space for one tuning run (e.g. the shortcut's contributions)
+        self.cache: dict = {}
 
     def predict(self, c: float, R: np.ndarray) -> float:
         return float(np.max(lipschitz_weights(None, c=c, g=self.g, bounds=self.delta) * R))
@@ -201,6 +203,9 @@ class Proposal:
     and ``draws`` their number (None where the caller has none); the default predictor does not
     use them (an importance-reweighting predictor does). Whatever c is proposed, it is clipped
     to the cell-weight floor and the bound released is still the final fit's own.
+    ``c_min``: that floor (the cell-weight floor's c; 0 without one). ``note``: a predictor
+    may describe its choice here (e.g. the tuning shortcut's k-hat and real/predicted ratio);
+    the tuner writes it into the tuning path's row of the fit at the proposed c.
     """
 
     stage: str
@@ -211,6 +216,8 @@ class Proposal:
     R: np.ndarray
     loglik: Callable[[slice], np.ndarray] | None = None
     draws: int | None = None
+    c_min: float = 0.0
+    note: dict = field(default_factory=dict)
 
 
 def default_predict(p: Proposal) -> float:
@@ -237,7 +244,8 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
                   predict: Predictor = default_predict,
                   loglik: Callable[[slice], np.ndarray] | None = None,
                   loglik_draws: int | None = None,
-                  report: dict | None = None) -> tuple[float | None, tuple]:
+                  report: dict | None = None,
+                  annotate: Callable[[dict], None] | None = None) -> tuple[float | None, tuple]:
     """The released weighted fit of one model: ``(c, (Delta_alpha, alpha, per_record, res, R))``.
 
     ``evaluate(c, final)`` runs one alpha-weighted fit (c None: alpha = 1) with fresh draws;
@@ -247,7 +255,9 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
     by more than tol: no risk weighting (c None, alpha = 1), the bound that of a final fit with
     fresh draws, and only when noise puts that above the target is c tuned (:func:`tune`).
     Otherwise :func:`tune`. Whatever the path, a fit above the target is never returned (the
-    privacy invariant, written here once for every synthesizer)."""
+    privacy invariant, written here once for every synthesizer). ``annotate(note)``: called
+    right after a fit whose c a predictor described in ``Proposal.note`` (the caller adds the
+    note to that fit's row of its tuning path, e.g. :meth:`WeightedFits.annotate`)."""
     if target is None:
         return c, evaluate(c, True)
     c_best: float | None = None
@@ -257,11 +267,11 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
         if out[0] > target:
             c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
                                settings, predict=predict, loglik=loglik,
-                               loglik_draws=loglik_draws, report=report)
+                               loglik_draws=loglik_draws, report=report, annotate=annotate)
     else:
         c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
                            settings, predict=predict, loglik=loglik, loglik_draws=loglik_draws,
-                           report=report)
+                           report=report, annotate=annotate)
     if not out[0] <= target:
         raise TargetUnreachableError(
             f"{settings.name}: internal error: a fit with Delta_alpha {out[0]:.4g} above the "
@@ -273,7 +283,8 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
          chain_maxima: Callable[[Any, np.ndarray], np.ndarray], settings: TunerSettings, *,
          predict: Predictor = default_predict,
          loglik: Callable[[slice], np.ndarray] | None = None, loglik_draws: int | None = None,
-         report: dict | None = None) -> tuple[float, tuple]:
+         report: dict | None = None,
+         annotate: Callable[[dict], None] | None = None) -> tuple[float, tuple]:
     """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
 
     Tuning. Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over
@@ -328,8 +339,22 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
             "target above the unweighted bound (no weighting), or min_cell_weight=0 "
             "(not recommended: prior-driven synthetic values).")
 
+    pending: dict = {}
+
     def propose(stage: str, c: float | None, f: float | None, goal: float, R: np.ndarray) -> float:
-        return max(predict(Proposal(stage, path, c, f, goal, R, loglik, loglik_draws)), c_lo)
+        p = Proposal(stage, path, c, f, goal, R, loglik, loglik_draws, c_min=c_lo)
+        c_new = max(predict(p), c_lo)
+        pending.clear()
+        if p.note:
+            pending.update({"stage": stage, **p.note, "c_used": c_new})
+        return c_new
+
+    def fit(c_fit: float, final: bool) -> tuple:
+        out = evaluate(c_fit, final)
+        if pending and annotate is not None:
+            annotate(dict(pending))
+        pending.clear()
+        return out
 
     # --- tuning fits (never reported)
     aim = (1.0 - tol / 2.0) * target
@@ -338,7 +363,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     fits = 0
     ceiling = False
     while fits < max_refits - 1:
-        out = evaluate(c, False)
+        out = fit(c, False)
         fits += 1
         check_reach(name, path, c, out[0], target)
         check_cell_floor(name, floor, c, out[0], target)
@@ -363,10 +388,12 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     goal = target * float(np.exp(-margin))
     spread = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal, "ceiling": ceiling}
     report["bound_spread"] = spread
+    if ceiling:
+        pending.clear()
     c_final = c if ceiling else propose("final", c, out[0], goal, out[4])
     # --- final fits: reported as they are when <= target
     while fits < max_refits:
-        out = evaluate(c_final, True)
+        out = fit(c_final, True)
         fits += 1
         if out[0] <= target:
             return c_final, out
