@@ -225,9 +225,18 @@ class PeakRSS:
 
 
 def maxrss() -> int:
-    """This process's own peak RSS in bytes (``ru_maxrss``)."""
+    """This process's own peak RSS in bytes: Linux's VmHWM (the high-water mark of this
+    address space, reset by exec), else ``ru_maxrss``. Linux keeps ``ru_maxrss`` across fork
+    and exec, so a child started by a large parent (a pytest worker of 1.9 GB) reported the
+    parent's peak; VmHWM does not."""
     import resource
 
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

@@ -109,7 +109,7 @@ def test_run_step_jobs_reissues_warnings_in_step_order_and_raises_the_first_erro
 
 
 def test_n_jobs_is_checked():
-    with pytest.raises(ValueError, match="n_jobs must be a positive integer"):
+    with pytest.raises(ValueError, match="n_jobs must be an integer >= 1"):
         _seq(n_jobs=0).fit(_design())
 
 
