@@ -27,6 +27,11 @@ def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
     exp(mean log c + (log target - mean log f) / b): near the root it moves by the mean
     residual of all evaluations, which averages the noise of the max over draws.
     """
+    if not (np.isfinite(logc).all() and np.isfinite(logf).all() and np.isfinite(target)
+            and target > 0):
+        raise ValueError(f"internal error: the log-linear root needs finite points and a "
+                         f"target > 0; got log c = {list(logc)}, log Delta_alpha = "
+                         f"{list(logf)}, target {target!r}.")
     xb, yb = float(np.mean(logc)), float(np.mean(logf))
     sxx = float(np.sum((logc - xb) ** 2))
     sxy = float(np.sum((logc - xb) * (logf - yb)))
@@ -68,7 +73,12 @@ class TuningPath:
         return 0.5 * (lo + hi)
 
     def add(self, c: float, f: float) -> None:
-        if c > 0 and f > 0 and (not self.logc or self.logc[-1] != np.log(c)):
+        """Add the evaluation (c, f) to the regression. Only finite c > 0 and finite f > 0
+        join: an infinite bound (a record with alpha_i > 0 whose |log p| was infinite at some
+        draw) has no logarithm to regress, and one such point made every later root NaN
+        (inf - inf in the mean residual; the apistrat Sequential crash, docs/benchmarks.md)."""
+        if (np.isfinite(c) and np.isfinite(f) and c > 0 and f > 0
+                and (not self.logc or self.logc[-1] != np.log(c))):
             self.logc.append(float(np.log(c)))
             self.logf.append(float(np.log(f)))
 
@@ -83,7 +93,12 @@ class TuningPath:
 
     def next_c(self, c: float, f: float, goal: float, R: np.ndarray) -> float:
         """The next c: the root of the regression line (two or more evaluations) or the
-        plug-in root from this fit's bounds, damped to [c/2, 2c]."""
+        plug-in root from this fit's bounds, damped to [c/2, 2c]. After a fit whose bound was
+        infinite (above any target, and not a point of the line) the step is the largest
+        allowed down: c/2."""
+        _check_eval(c, f)
+        if not np.isfinite(f):
+            return 0.5 * c
         self.add(c, f)
         if len(self.logc) >= 2:
             c_new = loglinear_root(np.array(self.logc), np.array(self.logf), goal)
@@ -92,12 +107,24 @@ class TuningPath:
         return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
 
     def root(self, c: float, f: float, goal: float) -> float:
-        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped."""
+        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped; c/2
+        after an infinite bound (see :meth:`next_c`)."""
+        _check_eval(c, f)
+        if not np.isfinite(f):
+            return 0.5 * c
         if len(self.logc) < 2:
             c_new = float(np.exp(np.log(c) + (np.log(goal) - np.log(f)) / 0.7))
         else:
             c_new = loglinear_root(np.array(self.logc), np.array(self.logf), goal)
         return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
+
+
+def _check_eval(c: float, f: float) -> None:
+    """A proposal needs a finite c >= 0 and a bound that is not NaN (+inf is allowed: the fit
+    is above any target)."""
+    if not (np.isfinite(c) and c >= 0) or np.isnan(f):
+        raise ValueError(f"internal error: a new c needs the last fit's finite c >= 0 and a "
+                         f"bound that is not NaN; got c = {c!r}, Delta_alpha = {f!r}.")
 
 
 class CellWeightFloor:
@@ -314,7 +341,10 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     max_refits = int(settings.max_refits)
     finite = np.isfinite(delta)
     if not finite.any():
-        raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
+        raise TargetUnreachableError(
+            f"{name}: no record has a finite log density in the unweighted fit, so no risk "
+            "weight can be formed; nothing to fit. Fix: check this variable's model and "
+            "bounds against its data.")
     path = TuningPath(delta, g, target)
     floor = settings.floor(path)
     report["cell_weight_floor"] = {"k": floor.k, "c_min": floor.c, "binding": floor.binding}
@@ -329,7 +359,22 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
             "(not recommended: prior-driven synthetic values).")
 
     def propose(stage: str, c: float | None, f: float | None, goal: float, R: np.ndarray) -> float:
-        return max(predict(Proposal(stage, path, c, f, goal, R, loglik, loglik_draws)), c_lo)
+        try:
+            c_new = float(predict(Proposal(stage, path, c, f, goal, R, loglik, loglik_draws)))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from exc
+        if not (np.isfinite(c_new) and c_new >= 0):   # never let a NaN become a c
+            raise ValueError(
+                f"{name}: internal error: the {stage} proposal gave c = {c_new!r} (last fit: "
+                f"c = {c!r}, Delta_alpha = {f!r}; goal {goal:.4g}; regression points log c = "
+                f"{path.logc}, log Delta_alpha = {path.logf}); nothing released.")
+        return max(c_new, c_lo)
+
+    def evaluate_checked(c: float, final: bool) -> tuple:
+        out = evaluate(c, final)
+        if np.isnan(out[0]):
+            check_not_nan(name, c, out)
+        return out
 
     # --- tuning fits (never reported)
     aim = (1.0 - tol / 2.0) * target
@@ -338,7 +383,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     fits = 0
     ceiling = False
     while fits < max_refits - 1:
-        out = evaluate(c, False)
+        out = evaluate_checked(c, False)
         fits += 1
         check_reach(name, path, c, out[0], target)
         check_cell_floor(name, floor, c, out[0], target)
@@ -357,7 +402,8 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     c, out = last
     path.add(c, out[0])
     # --- margin from the spread of the bound across chains
-    chains = chain_maxima(out[3], out[1])
+    chains = np.asarray(chain_maxima(out[3], out[1]), dtype=float)
+    chains = chains[np.isfinite(chains) & (chains > 0)]   # an infinite chain max has no log
     s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
     margin = max(tol / 2.0, 1.645 * s_rel)
     goal = target * float(np.exp(-margin))
@@ -366,7 +412,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     c_final = c if ceiling else propose("final", c, out[0], goal, out[4])
     # --- final fits: reported as they are when <= target
     while fits < max_refits:
-        out = evaluate(c_final, True)
+        out = evaluate_checked(c_final, True)
         fits += 1
         if out[0] <= target:
             return c_final, out
@@ -380,10 +426,36 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
         goal = target * float(np.exp(-margin))
         spread.update(margin=margin, aim=goal)
         c_final = propose("refinal", c_final, out[0], goal, out[4])
+    if not np.isfinite(out[0]):
+        raise TargetUnreachableError(
+            f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
+            f"{target:.4g}: the last fit's bound was infinite (records "
+            f"{_inf_records(out)} have alpha > 0 and an infinite |log p| at some draw). "
+            "Fix: check those records against this variable's model and bounds (a value at "
+            "or beyond a bound, an extreme count), raise max_refits, or a larger target.")
     raise TargetUnreachableError(
         f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
         f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
         "max_refits or draws, or a larger tol (a lower aim).")
+
+
+def _inf_records(out: tuple, k: int = 5) -> list[int]:
+    """The first ``k`` records (positions) with alpha_i > 0 and a non-finite R_i."""
+    alpha, R = np.asarray(out[1]), np.asarray(out[4])
+    return np.flatnonzero((alpha > 0) & ~np.isfinite(R))[:k].tolist()
+
+
+def check_not_nan(name: str, c: float | None, out: tuple) -> None:
+    """Refuse a weighted fit whose bound is NaN: some record with alpha_i > 0 has a NaN log
+    density at some draw (an overflow in the model's log density). NaN is not a bound, and
+    fed to the tuner it would become a NaN c."""
+    alpha, R = np.asarray(out[1]), np.asarray(out[4])
+    rows = np.flatnonzero((alpha > 0) & np.isnan(R))[:5].tolist()
+    raise TargetUnreachableError(
+        f"{name}: the weighted fit at c = {c!r} has Delta_alpha = NaN: records {rows} have a "
+        "NaN log density at some draw (an overflow in the model's log density at extreme "
+        "parameter values); NaN is not a bound, nothing released. Fix: check those records "
+        "against this variable's model and bounds, or more warm-up / tighter priors.")
 
 
 def check_cell_floor(name: str, floor: CellWeightFloor, c: float, f: float,
