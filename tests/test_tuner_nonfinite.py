@@ -150,3 +150,30 @@ def test_no_finite_unweighted_bound_names_the_step():
     d = np.full(5, np.inf)
     with pytest.raises(TargetUnreachableError, match=rf"{NAME}: no record"):
         tune(Fits(d).evaluate, 1.0, d, Fits.chain_maxima, TunerSettings(name=NAME))
+
+
+def test_truncated_normal_log_density_is_finite_far_below_the_lower_bound():
+    """A source of the infinite bound on apistrat's api00 (bounded 200-1000, a truncated
+    normal): at a draw with mu far below lo both log Phi of the normaliser underflowed to 0
+    and log p came out +inf (unfixed: inf at (lo - mu) / sigma >= ~38). Reference: the
+    upper-tail form, log Phi(-a) + log1p(-Phi(-b) / Phi(-a)), checked against scipy's
+    truncnorm where that is finite."""
+    from scipy import special, stats
+
+    from surveysynth.synth._seq_models import normal_loglik
+
+    lo, hi = 200.0, 1000.0
+    y = np.array([200.0, 500.0, 1000.0])
+    sig = np.array([[50.0], [50.0], [10.0], [50.0], [100.0]])
+    mu = np.array([[-2000.0], [100.0], [-1e5], [1500.0], [600.0]]) * np.ones((1, 3))
+    sig = sig * np.ones((1, 3))
+    got = normal_loglik(y, mu, sig, lo, hi)
+    a, b = (lo - mu) / sig, (hi - mu) / sig
+    assert np.isfinite(got).all()
+    far = a > 30          # Phi(-b) / Phi(-a) < 1e-100 here: log Z = log Phi(-a)
+    assert far.sum() == 6
+    np.testing.assert_allclose(got[far], (stats.norm.logpdf(y, mu, sig)
+                                          - special.log_ndtr(-a))[far], rtol=1e-12)
+    np.testing.assert_allclose(got[~far], stats.truncnorm.logpdf(
+        np.broadcast_to(y, mu.shape)[~far], a[~far], b[~far], loc=mu[~far],
+        scale=sig[~far]), rtol=1e-8)
