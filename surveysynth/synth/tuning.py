@@ -431,8 +431,9 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
             f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
             f"{target:.4g}: the last fit's bound was infinite (records "
             f"{_inf_records(out)} have alpha > 0 and an infinite |log p| at some draw). "
-            "Fix: check those records against this variable's model and bounds (a value at "
-            "or beyond a bound, an extreme count), raise max_refits, or a larger target.")
+            "At small c the weighted posterior drifts towards the prior, where such draws "
+            "occur. Fix: a larger target (target_epsilon), fewer predictors for this "
+            "variable, or check those records against its model and bounds.")
     raise TargetUnreachableError(
         f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
         f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
@@ -454,8 +455,12 @@ def check_not_nan(name: str, c: float | None, out: tuple) -> None:
     raise TargetUnreachableError(
         f"{name}: the weighted fit at c = {c!r} has Delta_alpha = NaN: records {rows} have a "
         "NaN log density at some draw (an overflow in the model's log density at extreme "
-        "parameter values); NaN is not a bound, nothing released. Fix: check those records "
-        "against this variable's model and bounds, or more warm-up / tighter priors.")
+        "parameter values); NaN is not a bound, nothing released. At small c every alpha is "
+        "small and the weighted posterior drifts towards the prior (apistrat's truncated "
+        "count ell: the bound rose again below c ~ 0.03), where such draws occur: the target "
+        "is then below what weighting reaches for this variable. Fix: a larger target "
+        "(target_epsilon), fewer predictors for this variable, or check those records "
+        "against its model and bounds.")
 
 
 def check_cell_floor(name: str, floor: CellWeightFloor, c: float, f: float,
