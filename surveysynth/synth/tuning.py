@@ -456,8 +456,8 @@ def check_not_nan(name: str, c: float | None, out: tuple) -> None:
         f"{name}: the weighted fit at c = {c!r} has Delta_alpha = NaN: records {rows} have a "
         "NaN log density at some draw (an overflow in the model's log density at extreme "
         "parameter values); NaN is not a bound, nothing released. At small c every alpha is "
-        "small and the weighted posterior drifts towards the prior (apistrat's truncated "
-        "count ell: the bound rose again below c ~ 0.03), where such draws occur: the target "
+        "small and the weighted posterior drifts towards the prior, where such draws "
+        "occur: the target "
         "is then below what weighting reaches for this variable. Fix: a larger target "
         "(target_epsilon), fewer predictors for this variable, or check those records "
         "against its model and bounds.")
