@@ -43,10 +43,16 @@ def normal_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
     z = (y - mu) / sigma
     ll = -0.5 * _LOG2PI - np.log(sigma) - 0.5 * z**2
     if lo is not None or hi is not None:
-        uh = special.log_ndtr((hi - mu) / sigma) if hi is not None else np.zeros_like(mu)
-        ul = (special.log_ndtr((lo - mu) / sigma) if lo is not None
-              else np.full_like(mu, -np.inf))
-        ll = ll - _log_diff_exp(uh, ul)
+        # log(Phi(b) - Phi(a)), b = (hi - mu) / sigma, a = (lo - mu) / sigma. Where a > 0
+        # (mu below lo) both Phi are ~1 and their log_ndtr underflow to 0 together (a > ~38):
+        # log 0 = -inf and a record's log density came out +inf (an infinite Lipschitz bound,
+        # then a NaN c in the tuner on apistrat). There the equal upper-tail form
+        # log(Phi(-a) - Phi(-b)) is used, accurate in the tail.
+        b = (hi - mu) / sigma if hi is not None else np.full_like(mu, np.inf)
+        a = (lo - mu) / sigma if lo is not None else np.full_like(mu, -np.inf)
+        lower = _log_diff_exp(special.log_ndtr(b), special.log_ndtr(a))
+        upper = _log_diff_exp(special.log_ndtr(-a), special.log_ndtr(-b))
+        ll = ll - np.where(a > 0, upper, lower)
     return ll
 
 

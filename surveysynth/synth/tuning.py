@@ -27,6 +27,11 @@ def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
     exp(mean log c + (log target - mean log f) / b): near the root it moves by the mean
     residual of all evaluations, which averages the noise of the max over draws.
     """
+    if not (np.isfinite(logc).all() and np.isfinite(logf).all() and np.isfinite(target)
+            and target > 0):
+        raise ValueError(f"internal error: the log-linear root needs finite points and a "
+                         f"target > 0; got log c = {list(logc)}, log Delta_alpha = "
+                         f"{list(logf)}, target {target!r}.")
     xb, yb = float(np.mean(logc)), float(np.mean(logf))
     sxx = float(np.sum((logc - xb) ** 2))
     sxy = float(np.sum((logc - xb) * (logf - yb)))
@@ -70,7 +75,12 @@ class TuningPath:
         return 0.5 * (lo + hi)
 
     def add(self, c: float, f: float) -> None:
-        if c > 0 and f > 0 and (not self.logc or self.logc[-1] != np.log(c)):
+        """Add the evaluation (c, f) to the regression. Only finite c > 0 and finite f > 0
+        join: an infinite bound (a record with alpha_i > 0 whose |log p| was infinite at some
+        draw) has no logarithm to regress, and one such point made every later root NaN
+        (inf - inf in the mean residual; the apistrat Sequential crash, docs/benchmarks.md)."""
+        if (np.isfinite(c) and np.isfinite(f) and c > 0 and f > 0
+                and (not self.logc or self.logc[-1] != np.log(c))):
             self.logc.append(float(np.log(c)))
             self.logf.append(float(np.log(f)))
 
@@ -85,7 +95,12 @@ class TuningPath:
 
     def next_c(self, c: float, f: float, goal: float, R: np.ndarray) -> float:
         """The next c: the root of the regression line (two or more evaluations) or the
-        plug-in root from this fit's bounds, damped to [c/2, 2c]."""
+        plug-in root from this fit's bounds, damped to [c/2, 2c]. After a fit whose bound was
+        infinite (above any target, and not a point of the line) the step is the largest
+        allowed down: c/2."""
+        _check_eval(c, f)
+        if not np.isfinite(f):
+            return 0.5 * c
         self.add(c, f)
         if len(self.logc) >= 2:
             c_new = loglinear_root(np.array(self.logc), np.array(self.logf), goal)
@@ -94,12 +109,24 @@ class TuningPath:
         return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
 
     def root(self, c: float, f: float, goal: float) -> float:
-        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped."""
+        """c aimed at ``goal`` from the regression (slope 0.7 with one point), damped; c/2
+        after an infinite bound (see :meth:`next_c`)."""
+        _check_eval(c, f)
+        if not np.isfinite(f):
+            return 0.5 * c
         if len(self.logc) < 2:
             c_new = float(np.exp(np.log(c) + (np.log(goal) - np.log(f)) / 0.7))
         else:
             c_new = loglinear_root(np.array(self.logc), np.array(self.logf), goal)
         return float(np.clip(c_new, 0.5 * c, min(2.0 * c, self.c_max))) if c > 0 else c_new
+
+
+def _check_eval(c: float, f: float) -> None:
+    """A proposal needs a finite c >= 0 and a bound that is not NaN (+inf is allowed: the fit
+    is above any target)."""
+    if not (np.isfinite(c) and c >= 0) or np.isnan(f):
+        raise ValueError(f"internal error: a new c needs the last fit's finite c >= 0 and a "
+                         f"bound that is not NaN; got c = {c!r}, Delta_alpha = {f!r}.")
 
 
 class CellWeightFloor:
@@ -279,6 +306,21 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
     return c_best, out
 
 
+def _proposed_c(name: str, predict: Predictor, p: Proposal) -> float:
+    """The predictor's c for proposal ``p``, refused unless it is a finite number >= 0 (never
+    let a NaN become a c); a predictor's ValueError names the step."""
+    try:
+        c_new = float(predict(p))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+    if not (np.isfinite(c_new) and c_new >= 0):
+        raise ValueError(
+            f"{name}: internal error: the {p.stage} proposal gave c = {c_new!r} (last fit: "
+            f"c = {p.c!r}, Delta_alpha = {p.f!r}; goal {p.goal:.4g}; regression points log c = "
+            f"{p.path.logc}, log Delta_alpha = {p.path.logf}); nothing released.")
+    return c_new
+
+
 def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
          chain_maxima: Callable[[Any, np.ndarray], np.ndarray], settings: TunerSettings, *,
          predict: Predictor = default_predict,
@@ -325,7 +367,10 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     max_refits = int(settings.max_refits)
     finite = np.isfinite(delta)
     if not finite.any():
-        raise TargetUnreachableError("no record has a finite log density; nothing to fit.")
+        raise TargetUnreachableError(
+            f"{name}: no record has a finite log density in the unweighted fit, so no risk "
+            "weight can be formed; nothing to fit. Fix: check this variable's model and "
+            "bounds against its data.")
     path = TuningPath(delta, g, target)
     floor = settings.floor(path)
     report["cell_weight_floor"] = {"k": floor.k, "c_min": floor.c, "binding": floor.binding}
@@ -343,7 +388,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
 
     def propose(stage: str, c: float | None, f: float | None, goal: float, R: np.ndarray) -> float:
         p = Proposal(stage, path, c, f, goal, R, loglik, loglik_draws, c_min=c_lo)
-        c_new = max(predict(p), c_lo)
+        c_new = max(_proposed_c(name, predict, p), c_lo)
         pending.clear()
         if p.note:
             pending.update({"stage": stage, **p.note, "c_used": c_new})
@@ -351,6 +396,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
 
     def fit(c_fit: float, final: bool) -> tuple:
         out = evaluate(c_fit, final)
+        check_not_nan(name, c_fit, out)
         if pending and annotate is not None:
             annotate(dict(pending))
         pending.clear()
@@ -382,7 +428,8 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     c, out = last
     path.add(c, out[0])
     # --- margin from the spread of the bound across chains
-    chains = chain_maxima(out[3], out[1])
+    chains = np.asarray(chain_maxima(out[3], out[1]), dtype=float)
+    chains = chains[np.isfinite(chains) & (chains > 0)]   # an infinite chain max has no log
     s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
     margin = max(tol / 2.0, 1.645 * s_rel)
     goal = target * float(np.exp(-margin))
@@ -407,10 +454,43 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
         goal = target * float(np.exp(-margin))
         spread.update(margin=margin, aim=goal)
         c_final = propose("refinal", c_final, out[0], goal, out[4])
+    if not np.isfinite(out[0]):
+        raise TargetUnreachableError(
+            f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
+            f"{target:.4g}: the last fit's bound was infinite (records "
+            f"{_inf_records(out)} have alpha > 0 and an infinite |log p| at some draw). "
+            "At small c the weighted posterior drifts towards the prior, where such draws "
+            "occur. Fix: a larger target (target_epsilon), fewer predictors for this "
+            "variable, or check those records against its model and bounds.")
     raise TargetUnreachableError(
         f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
         f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
         "max_refits or draws, or a larger tol (a lower aim).")
+
+
+def _inf_records(out: tuple, k: int = 5) -> list[int]:
+    """The first ``k`` records (positions) with alpha_i > 0 and a non-finite R_i."""
+    alpha, R = np.asarray(out[1]), np.asarray(out[4])
+    return np.flatnonzero((alpha > 0) & ~np.isfinite(R))[:k].tolist()
+
+
+def check_not_nan(name: str, c: float | None, out: tuple) -> None:
+    """Refuse a weighted fit whose bound is NaN: some record with alpha_i > 0 has a NaN log
+    density at some draw (an overflow in the model's log density). NaN is not a bound, and
+    fed to the tuner it would become a NaN c. A fit with a non-NaN bound passes."""
+    if not np.isnan(out[0]):
+        return
+    alpha, R = np.asarray(out[1]), np.asarray(out[4])
+    rows = np.flatnonzero((alpha > 0) & np.isnan(R))[:5].tolist()
+    raise TargetUnreachableError(
+        f"{name}: the weighted fit at c = {c!r} has Delta_alpha = NaN: records {rows} have a "
+        "NaN log density at some draw (an overflow in the model's log density at extreme "
+        "parameter values); NaN is not a bound, nothing released. At small c every alpha is "
+        "small and the weighted posterior drifts towards the prior, where such draws "
+        "occur: the target "
+        "is then below what weighting reaches for this variable. Fix: a larger target "
+        "(target_epsilon), fewer predictors for this variable, or check those records "
+        "against its model and bounds.")
 
 
 def check_cell_floor(name: str, floor: CellWeightFloor, c: float, f: float,
