@@ -51,7 +51,14 @@ def test_outputs_have_the_expected_shape(fast):
     # the local-sensitivity baseline refuses apistrat (constant weights within cells)
     assert methods["apistrat"] == {"Sample", "DP pure", "DP zCDP"}
     assert set(summ["epsilon"].dropna()) == {e for e, _, _ in ev.BUDGETS}
-    assert (summ["samples"] >= 1).all() and (summ["coverage"].between(0, 1)).all()
+    # every sample gives the sample's own estimates and every DP count; a DP mean of a small
+    # cell may have no estimate in all 3 fast samples (its noisy count was 0: about 30% of
+    # samples in the smallest cells), so its row may count 0 samples and no coverage
+    means = summ["kind"] == "mean"
+    assert (summ.loc[summ["method"] == "Sample", "samples"] == 3).all()
+    assert (summ.loc[~means, "samples"] >= 1).all() and (summ["samples"] >= 0).all()
+    has = summ["samples"] > 0
+    assert summ.loc[has, "coverage"].between(0, 1).all()
     assert res["reps"] == 3
 
 
