@@ -185,8 +185,9 @@ def seq_cases(data: str, chains: int, draws: int, warmup: int, seed: int) -> lis
     unweighted: dict[int, Any] = {}
     orig_run, orig_all = seqmod._StepFit.run, seqmod._StepFit.run_all
 
-    def run(self, alpha, warmup_, init, label):
-        res = orig_run(self, alpha, warmup_, init, label)
+    def run(self, alpha, *args, **kwargs):    # run(alpha, draws, warmup, init, label, seed)
+        res = orig_run(self, alpha, *args, **kwargs)
+        label = kwargs.get("label", args[3] if len(args) > 3 else None)
         if label == "unweighted":
             unweighted[id(self)] = res
         return res
