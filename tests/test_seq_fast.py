@@ -114,16 +114,21 @@ class _Stop(Exception):
 
 
 def test_a_truncated_count_steps_fits_get_delta_0_95(monkeypatch):
-    """What reaches run_stan (captured, then stopped before sampling): a truncated count's
-    unweighted fit with delta 0.95; a binary's without; the user's stan_kwargs win."""
+    """What reaches Stan: a truncated count's unweighted fit runs (real Stan, 1 chain x 10
+    draws) with delta 0.95; a binary's without; the user's stan_kwargs win. The engine's Stan
+    call is wrapped, not replaced: the wrapper records the arguments, runs the real sampler
+    with them, then stops the release after that first fit."""
     rng = np.random.default_rng(1)
     n = 60
     df = pd.DataFrame({"k": rng.integers(0, 10, n), "b": rng.integers(0, 2, n).astype(bool),
                        "w": rng.uniform(1, 3, n)})
     seen = []
+    real_run_stan = fitmod.run_stan
 
     def capture(program, data, **kw):
         seen.append(kw)
+        res = real_run_stan(program, data, **kw)      # the real sampler, with these arguments
+        assert res.draws                              # it sampled
         raise _Stop
 
     monkeypatch.setattr(fitmod, "run_stan", capture)   # the one engine's Stan call
