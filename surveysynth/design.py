@@ -265,6 +265,28 @@ def _check_options(lonely_psu: Any, ultimate_cluster: Any) -> None:
                          "(R's options(survey.ultimate.cluster=)).")
 
 
+def domain_ratio_influence(w: np.ndarray, Y: np.ndarray, X: np.ndarray | None, dom: np.ndarray,
+                           D: int) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted totals (``X`` None) or ratios of the columns of ``Y`` per domain (``dom`` codes
+    0..D-1, -1 outside every domain), and each row's linearized (influence) values ``z``:
+    w y for a total, w (y - R x) / T_x for a ratio; rows outside the domains are 0."""
+    sel = dom >= 0
+    ds, ws, Ys = dom[sel], w[sel], Y[sel]
+    Ty = np.column_stack(
+        [np.bincount(ds, weights=ws * Ys[:, v], minlength=D) for v in range(Y.shape[1])])
+    z = np.zeros_like(Y, dtype=float)
+    if X is None:
+        z[sel] = ws[:, None] * Ys
+        return Ty, z
+    Xs = X[sel]
+    Tx = np.column_stack(
+        [np.bincount(ds, weights=ws * Xs[:, v], minlength=D) for v in range(X.shape[1])])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = Ty / Tx
+        z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+    return est, z
+
+
 class SurveyDesign(Estimators):
     """A survey sample and its design: strata, multistage clusters, weights and fpc.
 
@@ -785,26 +807,7 @@ class SurveyDesign(Estimators):
         """The row-level path of :meth:`_ratio_core`: influence values of every row, then
         their (cluster, domain) totals. Used for calibrated designs (whose influence values
         are residualized row by row) and as the reference the fast path is tested against."""
-        w = self._w
-        sel = dom >= 0
-        ds = dom[sel]
-        ws = w[sel]
-        Ys = Y[sel]
-        Ty = np.column_stack(
-            [np.bincount(ds, weights=ws * Ys[:, v], minlength=D) for v in range(Y.shape[1])]
-        )
-        z = np.zeros_like(Y, dtype=float)
-        if X is None:
-            z[sel] = ws[:, None] * Ys
-            est = Ty
-        else:
-            Xs = X[sel]
-            Tx = np.column_stack(
-                [np.bincount(ds, weights=ws * Xs[:, v], minlength=D) for v in range(X.shape[1])]
-            )
-            with np.errstate(invalid="ignore", divide="ignore"):
-                est = Ty / Tx
-                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        est, z = domain_ratio_influence(self._w, Y, X, dom, D)
         if self._pps is not None:  # PPS without replacement: surveysynth.variance.pps
             if self._calibration:
                 raise ValueError("A calibrated PPS-without-replacement design has no variance "

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import first_rows
-from .design import SurveyDesign
+from .design import SurveyDesign, domain_ratio_influence
 from .variance.taylor import taylor_variance
 
 METHODS = ("full", "approx")
@@ -115,24 +115,9 @@ class _PhasedDesign(SurveyDesign):
     def _ratio_core(self, Y, X, dom, D):
         """Ratios (or totals, ``X`` None) per domain and their linearized values, with the
         variance of the subclass's phases (:meth:`_total_variance`)."""
-        w = self._w
-        sel = dom >= 0
-        ds, ws, Ys = dom[sel], w[sel], Y[sel]
-        Ty = np.column_stack([np.bincount(ds, weights=ws * Ys[:, v], minlength=D)
-                              for v in range(Y.shape[1])])
-        z = np.zeros_like(Y, dtype=float)
-        if X is None:
-            z[sel] = ws[:, None] * Ys
-            est = Ty
-        else:
-            Xs = X[sel]
-            Tx = np.column_stack([np.bincount(ds, weights=ws * Xs[:, v], minlength=D)
-                                  for v in range(X.shape[1])])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                est = Ty / Tx
-                z[sel] = ws[:, None] * (Ys - est[ds] * Xs) / Tx[ds]
+        est, z = domain_ratio_influence(self._w, Y, X, dom, D)
         V = z.shape[1]
-        rows = np.flatnonzero(sel)
+        rows = np.flatnonzero(dom >= 0)
         Z = np.zeros((z.shape[0], D * V))
         Z[rows[:, None], dom[rows][:, None] * V + np.arange(V)[None, :]] = z[rows]
         var = self._total_variance(Z).reshape(D, V)
