@@ -955,7 +955,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
             name=self.name, tol=float(self.tol), g=float(self.g), max_refits=int(self.max_refits),
             min_cell_weight=float(self.min_cell_weight),
             groupings=tuple([] if prep is None else prep.get("groupings", [])),
-            scale=1.0 if prep is None else self._contribution_scale(prep))
+            scale=1.0 if prep is None else self._contribution_scale(prep),
+            direct_final=getattr(self, "tuning", "default") == "shortcut")
 
     def _weighted_fit(self, evaluate, target: float | None, delta: np.ndarray, chain_maxima,
                       loglik=None, loglik_draws: int | None = None):

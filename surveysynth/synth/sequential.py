@@ -735,7 +735,8 @@ class Sequential(Synthesizer):
                 "max_refits": int(self.max_refits), "risk_weights": self.risk_weights,
                 "gates": self._cfg_["gates"],
                 "predict": (shortcut_predict if getattr(self, "tuning", "default") == "shortcut"
-                            else type(self).tuning_predict)}
+                            else type(self).tuning_predict),
+                "direct_final": getattr(self, "tuning", "default") == "shortcut"}
 
     #: the tuner's ``predict`` step for every step (surveysynth.synth.tuning.Proposal)
     tuning_predict = staticmethod(default_predict)
@@ -1091,13 +1092,14 @@ class _StepFit:
                               "role": "unweighted"})
         else:
             settings = TunerSettings(name=name, tol=cfg["tol"], g=0.0,
-                                     max_refits=cfg["max_refits"])
+                                     max_refits=cfg["max_refits"],
+                                     direct_final=bool(cfg.get("direct_final", False)))
             S_unw = unw.chains * unw.draws_per_chain
             try:
                 c, (da, alpha, _, res, R) = fit_to_target(
                     fits.evaluate, target, delta, fits.chain_maxima, settings, c=1.0, base=base,
                     predict=cfg["predict"],
-                    loglik=lambda s: self._patterns_loglik(unw, s)[:, self.inv],
+                    loglik=lambda s: self._patterns_loglik(unw, s), loglik_inv=self.inv,
                     loglik_draws=S_unw, annotate=fits.annotate)
             except TargetUnreachableError as exc:
                 raise TargetUnreachableError(f"variable step {self.step.name!r}: {exc}") from exc

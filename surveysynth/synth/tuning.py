@@ -213,6 +213,9 @@ class TunerSettings:
     min_cell_weight: float = 0.0
     groupings: tuple = ()
     scale: Any = 1.0
+    #: try final fits at the predictor's c before any tuning fit (see :func:`tune`)
+    direct_final: bool = False
+    direct_tries: int = 2
 
     def floor(self, path: TuningPath) -> CellWeightFloor:
         return CellWeightFloor(path, list(self.groupings), self.scale, self.min_cell_weight)
@@ -245,6 +248,12 @@ class Proposal:
     draws: int | None = None
     c_min: float = 0.0
     note: dict = field(default_factory=dict)
+    #: (n,) column of each record in ``loglik``'s output when it gives one column per
+    #: distinct pattern of records (Sequential); None: one column per record
+    loglik_inv: np.ndarray | None = None
+    #: set by a predictor whose c may be used for a FINAL fit directly, with no tuning fit
+    #: before it (stage "direct"; :class:`TunerSettings` ``direct_final``)
+    direct: bool = False
 
 
 def default_predict(p: Proposal) -> float:
@@ -255,7 +264,9 @@ def default_predict(p: Proposal) -> float:
         g = p.path.g
         return 0.0 if g > 0 and p.path.predict(0.0, p.path.R0) > p.path.target else \
             p.path.plug_in(p.path.R0, p.goal)
-    if p.stage == "final":
+    if p.stage == "direct" and p.c is None:
+        return default_predict(Proposal("first", p.path, None, None, p.goal, p.R))
+    if p.stage in ("final", "direct"):
         return p.path.root(p.c, p.f, p.goal)
     return p.path.next_c(p.c, p.f, p.goal, p.R)
 
@@ -272,7 +283,8 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
                   loglik: Callable[[slice], np.ndarray] | None = None,
                   loglik_draws: int | None = None,
                   report: dict | None = None,
-                  annotate: Callable[[dict], None] | None = None) -> tuple[float | None, tuple]:
+                  annotate: Callable[[dict], None] | None = None,
+                  loglik_inv: np.ndarray | None = None) -> tuple[float | None, tuple]:
     """The released weighted fit of one model: ``(c, (Delta_alpha, alpha, per_record, res, R))``.
 
     ``evaluate(c, final)`` runs one alpha-weighted fit (c None: alpha = 1) with fresh draws;
@@ -294,11 +306,12 @@ def fit_to_target(evaluate: Evaluate, target: float | None, delta: np.ndarray,
         if out[0] > target:
             c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
                                settings, predict=predict, loglik=loglik,
-                               loglik_draws=loglik_draws, report=report, annotate=annotate)
+                               loglik_draws=loglik_draws, report=report, annotate=annotate,
+                               loglik_inv=loglik_inv)
     else:
         c_best, out = tune(evaluate, target, delta if base is None else base, chain_maxima,
                            settings, predict=predict, loglik=loglik, loglik_draws=loglik_draws,
-                           report=report, annotate=annotate)
+                           report=report, annotate=annotate, loglik_inv=loglik_inv)
     if not out[0] <= target:
         raise TargetUnreachableError(
             f"{settings.name}: internal error: a fit with Delta_alpha {out[0]:.4g} above the "
@@ -326,7 +339,8 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
          predict: Predictor = default_predict,
          loglik: Callable[[slice], np.ndarray] | None = None, loglik_draws: int | None = None,
          report: dict | None = None,
-         annotate: Callable[[dict], None] | None = None) -> tuple[float, tuple]:
+         annotate: Callable[[dict], None] | None = None,
+         loglik_inv: np.ndarray | None = None) -> tuple[float, tuple]:
     """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
 
     Tuning. Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over
@@ -385,13 +399,15 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
             "(not recommended: prior-driven synthetic values).")
 
     pending: dict = {}
+    last_direct = [False]
 
     def propose(stage: str, c: float | None, f: float | None, goal: float, R: np.ndarray) -> float:
-        p = Proposal(stage, path, c, f, goal, R, loglik, loglik_draws, c_min=c_lo)
+        p = Proposal(stage, path, c, f, goal, R, loglik, loglik_draws, c_min=c_lo,
+                     loglik_inv=loglik_inv)
         c_new = max(_proposed_c(name, predict, p), c_lo)
+        last_direct[0] = bool(p.direct)
         pending.clear()
-        if p.note:
-            pending.update({"stage": stage, **p.note, "c_used": c_new})
+        pending.update({"stage": stage, **p.note, "c_used": c_new} if p.note else {})
         return c_new
 
     def fit(c_fit: float, final: bool) -> tuple:
@@ -402,13 +418,14 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
         pending.clear()
         return out
 
-    # --- tuning fits (never reported)
     aim = (1.0 - tol / 2.0) * target
-    c = propose("first", None, None, aim, path.R0)
-    last = None
-    fits = 0
-    ceiling = False
-    while fits < max_refits - 1:
+    # --- direct final fits (settings.direct_final), then tuning fits (never reported)
+    released, c, last, fits, tuning, ceiling = _start(
+        settings, target, aim, path, floor, propose, fit, last_direct, chain_maxima,
+        annotate, report)
+    if released is not None:
+        return released
+    while tuning and fits < max_refits - 1:
         out = fit(c, False)
         fits += 1
         check_reach(name, path, c, out[0], target)
@@ -428,9 +445,7 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
     c, out = last
     path.add(c, out[0])
     # --- margin from the spread of the bound across chains
-    chains = np.asarray(chain_maxima(out[3], out[1]), dtype=float)
-    chains = chains[np.isfinite(chains) & (chains > 0)]   # an infinite chain max has no log
-    s_rel = float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else tol
+    s_rel = _chain_spread(chain_maxima, out, tol)
     margin = max(tol / 2.0, 1.645 * s_rel)
     goal = target * float(np.exp(-margin))
     spread = {"relative_sd_chain_max": s_rel, "margin": margin, "aim": goal, "ceiling": ceiling}
@@ -466,6 +481,72 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
         f"{name}: after {max_refits} fits no final fit had Delta_alpha <= target "
         f"{target:.4g} (last {out[0]:.4g}). The bound is noisy at this sample size: raise "
         "max_refits or draws, or a larger tol (a lower aim).")
+
+
+def _chain_spread(chain_maxima: Callable, out: tuple, default: float | None) -> float | None:
+    """SD of the logs of a fit's per-chain maxima of the bound (``default`` with fewer than
+    two finite, positive ones: an infinite chain max has no log)."""
+    chains = np.asarray(chain_maxima(out[3], out[1]), dtype=float)
+    chains = chains[np.isfinite(chains) & (chains > 0)]
+    return float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else default
+
+
+def _start(settings: TunerSettings, target: float, aim: float, path: TuningPath,
+           floor: CellWeightFloor, propose: Callable, fit: Callable, last_direct: list,
+           chain_maxima: Callable, annotate: Callable | None, report: dict) -> tuple:
+    """The start of :func:`tune`: ``(released, c, last, fits, tuning, ceiling)``.
+
+    With ``settings.direct_final`` a predictor that can place c without a tuning fit (the
+    tuning shortcut, which sets ``Proposal.direct``) proposes the FINAL fit's c straight away,
+    aimed at target x exp(-tol/2). Such a fit's fresh draws played no part in choosing its c
+    (only the unweighted fit and earlier unreleased fits did), so it is released as any final
+    fit is, when its bound lies in the band [(1 - tol) target, target] (or at or below the
+    target at c_max): ``released`` = (c, out). Outside the band it is not released and becomes
+    a point of the path, as a tuning fit would be (above the target: the margin widens as for a
+    rejected final fit; below the band: refused rather than released with a warning, so that a
+    prediction that is too cautious costs a fit, not utility). The predictor proposes again
+    (corrected by real / predicted over the fits so far), up to ``settings.direct_tries``
+    times; then tuning continues from those fits (``last``: the last of them; within the
+    tuning band it serves as the last tuning fit and no further tuning fit is run).
+    Otherwise (or when the predictor does not set ``direct``): the first tuning c."""
+    name, tol, max_refits = settings.name, float(settings.tol), int(settings.max_refits)
+    last, fits = None, 0
+    if settings.direct_final:
+        margin = tol / 2.0
+        goal = target * float(np.exp(-margin))
+        c = propose("direct", None, None, goal, path.R0)
+        while last_direct[0] and fits < int(settings.direct_tries) and fits < max_refits - 1:
+            out = fit(c, True)
+            fits += 1
+            f = out[0]
+            top = c >= path.c_max / 1.0001 - 1e-12
+            if f <= target and (f >= (1.0 - tol) * target or top):
+                report["bound_spread"] = {
+                    "relative_sd_chain_max": _chain_spread(chain_maxima, out, None),
+                    "margin": margin, "aim": goal, "ceiling": bool(top), "direct": True}
+                return (c, out), c, None, fits, False, False
+            if annotate is not None:
+                annotate({"role": "direct final, not released (" + (
+                    "above the target)" if f > target else "below the band)")})
+            # (check_floor's flat-map test is left to the tuning fits: direct fits jump, and two
+            # of them far apart at large c can look flat where the map is only saturated)
+            check_reach(name, path, c, f, target)
+            check_cell_floor(name, floor, c, f, target)
+            last = (c, out)
+            path.add(c, f)
+            if f > target:
+                margin = max(margin, 1.645 * path.residual_sd())
+                goal = target * float(np.exp(-margin))
+            c = propose("direct", c, f, goal, out[4])
+    if last is None:
+        return None, propose("first", None, None, aim, path.R0), None, fits, True, False
+    c0, out0 = last
+    ceiling = at_ceiling(path, c0, out0[0], target, tol)
+    tuning = abs(out0[0] - aim) > tol * aim and not ceiling
+    # the first tuning c as without direct fits ("first": no damping from a direct fit that
+    # may have been far off; the shortcut corrects it by the direct fits' real / predicted)
+    c = propose("first", None, None, aim, path.R0) if tuning else c0
+    return None, c, last, fits, tuning, ceiling
 
 
 def _inf_records(out: tuple, k: int = 5) -> list[int]:

@@ -69,10 +69,14 @@ __all__ = [
     "RATIO_MAX",
     "Prediction",
     "Proposal",
+    "MAX_ELEMENTS",
+    "PRIOR_CORRECTION",
+    "PreparedDraws",
     "importance_log_weights",
     "information_inflation",
     "lipschitz_map",
     "predict_delta_alpha",
+    "prepare",
     "propose_c",
     "reweighted_moments",
     "shortcut_predict",
@@ -187,6 +191,71 @@ def _smoothed(lw: np.ndarray, reff: float, smooth: bool) -> tuple[np.ndarray, fl
     return w / w.sum(), k
 
 
+@dataclass(frozen=True)
+class PreparedDraws:
+    """The c-invariant part of every prediction from one unweighted fit, computed once
+    (:func:`prepare`): the contributions ``L`` (S, u), the records' columns ``iv``, |L| and
+    |L|^2, and per column the mean, SD and tail factor z of |l| over the draws. A tuning run
+    evaluates the prediction at ~30 values of c; each then costs three matrix-vector
+    products over (S, u) and one PSIS smoothing of S weights, instead of recomputing |L| and
+    its moments (measured 2026-11-27: ~60 s per Sequential step at 10,000 records before,
+    docs/benchmarks.md). ``dtype`` float32 halves the memory where the caller asks for it (a
+    prediction only chooses c: its rounding never reaches a reported bound)."""
+
+    L: np.ndarray
+    iv: np.ndarray
+    A: np.ndarray
+    A2: np.ndarray
+    m0: np.ndarray
+    s0: np.ndarray
+    z: np.ndarray
+    identity: bool
+
+    @property
+    def S(self) -> int:
+        return int(self.L.shape[0])
+
+    @property
+    def u(self) -> int:
+        return int(self.L.shape[1])
+
+
+def prepare(contrib: Any, inv: Any = None, n: int | None = None,
+            dtype: Any = np.float64) -> PreparedDraws:
+    """:class:`PreparedDraws` of the contributions ``contrib`` (S, u) (validated as
+    everywhere: finite, at least two draws); ``inv`` maps the ``n`` records to columns."""
+    if isinstance(contrib, PreparedDraws):
+        return contrib
+    L = _contrib(contrib)
+    iv = _inv(inv, L.shape[1], n if n is not None else
+              (None if inv is None else len(np.asarray(inv))))
+    L = np.ascontiguousarray(L, dtype=dtype)
+    A = np.abs(L)
+    m0 = A.mean(axis=0, dtype=np.float64)
+    A2 = A * A
+    s0 = np.sqrt(np.maximum(A2.mean(axis=0, dtype=np.float64) - m0 * m0, 0.0))
+    z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
+    identity = bool(iv.size == L.shape[1] and np.array_equal(iv, np.arange(iv.size)))
+    return PreparedDraws(L=L, iv=iv, A=A, A2=A2, m0=m0, s0=s0, z=z, identity=identity)
+
+
+def _columns(pre: PreparedDraws, per_record: np.ndarray) -> np.ndarray:
+    """Per-record values summed per column."""
+    if pre.identity:
+        return per_record
+    return np.bincount(pre.iv, weights=per_record, minlength=pre.u)
+
+
+def _moments(pre: PreparedDraws, e: np.ndarray, reff: float, smooth: bool
+             ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    coef = _columns(pre, e).astype(pre.L.dtype)
+    w, k = _smoothed(np.asarray(pre.L @ coef, dtype=np.float64), reff, smooth)
+    wd = w.astype(pre.L.dtype)
+    mw = np.asarray(wd @ pre.A, dtype=np.float64)
+    sw = np.sqrt(np.maximum(np.asarray(wd @ pre.A2, dtype=np.float64) - mw * mw, 0.0))
+    return mw, sw, k, float(1.0 / np.sum(w ** 2))
+
+
 def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float = 1.0,
                        smooth: bool = True, exponent: str = "alpha-1"
                        ) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -194,17 +263,12 @@ def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float
     unweighted draws with PSIS weights w_s ∝ exp(sum_i (alpha_i - 1) l_i(theta_s)), plus the
     weights' Pareto k-hat and effective sample size. The step of the prediction that
     importance sampling does (its only use of the weights). ``exponent``: "alpha-1" (right);
-    "alpha" and "none" are wrong versions kept for the tests' mutants."""
-    L = _contrib(contrib)
-    u = L.shape[1]
-    iv = _inv(inv, u, None if inv is None else len(np.asarray(inv)))
-    a = _alpha(alpha, iv.size)
-    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(iv.size)}[exponent]
-    w, k = _smoothed(L @ np.bincount(iv, weights=e, minlength=u), reff, smooth)
-    A = np.abs(L)
-    mw = w @ A
-    sw = np.sqrt(np.maximum(w @ (A * A) - mw * mw, 0.0))
-    return mw, sw, k, float(1.0 / np.sum(w ** 2))
+    "alpha" and "none" are wrong versions kept for the tests' mutants. ``contrib`` may be a
+    :class:`PreparedDraws`."""
+    pre = prepare(contrib, inv)
+    a = _alpha(alpha, pre.iv.size)
+    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(pre.iv.size)}[exponent]
+    return _moments(pre, e, reff, smooth)
 
 
 def information_inflation(a: np.ndarray, v: np.ndarray, design: Any, iv: np.ndarray,
@@ -271,9 +335,8 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
     """
     from scipy.stats import norm
 
-    L = _contrib(contrib)
-    S, u = L.shape
-    iv = _inv(inv, u, None if inv is None else len(np.asarray(inv)))
+    pre = prepare(contrib, inv)
+    S, u, iv = pre.S, pre.u, pre.iv
     a = _alpha(alpha, iv.size)
     n = iv.size
     nf = S if n_final is None else int(n_final)
@@ -282,13 +345,14 @@ def predict_delta_alpha(contrib: Any, alpha: Any, *, inv: Any = None,
     v = np.ones(n) if info_weight is None else np.asarray(info_weight, dtype=float)
     if v.shape != (n,) or not (np.isfinite(v).all() and (v >= 0).all() and v.sum() > 0):
         raise ValueError(f"info_weight must be ({n},) finite and >= 0 with a positive sum.")
-    amax = np.zeros(u)
-    np.maximum.at(amax, iv, a)                 # the largest alpha among a column's records
-    A = np.abs(L)
-    m0, s0 = A.mean(axis=0), A.std(axis=0)
-    z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
-    mw, sw, k, ess = reweighted_moments(L, a, inv=iv, reff=reff, smooth=smooth,
-                                        exponent=exponent)
+    if pre.identity:
+        amax = a
+    else:
+        amax = np.zeros(u)
+        np.maximum.at(amax, iv, a)             # the largest alpha among a column's records
+    s0, z = pre.s0, pre.z
+    e = {"alpha-1": a - 1.0, "alpha": a, "none": np.zeros(n)}[exponent]
+    mw, sw, k, ess = _moments(pre, e, reff, smooth)
     kappa = information_inflation(a, v, design, iv, u)
     sd = np.maximum(sw, np.where((s0 > 0) & np.isfinite(kappa), kappa * s0, 0.0))
     z_S = norm.ppf(0.5 ** (1.0 / S))
@@ -314,12 +378,14 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
               tol: float = 0.10, *, c_lo: float = 0.0, c_hi: float = 1.0,
               aim: float | None = None, inv: Any = None, n_final: int | None = None,
               info_weight: Any = None, design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
-              checks: Sequence[tuple[float, float]] = (), iters: int = 40) -> Proposal:
+              checks: Sequence[tuple[float, float]] = (), iters: int = 40,
+              prior_correction: float = 1.0) -> Proposal:
     """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
     band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
 
     ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction is multiplied by
-    the geometric mean of real / predicted over them (``correction``), which carries what
+    the geometric mean of real / predicted over them (``correction``; ``prior_correction``
+    without checks), which carries what
     the reweighted draws miss (mostly the wider tails of the weighted posterior) from c to
     nearby c. The search is a bisection on log c that keeps the lower end's corrected
     prediction below the aim, and returns that end: the returned c's corrected prediction is
@@ -338,10 +404,10 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
     goal = (1.0 - tol / 2.0) * target if aim is None else float(aim)
     if not 0 < goal <= target:
         raise ValueError(f"aim must lie in (0, target], got {aim!r}.")
-    L = _contrib(contrib)
+    L = prepare(contrib, inv)       # the c-invariant part, once for the whole search
 
     def pred(c: float) -> Prediction:
-        return predict_delta_alpha(L, alpha_of(c), inv=inv, n_final=n_final,
+        return predict_delta_alpha(L, alpha_of(c), n_final=n_final,
                                    info_weight=info_weight, design=design, reff=reff,
                                    k_max=k_max, c=c)
 
@@ -353,7 +419,7 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
             trusted, reason = False, f"k-hat {p.k_hat:.2f} > {k_max} at checked c = {c_chk:.4g}"
         if p.median > 0 and f_chk > 0:
             ratios.append(np.log(float(f_chk) / p.median))
-    corr = float(np.exp(np.mean(ratios))) if ratios else 1.0
+    corr = float(np.exp(np.mean(ratios))) if ratios else float(prior_correction)
 
     def value(c: float) -> tuple[float, Prediction]:
         p = pred(c)
@@ -392,6 +458,13 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
 #: the log 0.094, so 1.5 is more than four SDs out; k-hat exceeded 0.7 at every one of those
 #: fits while the prediction was the best available, so k-hat is recorded, not keyed on.
 RATIO_MAX = 1.5
+#: the correction the first proposal uses, before any real fit of this model is known: the
+#: geometric mean of real / predicted Delta_alpha over the 29 real fits of the study
+#: (docs/benchmarks.md, "Tuning shortcut"). Later proposals use their own checks instead.
+PRIOR_CORRECTION = 1.066
+#: at most this many (draws x columns) entries in the prediction's matrices (three of them,
+#: float32: about 240 MB); beyond it the unweighted draws are thinned evenly for the prediction
+MAX_ELEMENTS = 2e7
 
 
 def _shortcut_state(p: Any) -> dict:
@@ -401,11 +474,17 @@ def _shortcut_state(p: Any) -> dict:
     if "shortcut" not in cache:
         st: dict = {}
         try:
-            L = _contrib(p.loglik(slice(0, int(p.draws))))
-            if L.shape[1] != p.path.delta.shape[0]:
-                raise ValueError(f"loglik has {L.shape[1]} columns for "
-                                 f"{p.path.delta.shape[0]} records")
-            st.update(L=L, alpha_of=lipschitz_map(p.path.delta, p.path.g), preds={})
+            n = p.path.delta.shape[0]
+            inv = getattr(p, "loglik_inv", None)
+            u = n if inv is None else int(np.max(inv)) + 1
+            # thinned evenly when the (draws x columns) matrices would exceed MAX_ELEMENTS
+            # (the tail factor is rescaled to the final fit's draws: n_final)
+            step = max(1, int(np.ceil(int(p.draws) * u / MAX_ELEMENTS)))
+            L = prepare(p.loglik(slice(0, int(p.draws), step)), inv, n, dtype=np.float32)
+            if L.iv.size != n:
+                raise ValueError(f"loglik has {L.iv.size} records for {n} records")
+            st.update(L=L, alpha_of=lipschitz_map(p.path.delta, p.path.g), preds={},
+                      thinned=step)
         except ValueError as exc:
             st["error"] = str(exc)
         cache["shortcut"] = st
@@ -451,7 +530,8 @@ def shortcut_predict(p: Any) -> float:
                                                      n_final=int(p.draws), c=c_chk).median
         ratios.append(f_chk / st["preds"][c_chk] if st["preds"][c_chk] > 0 else np.inf)
     prop = propose_c(st["L"], st["alpha_of"], float(path.target), aim=float(p.goal),
-                     c_lo=c_lo, c_hi=c_hi, n_final=int(p.draws), checks=checks)
+                     c_lo=c_lo, c_hi=c_hi, n_final=int(p.draws), checks=checks, iters=30,
+                     prior_correction=PRIOR_CORRECTION)
     bad = [r for r in ratios if not 1.0 / RATIO_MAX <= r <= RATIO_MAX]
     note = {"k_hat": prop.prediction.k_hat, "ratio": ratios[-1] if ratios else np.nan,
             "correction": prop.correction, "predicted": prop.correction * prop.prediction.median,
@@ -462,6 +542,9 @@ def shortcut_predict(p: Any) -> float:
         reason = prop.reason        # the target looks unreachable: today's path and refusals
     else:
         p.note.update(proposed_by="shortcut", reason=prop.reason, **note)
+        # stage "direct": the tuner may run this c as a final fit with no tuning fit before it
+        # (its fresh draws report, and it is released only within the band)
+        p.direct = p.stage == "direct"
         return float(prop.c)
     p.note.update(proposed_by="default", reason=reason, **note)
     return default_predict(p)
