@@ -62,6 +62,12 @@ def test_negbin_loglik_vs_scipy_truncated_pmf_has_its_normaliser():
     np.testing.assert_allclose(got, ref, rtol=1e-9)
     # the normaliser matters here (a pmf without it would pass the untruncated check only)
     assert np.max(np.abs(ref - stats.nbinom.logpmf(y, phi, p))) > 1e-3
+    # from the linear predictor (log_mu: the model's path, the per-count table of betaln):
+    # the same values; a record-by-record table index gone wrong (wrong y per column) fails
+    np.testing.assert_allclose(sm.negbin_loglik(y, None, phi, hi, log_mu=np.log(mu)), ref,
+                               rtol=1e-9)
+    np.testing.assert_allclose(sm.negbin_loglik(y, None, phi, log_mu=np.log(mu)),
+                               stats.nbinom.logpmf(y, phi, p), rtol=1e-10)
     # the truncated pmf sums to one over the support
     k = np.arange(0, 41, dtype=float)
     tot = np.exp(sm.negbin_loglik(k, np.full((1, 41), 30.0), np.array([[1.5]]), hi)).sum()

@@ -32,7 +32,7 @@ from ..privacy.lipschitz import lipschitz_weights
 from ..privacy.randomness import child_seed
 from ._stan import ConvergenceWarning, StanDraws, run_stan
 
-__all__ = ["WeightedFits", "absmax_over_draws", "chain_maxima", "check_weights",
+__all__ = ["WeightedFits", "absmax_over_draws", "chain_bounds", "chain_maxima", "check_weights",
            "run_fit", "weighted_bound"]
 
 #: run(alpha, draws, warmup, init, label, seed) -> StanDraws: one fit of the caller's model
@@ -85,16 +85,26 @@ def weighted_bound(alpha: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, float]
     return per, float(per.max())
 
 
-def chain_maxima(res: StanDraws, alpha: np.ndarray,
+def chain_bounds(res: StanDraws,
                  bounds_of: Callable[[StanDraws], np.ndarray]) -> np.ndarray:
-    """Delta_alpha of each chain separately (the spread of the bound)."""
+    """(chains, n): each chain's per-record bounds R_i (max over that chain's draws); their
+    max over chains is ``bounds_of(res)`` exactly (a max over draws splits by chain)."""
     out = []
     for ch in range(res.chains):
         sl = slice(ch * res.draws_per_chain, (ch + 1) * res.draws_per_chain)
         sub = StanDraws({k: v[sl] for k, v in res.draws.items()}, 1, res.draws_per_chain,
                         res.diagnostics, res.summary, res.param_names, {})
-        out.append(weighted_bound(alpha, bounds_of(sub))[1])
+        out.append(bounds_of(sub))
     return np.asarray(out)
+
+
+def chain_maxima(res: StanDraws, alpha: np.ndarray,
+                 bounds_of: Callable[[StanDraws], np.ndarray],
+                 by_chain: np.ndarray | None = None) -> np.ndarray:
+    """Delta_alpha of each chain separately (the spread of the bound); ``by_chain``: the
+    fit's :func:`chain_bounds` when already computed."""
+    Rc = chain_bounds(res, bounds_of) if by_chain is None else by_chain
+    return np.asarray([weighted_bound(alpha, r)[1] for r in Rc])
 
 
 class WeightedFits:
@@ -122,6 +132,7 @@ class WeightedFits:
         self.progress, self.target = progress, target
         self.row, self.alpha_one_role = dict(row or {}), alpha_one_role
         self.rows: list[dict] = []
+        self._by_chain: tuple[StanDraws, np.ndarray] | None = None
 
     def alpha(self, c: float | None) -> np.ndarray:
         n = len(self.base)
@@ -129,7 +140,9 @@ class WeightedFits:
                                                                 bounds=self.base)
 
     def chain_maxima(self, res: StanDraws, alpha: np.ndarray) -> np.ndarray:
-        return chain_maxima(res, alpha, self.bounds_of)
+        cached = self._by_chain
+        by_chain = cached[1] if cached is not None and cached[0] is res else None
+        return chain_maxima(res, alpha, self.bounds_of, by_chain)
 
     def evaluate(self, c: float | None, final: bool) -> tuple:
         """One weighted refit at c (the tuner's callback)."""
@@ -139,7 +152,11 @@ class WeightedFits:
         label = "final (alpha = 1)" if c is None else f"weighted (c={c:.4g})"
         res = self.run(alpha, draws, wu, self.init, label, child_seed(self.rng))
         self.init = res.last_inits(self.init_names)
-        R = self.bounds_of(res)
+        # the bounds chain by chain, in one pass: R is their max, and the tuner's spread of the
+        # bound (chain_maxima) reuses them instead of a second pass over the draws
+        Rc = chain_bounds(res, self.bounds_of)
+        self._by_chain = (res, Rc)
+        R = Rc.max(axis=0)
         per, da = weighted_bound(alpha, R)
         role = (self.alpha_one_role if c is None else "final") if final else "tuning"
         self.rows.append({**self.row, "c": c, "g": self.g, "delta_alpha": da, "draws": draws,
