@@ -219,6 +219,28 @@ def _distinct_predictors(X: np.ndarray) -> dict[str, Any]:
     return dict(nd=len(Xd), Xd=Xd, xd=inv.ravel().astype(np.int64) + 1)
 
 
+def _truncated_normal_sums(y, X, alpha, spec, pre=None) -> dict[str, Any]:
+    """Data of seq_normal_tss.stan: the weighted sums of the untruncated kernel, with the
+    predictors centred and whitened as the program samples them (u_i = (1, (x_i - xbar)' L)),
+    and the distinct predictor rows with their summed alphas for the truncation normaliser
+    (exact: sum_i alpha_i log Z(x_i) = sum_d alpha_d log Z(x_d))."""
+    lo, hi = spec["lo"], spec["hi"]
+    pre = identity_pre(X.shape[1]) if pre is None else pre
+    alpha = np.asarray(alpha, float)
+    z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
+    U = np.c_[np.ones(len(z)), (X - pre["xbar"]) @ pre["L"]]
+    Ua = U * alpha[:, None]
+    G = Ua.T @ U
+    dp = _distinct_predictors(X)
+    return dict(P=X.shape[1], xbar=pre["xbar"], L=pre["L"], W=float(alpha.sum()),
+                G=0.5 * (G + G.T), h=Ua.T @ z, q=float(alpha @ z**2), loc=spec["loc"],
+                scale=spec["scale"],
+                has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
+                has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi),
+                nd=dp["nd"], Xd=dp["Xd"],
+                alpha_d=np.bincount(dp["xd"] - 1, weights=alpha, minlength=dp["nd"]))
+
+
 def _normal_draw(mu: np.ndarray, sigma: float, spec: dict[str, Any],
                  rng: np.random.Generator, mean_only: bool = False) -> np.ndarray:
     """Draws of N(mu, sigma) truncated to the spec's (lo, hi) (the mean with ``mean_only``).
@@ -266,20 +288,27 @@ class NormalModel(_Model):
     params = ("a", "b", "s")
 
     def program_for(self, spec, save_log_lik=False):
-        """Without truncation (and without per-record log_lik) the weighted likelihood depends
-        on the data only through weighted sums: seq_normal_ss.stan, O(P^2) per gradient."""
+        """Without per-record log_lik the weighted likelihood depends on the data only through
+        weighted sums (and, when truncated, the summed alphas per distinct predictor row):
+        untruncated seq_normal_ss.stan, O(P^2) per gradient; truncated seq_normal_tss.stan,
+        O(P^2 + nd P). Fits that save log_lik use the per-record seq_normal.stan."""
+        if save_log_lik:
+            return "seq_normal"
         untruncated = spec["lo"] is None and spec["hi"] is None
-        return "seq_normal_ss" if untruncated and not save_log_lik else "seq_normal"
+        return "seq_normal_ss" if untruncated else "seq_normal_tss"
 
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         lo, hi = spec["lo"], spec["hi"]
-        if self.program_for(spec, save_log_lik) == "seq_normal_ss":
+        program = self.program_for(spec, save_log_lik)
+        if program == "seq_normal_ss":
             z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
             U = np.c_[np.ones(len(z)), X]
             Ua = U * alpha[:, None]
             G = Ua.T @ U
             return dict(P=X.shape[1], W=float(alpha.sum()), G=0.5 * (G + G.T), h=Ua.T @ z,
                         q=float(alpha @ z**2), scale=spec["scale"])
+        if program == "seq_normal_tss":
+            return _truncated_normal_sums(y, X, alpha, spec, pre)
         return dict(_base(y, X, alpha, save_log_lik, pre), y=y, loc=spec["loc"],
                     scale=spec["scale"],
                     has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
