@@ -201,3 +201,35 @@ def test_sequential_bounded_step_fits_on_sums():
     for d in rel.designs:
         x = d.data["age"]
         assert x.min() >= 18 and x.max() <= 90
+
+
+@pytest.mark.parametrize("bounds", sorted(BOUNDS))
+def test_numpy_bound_density_with_normaliser_per_distinct_row(bounds):
+    """The per-record log density behind the bound (NormalModel.loglik, which computes the
+    normaliser once per distinct predictor row when rows repeat) is scipy's truncated normal
+    element by element, for the plain and the random-intercept model (the PSU code a last
+    column of X). Kills a normaliser mapped back to the wrong rows, or taken from the first
+    draw for all draws."""
+    rng = np.random.default_rng(12)
+    n, S, J = 90, 7, 3
+    X, y = _case("discrete", n, rng)
+    lo, hi = BOUNDS[bounds]
+    spec = {"lo": lo, "hi": hi, "loc": LOC, "scale": SCALE}
+    draws = {"a": rng.normal(0, 0.7, S), "b": rng.normal(0, 0.7, (S, 2)),
+             "s": np.exp(rng.normal(0, 0.5, S))}
+    sig = SCALE * draws["s"][:, None]
+
+    def ref(mu):
+        a = -np.inf if lo is None else (lo - mu) / sig
+        b = np.inf if hi is None else (hi - mu) / sig
+        return stats.truncnorm.logpdf(y, a, b, loc=mu, scale=sig)
+
+    mu = LOC + SCALE * (draws["a"][:, None] + draws["b"] @ X.T)
+    got = sm.MODELS["normal"].loglik(draws, slice(None), y, X, spec)
+    np.testing.assert_allclose(got, ref(mu), rtol=1e-10, atol=1e-10)
+    # the random-intercept model: u_j per PSU, the normaliser per distinct (x, PSU)
+    g = rng.integers(0, J, n)
+    dre = dict(draws, sigma_u=np.exp(rng.normal(0, 0.3, S)), z_u=rng.normal(0, 1, (S, J)))
+    u = dre["sigma_u"][:, None] * dre["z_u"]
+    got_re = sm.MODELS_RE["normal"].loglik(dre, slice(None), y, np.c_[X, g], dict(spec, J=J))
+    np.testing.assert_allclose(got_re, ref(mu + SCALE * u[:, g]), rtol=1e-10, atol=1e-10)

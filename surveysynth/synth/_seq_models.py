@@ -23,6 +23,7 @@ import numpy as np
 from scipy import special, stats
 
 __all__ = ["MODELS", "MODELS_RE", "split_groups", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik",
+           "normal_log_norm",
            "logistic_loglik", "categorical_loglik", "ordinal_loglik", "sampler_kwargs"]
 
 _LOG2PI = float(np.log(2 * np.pi))
@@ -43,17 +44,24 @@ def normal_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
     z = (y - mu) / sigma
     ll = -0.5 * _LOG2PI - np.log(sigma) - 0.5 * z**2
     if lo is not None or hi is not None:
-        # log(Phi(b) - Phi(a)), b = (hi - mu) / sigma, a = (lo - mu) / sigma. Where a > 0
-        # (mu below lo) both Phi are ~1 and their log_ndtr underflow to 0 together (a > ~38):
-        # log 0 = -inf and a record's log density came out +inf (an infinite Lipschitz bound,
-        # then a NaN c in the tuner on apistrat). There the equal upper-tail form
-        # log(Phi(-a) - Phi(-b)) is used, accurate in the tail.
-        b = (hi - mu) / sigma if hi is not None else np.full_like(mu, np.inf)
-        a = (lo - mu) / sigma if lo is not None else np.full_like(mu, -np.inf)
-        lower = _log_diff_exp(special.log_ndtr(b), special.log_ndtr(a))
-        upper = _log_diff_exp(special.log_ndtr(-a), special.log_ndtr(-b))
-        ll = ll - np.where(a > 0, upper, lower)
+        ll = ll - normal_log_norm(mu, sigma, lo, hi)
     return ll
+
+
+def normal_log_norm(mu: np.ndarray, sigma: np.ndarray, lo: float | None,
+                    hi: float | None) -> np.ndarray:
+    """log(Phi((hi - mu) / sigma) - Phi((lo - mu) / sigma)), the truncation normaliser of
+    :func:`normal_loglik` (either bound may be None; broadcasts like it)."""
+    # b = (hi - mu) / sigma, a = (lo - mu) / sigma. Where a > 0
+    # (mu below lo) both Phi are ~1 and their log_ndtr underflow to 0 together (a > ~38):
+    # log 0 = -inf and a record's log density came out +inf (an infinite Lipschitz bound,
+    # then a NaN c in the tuner on apistrat). There the equal upper-tail form
+    # log(Phi(-a) - Phi(-b)) is used, accurate in the tail.
+    b = (hi - mu) / sigma if hi is not None else np.full_like(mu, np.inf)
+    a = (lo - mu) / sigma if lo is not None else np.full_like(mu, -np.inf)
+    lower = _log_diff_exp(special.log_ndtr(b), special.log_ndtr(a))
+    upper = _log_diff_exp(special.log_ndtr(-a), special.log_ndtr(-b))
+    return np.where(a > 0, upper, lower)
 
 
 def negbin_loglik(y: np.ndarray, mu: np.ndarray, phi: np.ndarray,
@@ -330,7 +338,16 @@ class NormalModel(_Model):
 
     def loglik(self, draws, s, y, X, spec):
         mu, sigma = self._mu_sigma(draws, s, X, spec)
-        return normal_loglik(y, mu, sigma, spec["lo"], spec["hi"])
+        lo, hi = spec["lo"], spec["hi"]
+        if lo is None and hi is None:
+            return normal_loglik(y, mu, sigma)
+        Xd, inv = np.unique(X, axis=0, return_inverse=True)
+        if len(Xd) > len(X) // 2:
+            return normal_loglik(y, mu, sigma, lo, hi)
+        # the normaliser depends on the predictors only (as in the Stan programs): computed
+        # once per distinct row of X, it is most of this function's cost
+        mud, _ = self._mu_sigma(draws, s, Xd, spec)
+        return normal_loglik(y, mu, sigma) - normal_log_norm(mud, sigma, lo, hi)[:, inv.ravel()]
 
     def draw(self, draws, s, X, spec, rng, mean_only=False):
         mu, sigma = self._mu_sigma(draws, slice(s, s + 1), X, spec)
