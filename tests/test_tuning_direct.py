@@ -151,7 +151,7 @@ def _release_below(*args, **kwargs):
     return ORIG_START(*args, **kwargs)
 
 
-ORIG_START = T._start
+ORIG_START = T._start  # noqa: SLF001 - the mutants replace it
 
 
 @pytest.mark.parametrize("mutant, scale", [(_release_first, 0.7), (_release_below, 1.4)])

@@ -23,6 +23,7 @@ import numpy as np
 from scipy import special, stats
 
 __all__ = ["MODELS", "MODELS_RE", "split_groups", "patterns", "whitening", "identity_pre", "normal_loglik", "negbin_loglik",
+           "normal_log_norm",
            "logistic_loglik", "categorical_loglik", "ordinal_loglik", "sampler_kwargs"]
 
 _LOG2PI = float(np.log(2 * np.pi))
@@ -43,17 +44,24 @@ def normal_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
     z = (y - mu) / sigma
     ll = -0.5 * _LOG2PI - np.log(sigma) - 0.5 * z**2
     if lo is not None or hi is not None:
-        # log(Phi(b) - Phi(a)), b = (hi - mu) / sigma, a = (lo - mu) / sigma. Where a > 0
-        # (mu below lo) both Phi are ~1 and their log_ndtr underflow to 0 together (a > ~38):
-        # log 0 = -inf and a record's log density came out +inf (an infinite Lipschitz bound,
-        # then a NaN c in the tuner on apistrat). There the equal upper-tail form
-        # log(Phi(-a) - Phi(-b)) is used, accurate in the tail.
-        b = (hi - mu) / sigma if hi is not None else np.full_like(mu, np.inf)
-        a = (lo - mu) / sigma if lo is not None else np.full_like(mu, -np.inf)
-        lower = _log_diff_exp(special.log_ndtr(b), special.log_ndtr(a))
-        upper = _log_diff_exp(special.log_ndtr(-a), special.log_ndtr(-b))
-        ll = ll - np.where(a > 0, upper, lower)
+        ll = ll - normal_log_norm(mu, sigma, lo, hi)
     return ll
+
+
+def normal_log_norm(mu: np.ndarray, sigma: np.ndarray, lo: float | None,
+                    hi: float | None) -> np.ndarray:
+    """log(Phi((hi - mu) / sigma) - Phi((lo - mu) / sigma)), the truncation normaliser of
+    :func:`normal_loglik` (either bound may be None; broadcasts like it)."""
+    # b = (hi - mu) / sigma, a = (lo - mu) / sigma. Where a > 0
+    # (mu below lo) both Phi are ~1 and their log_ndtr underflow to 0 together (a > ~38):
+    # log 0 = -inf and a record's log density came out +inf (an infinite Lipschitz bound,
+    # then a NaN c in the tuner on apistrat). There the equal upper-tail form
+    # log(Phi(-a) - Phi(-b)) is used, accurate in the tail.
+    b = (hi - mu) / sigma if hi is not None else np.full_like(mu, np.inf)
+    a = (lo - mu) / sigma if lo is not None else np.full_like(mu, -np.inf)
+    lower = _log_diff_exp(special.log_ndtr(b), special.log_ndtr(a))
+    upper = _log_diff_exp(special.log_ndtr(-a), special.log_ndtr(-b))
+    return np.where(a > 0, upper, lower)
 
 
 def negbin_loglik(y: np.ndarray, mu: np.ndarray | None, phi: np.ndarray,
@@ -232,6 +240,28 @@ def _distinct_predictors(X: np.ndarray) -> dict[str, Any]:
     return dict(nd=len(Xd), Xd=Xd, xd=inv.ravel().astype(np.int64) + 1)
 
 
+def _truncated_normal_sums(y, X, alpha, spec, pre=None) -> dict[str, Any]:
+    """Data of seq_normal_tss.stan: the weighted sums of the untruncated kernel, with the
+    predictors centred and whitened as the program samples them (u_i = (1, (x_i - xbar)' L)),
+    and the distinct predictor rows with their summed alphas for the truncation normaliser
+    (exact: sum_i alpha_i log Z(x_i) = sum_d alpha_d log Z(x_d))."""
+    lo, hi = spec["lo"], spec["hi"]
+    pre = identity_pre(X.shape[1]) if pre is None else pre
+    alpha = np.asarray(alpha, float)
+    z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
+    U = np.c_[np.ones(len(z)), (X - pre["xbar"]) @ pre["L"]]
+    Ua = U * alpha[:, None]
+    G = Ua.T @ U
+    dp = _distinct_predictors(X)
+    return dict(P=X.shape[1], xbar=pre["xbar"], L=pre["L"], W=float(alpha.sum()),
+                G=0.5 * (G + G.T), h=Ua.T @ z, q=float(alpha @ z**2), loc=spec["loc"],
+                scale=spec["scale"],
+                has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
+                has_hi=int(hi is not None), hi=0.0 if hi is None else float(hi),
+                nd=dp["nd"], Xd=dp["Xd"],
+                alpha_d=np.bincount(dp["xd"] - 1, weights=alpha, minlength=dp["nd"]))
+
+
 def _normal_draw(mu: np.ndarray, sigma: float, spec: dict[str, Any],
                  rng: np.random.Generator, mean_only: bool = False) -> np.ndarray:
     """Draws of N(mu, sigma) truncated to the spec's (lo, hi) (the mean with ``mean_only``).
@@ -279,20 +309,27 @@ class NormalModel(_Model):
     params = ("a", "b", "s")
 
     def program_for(self, spec, save_log_lik=False):
-        """Without truncation (and without per-record log_lik) the weighted likelihood depends
-        on the data only through weighted sums: seq_normal_ss.stan, O(P^2) per gradient."""
+        """Without per-record log_lik the weighted likelihood depends on the data only through
+        weighted sums (and, when truncated, the summed alphas per distinct predictor row):
+        untruncated seq_normal_ss.stan, O(P^2) per gradient; truncated seq_normal_tss.stan,
+        O(P^2 + nd P). Fits that save log_lik use the per-record seq_normal.stan."""
+        if save_log_lik:
+            return "seq_normal"
         untruncated = spec["lo"] is None and spec["hi"] is None
-        return "seq_normal_ss" if untruncated and not save_log_lik else "seq_normal"
+        return "seq_normal_ss" if untruncated else "seq_normal_tss"
 
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         lo, hi = spec["lo"], spec["hi"]
-        if self.program_for(spec, save_log_lik) == "seq_normal_ss":
+        program = self.program_for(spec, save_log_lik)
+        if program == "seq_normal_ss":
             z = (np.asarray(y, float) - spec["loc"]) / spec["scale"]
             U = np.c_[np.ones(len(z)), X]
             Ua = U * alpha[:, None]
             G = Ua.T @ U
             return dict(P=X.shape[1], W=float(alpha.sum()), G=0.5 * (G + G.T), h=Ua.T @ z,
                         q=float(alpha @ z**2), scale=spec["scale"])
+        if program == "seq_normal_tss":
+            return _truncated_normal_sums(y, X, alpha, spec, pre)
         return dict(_base(y, X, alpha, save_log_lik, pre), y=y, loc=spec["loc"],
                     scale=spec["scale"],
                     has_lo=int(lo is not None), lo=0.0 if lo is None else float(lo),
@@ -314,7 +351,16 @@ class NormalModel(_Model):
 
     def loglik(self, draws, s, y, X, spec):
         mu, sigma = self._mu_sigma(draws, s, X, spec)
-        return normal_loglik(y, mu, sigma, spec["lo"], spec["hi"])
+        lo, hi = spec["lo"], spec["hi"]
+        if lo is None and hi is None:
+            return normal_loglik(y, mu, sigma)
+        Xd, inv = np.unique(X, axis=0, return_inverse=True)
+        if len(Xd) > len(X) // 2:
+            return normal_loglik(y, mu, sigma, lo, hi)
+        # the normaliser depends on the predictors only (as in the Stan programs): computed
+        # once per distinct row of X, it is most of this function's cost
+        mud, _ = self._mu_sigma(draws, s, Xd, spec)
+        return normal_loglik(y, mu, sigma) - normal_log_norm(mud, sigma, lo, hi)[:, inv.ravel()]
 
     def draw(self, draws, s, X, spec, rng, mean_only=False):
         mu, sigma = self._mu_sigma(draws, slice(s, s + 1), X, spec)
