@@ -166,11 +166,23 @@ def test_a_predictor_proposing_c_far_too_large_is_still_guarded(draws):
 
 def test_tuning_setting_is_declared_and_refused_when_bad():
     for cls in (FBS, FBP, PBP, Sequential):
-        assert cls().tuning == "default" if cls is Sequential else cls("y").tuning == "default"
-        with pytest.raises(ParameterError, match="tuning must be one of 'default', 'shortcut'"):
+        obj = cls() if cls is Sequential else cls("y")
+        # Sequential's default is the shortcut (2026-11-27); FBS/FBP/PBP keep the refit rule
+        assert obj.tuning == ("shortcut" if cls is Sequential else "default")
+        with pytest.raises(ParameterError, match="tuning must be one of '(default|shortcut)'"):
             validate_params(cls, {"tuning": "fast"})
+        validate_params(cls, {"tuning": "refits"})        # the refit rule's name
     assert FBS("y", tuning="shortcut")._predictor() is shortcut_predict  # noqa: SLF001
     assert FBS("y")._predictor() is default_predict  # noqa: SLF001
+    assert FBS("y", tuning="refits")._predictor() is default_predict  # noqa: SLF001
+    # Sequential: the shortcut with direct final fits by default; "refits"/"default": neither
+    for kw, pred, direct in [({}, shortcut_predict, True), ({"tuning": "refits"},
+                                                             default_predict, False),
+                             ({"tuning": "default"}, default_predict, False)]:
+        seq = Sequential(**kw)
+        seq._cfg_ = {"gates": {}}                          # what _fit_settings reads of a fit
+        got = seq._fit_settings()  # noqa: SLF001
+        assert got["predict"] is pred and got["direct_final"] is direct, kw
 
 
 # ------------------------------------------------------------------ real Stan, short chains

@@ -445,11 +445,15 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       ``effects="main"``) keeps this many records' worth of likelihood, sum_i alpha_i; a target
       that needs less is refused (:class:`~surveysynth.synth.tuning.CellWeightFloor`). 0 turns
       the check off;
-    * ``tuning`` (default "default"): how the tuner proposes c. "default": today's rule
-      (plug-in, then log-linear refits); "shortcut": the tuning shortcut
+    * ``tuning`` (default "default"): how the tuner proposes c. "default" (also named
+      "refits"): today's rule (plug-in, then log-linear refits); "shortcut": the tuning shortcut
       (:func:`~surveysynth.synth.tuning_shortcut.shortcut_predict`: c predicted from the
       unweighted fit's draws by importance sampling, today's rule when its real / predicted
-      ratio leaves [1/1.5, 1.5]). Either way the released bound is the final fit's fresh
+      ratio leaves [1/1.5, 1.5]; with it the final fit is run at the predicted c with no
+      tuning fit before it, docs/pseudo_posterior.md "Direct final fits"). It stays opt-in
+      here (Sequential's default since 2026-11-27): the evidence for the default is at
+      Sequential's agency-scale sizes, and FBS/FBP/PBP's seeded releases and reproduced
+      tables would all change. Either way the released bound is the final fit's fresh
       draws, never above the target;
     * ``population_size`` (public N the released weights sum to; default: the sum of the
       confidential weights, then listed in the manifest as published without budget);
@@ -486,7 +490,7 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
         "log_lik": [Options("auto", "stan", "numpy")],
         "pi_scale": [Options("natural", "sample")],
         "smoothed_weights": [Options("outcome", "model")],
-        "tuning": [Options("default", "shortcut")],
+        "tuning": [Options("default", "refits", "shortcut")],
         "outcome_scale": [Interval("number", 0, None, closed="neither")],
         **MCMC, **RELEASE,
     }
