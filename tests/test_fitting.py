@@ -173,7 +173,8 @@ def _spy_predict(log):
 def test_fbs_and_sequential_steps_call_the_one_tuner_with_their_loglik():
     """A predictor plugged into FBS and into Sequential is asked for c (so both tune through
     tuning.tune), with the unweighted fit's log-likelihood draws available. Real Stan, short
-    chains, 80 records."""
+    chains, 80 records. (``tuning_predict`` is the refit rule's predictor: Sequential's
+    default since 2026-11-27 is the shortcut, so the spy asks for tuning="refits".)"""
     rng = np.random.default_rng(10)
     n = 80
     df = pd.DataFrame({"g": rng.choice(["a", "b"], n), "y": rng.lognormal(1, 0.4, n),
@@ -195,7 +196,7 @@ def test_fbs_and_sequential_steps_call_the_one_tuner_with_their_loglik():
                    **short).fit(d)
         # equal weights: design weights, released as collected (one step, no weights step)
         s = SpySeq(variables=[{"name": "b", "type": "binary"}], public=["g"],
-                   target_epsilon=1.0, m=2, random_state=2,
+                   target_epsilon=1.0, m=2, random_state=2, tuning="refits",
                    **short).fit(SurveyDesign(df.assign(w=2.0), weights="w"))
     assert f.delta_alpha_ <= 2.0 and fbs_log and fbs_log[0] == ("first", True, 120)
     assert len(s.step_fits_) == 1 and s.step_fits_[0]["delta_alpha"] <= 0.25

@@ -44,7 +44,10 @@ is per record. ``alpha_of`` maps c to the (n,) risk weights (:func:`lipschitz_ma
 ``lipschitz_weights`` on the unweighted bounds; any callable for identification risks).
 
 The tuner this serves (wired in as :func:`shortcut_predict`, the one tuner's ``predict`` step
-with ``tuning="shortcut"``; the loop it runs):
+with ``tuning="shortcut"``, Sequential's default). Since 2026-11-27 it first proposes the FINAL
+fit's c directly (stage "direct", ``Proposal.direct``; ``surveysynth.synth.tuning._start``:
+released only within the band, else a point of the path and a corrected proposal); when that
+fails twice, or the ratio real / predicted leaves [1/1.5, 1.5], the loop below runs:
 
     prop = propose_c(contrib, alpha_of, target, tol, c_lo=floor.c, c_hi=path.c_max,
                      n_final=S, checks=[(c1, real_delta_alpha_1), ...])
