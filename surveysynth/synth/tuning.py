@@ -343,6 +343,10 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
          loglik_inv: np.ndarray | None = None) -> tuple[float, tuple]:
     """Choose c on tuning fits, then a final fit whose bound is reported (never > target).
 
+    Direct final fits first when ``settings.direct_final`` and the predictor sets
+    ``Proposal.direct`` (the tuning shortcut): :func:`_start` says what is released then; the
+    rest of this docstring is the path when they are not used or not released.
+
     Tuning. Delta_alpha(c) = max_i alpha_i(c) R_i(c), with R_i(c) = max_s |log p_i| over
     the draws of the fit at c, increases with c. The next c comes from ``predict`` (default
     :func:`default_predict`: first the plug-in equation max_i alpha_i(c') R_i = aim solved by
