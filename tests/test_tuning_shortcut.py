@@ -295,3 +295,24 @@ def test_study_fast_mode_runs_with_stan():
     else:
         assert sc["reported"] is None and min(finals) > res["target"]
     assert sc["fits"] == 1 + sum(x["role"] in ("tuning", "final") for x in sc["log"])
+
+
+def test_thinned_loglik_in_blocks_is_every_step_th_draw():
+    """The shortcut's contributions, computed a block at a time (bounded memory), are exactly
+    every step-th draw of the log-likelihood (float32); a block boundary off by one or a
+    block restarting the thinning would differ."""
+    from surveysynth.synth.tuning_shortcut import thinned_loglik
+
+    rng = np.random.default_rng(7)
+    full = rng.normal(size=(1003, 37))
+    calls = []
+
+    def loglik(s):
+        calls.append(s)
+        return full[s]
+
+    for step, block in [(1, 37 * 50), (3, 37 * 7), (7, 37 * 1000), (2, 10)]:
+        calls.clear()
+        got = thinned_loglik(loglik, 1003, step, 37, block=block)
+        np.testing.assert_array_equal(got, full[::step].astype(np.float32))
+        assert len(calls) == -(-got.shape[0] // max(1, block // 37))

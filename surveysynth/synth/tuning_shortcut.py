@@ -83,6 +83,7 @@ __all__ = [
     "propose_c",
     "reweighted_moments",
     "shortcut_predict",
+    "thinned_loglik",
 ]
 
 #: Above this Pareto k-hat the smoothed importance weights are not trusted (Vehtari et al.
@@ -130,7 +131,9 @@ class Proposal:
 
 
 def _contrib(contrib: Any) -> np.ndarray:
-    L = np.asarray(contrib, dtype=float)
+    L = np.asarray(contrib)
+    if L.dtype not in (np.float32, np.float64):     # float32 kept (no float64 copy)
+        L = L.astype(float)
     if L.ndim != 2 or L.shape[0] < 2 or L.shape[1] < 1:
         raise ValueError(f"contrib must be a 2-d array (n_draws >= 2, n_columns), got shape "
                          f"{np.shape(contrib)}.")
@@ -470,6 +473,20 @@ PRIOR_CORRECTION = 1.066
 MAX_ELEMENTS = 2e7
 
 
+def thinned_loglik(loglik: Callable[[slice], np.ndarray], draws: int, step: int,
+                    u: int, block: float = 4e6) -> np.ndarray:
+    """Every ``step``-th draw of ``loglik`` as one float32 (S', u) array, computed
+    ``block`` entries at a time (a model's log density makes several temporaries of its
+    input's size: in one piece they set the release's peak memory)."""
+    idx = np.arange(0, draws, step)
+    out = np.empty((idx.size, u), dtype=np.float32)
+    rows = max(1, int(block // max(u, 1)))
+    for i in range(0, idx.size, rows):
+        j = min(idx.size, i + rows)
+        out[i:j] = loglik(slice(int(idx[i]), int(idx[j - 1]) + 1, step))
+    return out
+
+
 def _shortcut_state(p: Any) -> dict:
     """The unweighted fit's contributions and the risk-weight map, computed once per tuning
     run (kept in the TuningPath's ``cache``); ``error`` when they cannot be used."""
@@ -483,7 +500,8 @@ def _shortcut_state(p: Any) -> dict:
             # thinned evenly when the (draws x columns) matrices would exceed MAX_ELEMENTS
             # (the tail factor is rescaled to the final fit's draws: n_final)
             step = max(1, int(np.ceil(int(p.draws) * u / MAX_ELEMENTS)))
-            L = prepare(p.loglik(slice(0, int(p.draws), step)), inv, n, dtype=np.float32)
+            L = prepare(thinned_loglik(p.loglik, int(p.draws), step, u), inv, n,
+                        dtype=np.float32)
             if L.iv.size != n:
                 raise ValueError(f"loglik has {L.iv.size} records for {n} records")
             st.update(L=L, alpha_of=lipschitz_map(p.path.delta, p.path.g), preds={},
