@@ -54,7 +54,8 @@ def design(name: str) -> SurveyDesign:
     return SurveyDesign(d, strata="stype", weights="pw", fpc="fpc")
 
 
-def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
+def run(name: str, seed: int, chains: int, draws: int, warmup: int,
+        tuning: str | None = None) -> dict:
     fits: list[dict] = []
     orig = fitmod.run_stan     # every Stan run of a step goes through synth/fitting.run_fit
 
@@ -78,7 +79,8 @@ def run(name: str, seed: int, chains: int, draws: int, warmup: int) -> dict:
     fitmod.run_stan = logged
     syn = seqmod.Sequential(variables=VARIABLES, public=["stype"], m=5, target_epsilon=40.0,
                             chains=chains, draws=draws, warmup=warmup, random_state=seed,
-                            progress=False, allow_unconverged=True)
+                            progress=False, allow_unconverged=True,
+                            **({"tuning": tuning} if tuning else {}))
     des = design(name)
     load0 = os.getloadavg()
     prof = cProfile.Profile()
@@ -153,11 +155,12 @@ if __name__ == "__main__":
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--out")
+    ap.add_argument("--tuning", default=None, help="Sequential's tuning (default: its own)")
     ap.add_argument("--table", help="print the per-step table of a log of this script")
     a = ap.parse_args()
     if a.table:
         print(table(Path(a.table).read_text().splitlines()))
         sys.exit(0)
-    res = run(a.dataset, a.seed, a.chains, a.draws, a.warmup)
+    res = run(a.dataset, a.seed, a.chains, a.draws, a.warmup, a.tuning)
     Path(a.out).write_text(json.dumps(res, indent=1, default=str))
 

@@ -164,3 +164,28 @@ def test_mutants_are_caught(monkeypatch, delta, mutant, scale):
         return
     fits, rows, c, out = _run(delta, _oracle(scale=scale))
     assert out[0] < 0.9 * TARGET      # released below the band: the test above fails
+
+
+def test_sequential_tries_direct_fits_only_when_the_bound_is_quiet():
+    """direct_final_pays: 1.645 x the relative SD of the unweighted fit's per-chain maxima at
+    most tol / 2 (here 0.05). Per-chain maxima 1% apart: yes; 12% apart (a small file's
+    noise): no; one chain or no finite positive maximum: no. The statistic is per chain: the
+    maxima over records of each chain (a version that took the SD over records, or over
+    chains of a single record, gives the wrong answer on the cases below)."""
+    from surveysynth.synth.sequential import direct_final_pays
+
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.1, 1.0, 500)
+    quiet = np.array([base * f for f in (1.0, 1.01, 0.99, 1.005)])
+    noisy = np.array([base * f for f in (1.0, 1.15, 0.88, 1.05)])
+    assert direct_final_pays(quiet, 0.10) and not direct_final_pays(noisy, 0.10)
+    assert direct_final_pays(noisy, 0.60)             # a wider band has room for that noise
+    assert not direct_final_pays(quiet[:1], 0.10)
+    assert not direct_final_pays(np.full((4, 3), np.inf), 0.10)
+    # per-record spreads large but the chains' maxima equal: the bound is quiet
+    spread = np.array([rng.permutation(base) for _ in range(4)])
+    assert direct_final_pays(spread, 0.10)
+    # an infinite bound of one record in one chain: ignored within that chain
+    inf1 = quiet.copy()
+    inf1[2, 7] = np.inf
+    assert direct_final_pays(inf1, 0.10)
