@@ -316,3 +316,25 @@ def test_thinned_loglik_in_blocks_is_every_step_th_draw():
         got = thinned_loglik(loglik, 1003, step, 37, block=block)
         np.testing.assert_array_equal(got, full[::step].astype(np.float32))
         assert len(calls) == -(-got.shape[0] // max(1, block // 37))
+
+
+def test_float32_prepared_moments_keep_a_small_spread_of_a_large_log_density():
+    """|l| ~ 1000 with an SD of 0.1 per column: the float32 prepared draws give the weighted
+    mean and SD of float64 to 1e-4 (relative). Centring makes that possible; the uncentred
+    float32 version (E|l|^2 - (E|l|)^2 in float32) loses the SD entirely."""
+    from surveysynth.synth.tuning_shortcut import prepare, reweighted_moments
+
+    rng = np.random.default_rng(1)
+    L = -(1000 + 0.1 * rng.standard_normal((2000, 50)))
+    a = rng.uniform(0.2, 1, 50)
+    m64, s64, _, _ = reweighted_moments(L, a)
+    m32, s32, _, _ = reweighted_moments(prepare(L, dtype=np.float32), a)
+    np.testing.assert_allclose(s32, s64, rtol=1e-3)
+    np.testing.assert_allclose(m32, m64, rtol=1e-6)
+    assert np.allclose(s64, L.std(axis=0), rtol=0.2)          # the SD is ~0.1, not 0
+    # the uncentred float32 mutant
+    A = np.abs(L).astype(np.float32)
+    w = np.full(2000, 1 / 2000, dtype=np.float32)
+    mw = w @ A
+    s_bad = np.sqrt(np.maximum(w @ (A * A) - mw * mw, 0.0))
+    assert np.max(np.abs(s_bad / s64 - 1)) > 0.5

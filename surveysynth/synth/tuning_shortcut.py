@@ -200,8 +200,10 @@ def _smoothed(lw: np.ndarray, reff: float, smooth: bool) -> tuple[np.ndarray, fl
 @dataclass(frozen=True)
 class PreparedDraws:
     """The c-invariant part of every prediction from one unweighted fit, computed once
-    (:func:`prepare`): the contributions ``L`` (S, u), the records' columns ``iv``, |L| and
-    |L|^2, and per column the mean, SD and tail factor z of |l| over the draws. A tuning run
+    (:func:`prepare`): the contributions ``L`` (S, u), the records' columns ``iv``, |L|
+    centred by its column mean and its square, and per column the mean, SD and tail factor z
+    of |l| over the draws (centred, the weighted SD has no cancellation: float32 keeps it to
+    ~1e-4 at |l| ~ 1000 with an SD of 0.1, tests/test_tuning_shortcut.py). A tuning run
     evaluates the prediction at ~30 values of c; each then costs three matrix-vector
     products over (S, u) and one PSIS smoothing of S weights, instead of recomputing |L| and
     its moments (measured 2026-11-27: ~60 s per Sequential step at 10,000 records before,
@@ -210,8 +212,8 @@ class PreparedDraws:
 
     L: np.ndarray
     iv: np.ndarray
-    A: np.ndarray
-    A2: np.ndarray
+    Ac: np.ndarray        # |L| - m0 (centred: no cancellation in the moments below)
+    Ac2: np.ndarray       # Ac ** 2
     m0: np.ndarray
     s0: np.ndarray
     z: np.ndarray
@@ -238,11 +240,13 @@ def prepare(contrib: Any, inv: Any = None, n: int | None = None,
     L = np.ascontiguousarray(L, dtype=dtype)
     A = np.abs(L)
     m0 = A.mean(axis=0, dtype=np.float64)
-    A2 = A * A
-    s0 = np.sqrt(np.maximum(A2.mean(axis=0, dtype=np.float64) - m0 * m0, 0.0))
-    z = np.where(s0 > 0, (A.max(axis=0) - m0) / np.where(s0 > 0, s0, 1.0), 0.0)
+    Ac = A
+    Ac -= m0.astype(dtype)                      # in place: |L| is not kept
+    Ac2 = Ac * Ac
+    s0 = np.sqrt(Ac2.mean(axis=0, dtype=np.float64))
+    z = np.where(s0 > 0, Ac.max(axis=0) / np.where(s0 > 0, s0, 1.0), 0.0)
     identity = bool(iv.size == L.shape[1] and np.array_equal(iv, np.arange(iv.size)))
-    return PreparedDraws(L=L, iv=iv, A=A, A2=A2, m0=m0, s0=s0, z=z, identity=identity)
+    return PreparedDraws(L=L, iv=iv, Ac=Ac, Ac2=Ac2, m0=m0, s0=s0, z=z, identity=identity)
 
 
 def _columns(pre: PreparedDraws, per_record: np.ndarray) -> np.ndarray:
@@ -257,9 +261,9 @@ def _moments(pre: PreparedDraws, e: np.ndarray, reff: float, smooth: bool
     coef = _columns(pre, e).astype(pre.L.dtype)
     w, k = _smoothed(np.asarray(pre.L @ coef, dtype=np.float64), reff, smooth)
     wd = w.astype(pre.L.dtype)
-    mw = np.asarray(wd @ pre.A, dtype=np.float64)
-    sw = np.sqrt(np.maximum(np.asarray(wd @ pre.A2, dtype=np.float64) - mw * mw, 0.0))
-    return mw, sw, k, float(1.0 / np.sum(w ** 2))
+    d = np.asarray(wd @ pre.Ac, dtype=np.float64)          # weighted mean minus m0
+    sw = np.sqrt(np.maximum(np.asarray(wd @ pre.Ac2, dtype=np.float64) - d * d, 0.0))
+    return pre.m0 + d, sw, k, float(1.0 / np.sum(w ** 2))
 
 
 def reweighted_moments(contrib: Any, alpha: Any, *, inv: Any = None, reff: float = 1.0,
