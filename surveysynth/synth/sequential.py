@@ -86,7 +86,13 @@ from .base import Synthesizer, convergence_verdict
 from .fitting import WeightedFits, absmax_over_draws, chain_bounds, check_weights, run_fit
 from .params import MCMC, RELEASE, Columns, DaskClient, Interval, Options
 from .pseudo_posterior import _even_draws, _round_up
-from .tuning import TargetUnreachableError, TunerSettings, default_predict, fit_to_target
+from .tuning import (
+    TargetUnreachableError,
+    TunerSettings,
+    default_predict,
+    fit_to_target,
+    log_spread,
+)
 from .tuning_shortcut import shortcut_predict
 
 __all__ = ["Sequential", "TYPES"]
@@ -1131,11 +1137,8 @@ def direct_final_pays(by_chain: np.ndarray, tol: float) -> bool:
     docs/benchmarks.md "Small files") and the refit rule, with the shortcut's proposals,
     decides; at 10,000 records the spread is well under 1%. Only how many fits run depends on
     this, never what is released or reported."""
-    m = np.max(np.where(np.isfinite(by_chain), by_chain, -np.inf), axis=1)
-    m = m[np.isfinite(m) & (m > 0)]
-    if m.size < 2:
-        return False
-    return bool(1.645 * float(np.std(np.log(m), ddof=1)) <= tol / 2.0)
+    s = log_spread(np.max(np.where(np.isfinite(by_chain), by_chain, -np.inf), axis=1))
+    return s is not None and bool(1.645 * s <= tol / 2.0)
 
 
 @dataclass

@@ -14,7 +14,8 @@ import numpy as np
 from ..privacy.lipschitz import lipschitz_weights
 
 __all__ = ["CellWeightFloor", "Proposal", "TargetUnreachableError", "TunerSettings", "TuningPath",
-           "default_predict", "fit_to_target", "loglinear_root", "smallest_group_weight", "tune"]
+           "default_predict", "fit_to_target", "log_spread", "loglinear_root", "smallest_group_weight",
+           "tune"]
 
 
 def loglinear_root(logc: np.ndarray, logf: np.ndarray, target: float,
@@ -487,12 +488,17 @@ def tune(evaluate: Evaluate, target: float, delta: np.ndarray,
         "max_refits or draws, or a larger tol (a lower aim).")
 
 
+def log_spread(maxima: Any, default: float | None = None) -> float | None:
+    """The relative spread of a bound: the SD of the logs of its per-chain maxima, over the
+    finite positive ones (an infinite chain max has no log); ``default`` with fewer than two."""
+    m = np.asarray(maxima, dtype=float)
+    m = m[np.isfinite(m) & (m > 0)]
+    return float(np.std(np.log(m), ddof=1)) if m.size > 1 else default
+
+
 def _chain_spread(chain_maxima: Callable, out: tuple, default: float | None) -> float | None:
-    """SD of the logs of a fit's per-chain maxima of the bound (``default`` with fewer than
-    two finite, positive ones: an infinite chain max has no log)."""
-    chains = np.asarray(chain_maxima(out[3], out[1]), dtype=float)
-    chains = chains[np.isfinite(chains) & (chains > 0)]
-    return float(np.std(np.log(chains), ddof=1)) if chains.size > 1 else default
+    """:func:`log_spread` of a fit's per-chain maxima of its weighted bound."""
+    return log_spread(chain_maxima(out[3], out[1]), default)
 
 
 def _start(settings: TunerSettings, target: float, aim: float, path: TuningPath,
