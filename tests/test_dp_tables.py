@@ -335,7 +335,14 @@ def test_coverage_vignette_fast():
     spec.loader.exec_module(mod)
     summ = mod.main(["--fast", "--quiet"])
     assert set(summ["kind"]) == {"count", "total", "mean"}
-    assert (summ["reps"] >= 1).all()
+    # every count and total, every margin and every confidential estimate has an estimate in
+    # some sample; a DP MEAN of an interior cell may have none in all 3 samples (its noisy
+    # count can be <= 0 in a small cell, and OpenDP's noise cannot be seeded: CI of a2f7dd0
+    # saw "pure eps=10 mean cell" with 0 of 3), as in test_dp_products_evidence
+    dp_mean_cell = (summ["kind"] == "mean") & (summ["cells"] == "cell") \
+        & ~summ["method"].str.startswith("no noise")
+    assert (summ.loc[~dp_mean_cell, "reps"] >= 1).all(), summ
+    assert (summ.loc[summ["method"].str.startswith("no noise"), "reps"] == 3).all(), summ
 
 
 def test_exports_publish_no_record_counts(sdr, tmp_path):
