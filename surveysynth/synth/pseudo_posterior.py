@@ -448,8 +448,8 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
     * ``tuning`` (default "default"): how the tuner proposes c. "default" (also named
       "refits"): today's rule (plug-in, then log-linear refits); "shortcut": the tuning shortcut
       (:func:`~surveysynth.synth.tuning_shortcut.shortcut_predict`: c predicted from the
-      unweighted fit's draws by importance sampling, today's rule when its real / predicted
-      ratio leaves [1/1.5, 1.5]; with it the final fit is run at the predicted c with no
+      unweighted fit's draws by importance sampling and recalibrated by the real fits,
+      today's rule when the corrected prediction misses a real fit by more than 1.5x; with it the final fit is run at the predicted c with no
       tuning fit before it, docs/pseudo_posterior.md "Direct final fits"). It stays opt-in
       here (Sequential's default since 2026-11-27): the evidence for the default is at
       Sequential's agency-scale sizes, and FBS/FBP/PBP's seeded releases and reproduced

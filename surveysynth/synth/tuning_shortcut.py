@@ -47,7 +47,8 @@ The tuner this serves (wired in as :func:`shortcut_predict`, the one tuner's ``p
 with ``tuning="shortcut"``, Sequential's default). Since 2026-11-27 it first proposes the FINAL
 fit's c directly (stage "direct", ``Proposal.direct``; ``surveysynth.synth.tuning._start``:
 released only within the band, else a point of the path and a corrected proposal); when that
-fails twice, or the ratio real / predicted leaves [1/1.5, 1.5], the loop below runs:
+fails twice, or the corrected prediction misses a real fit by more than 1.5x
+(:func:`ratio_check`), the loop below runs:
 
     prop = propose_c(contrib, alpha_of, target, tol, c_lo=floor.c, c_hi=path.c_max,
                      n_final=S, checks=[(c1, real_delta_alpha_1), ...])
@@ -68,7 +69,9 @@ import numpy as np
 from ..privacy.lipschitz import lipschitz_weights
 
 __all__ = [
+    "CORRECTION_BANDWIDTH",
     "K_HAT_MAX",
+    "RATIO_FIRST_MAX",
     "RATIO_MAX",
     "Prediction",
     "Proposal",
@@ -78,9 +81,11 @@ __all__ = [
     "importance_log_weights",
     "information_inflation",
     "lipschitz_map",
+    "local_correction",
     "predict_delta_alpha",
     "prepare",
     "propose_c",
+    "ratio_check",
     "reweighted_moments",
     "shortcut_predict",
     "thinned_loglik",
@@ -384,27 +389,34 @@ def lipschitz_map(bounds: Any, g: float = 0.0) -> Callable[[float], np.ndarray]:
     return lambda c: lipschitz_weights(None, c=float(c), g=float(g), bounds=b)
 
 
-def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: float,
-              tol: float = 0.10, *, c_lo: float = 0.0, c_hi: float = 1.0,
-              aim: float | None = None, inv: Any = None, n_final: int | None = None,
-              info_weight: Any = None, design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
-              checks: Sequence[tuple[float, float]] = (), iters: int = 40,
-              prior_correction: float = 1.0) -> Proposal:
-    """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
-    band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
+#: bandwidth of :func:`local_correction` on log c: checks a factor of 2 away weigh exp(-1/2)
+CORRECTION_BANDWIDTH = float(np.log(2.0))
 
-    ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction is multiplied by
-    the geometric mean of real / predicted over them (``correction``; ``prior_correction``
-    without checks), which carries what
-    the reweighted draws miss (mostly the wider tails of the weighted posterior) from c to
-    nearby c. The search is a bisection on log c that keeps the lower end's corrected
-    prediction below the aim, and returns that end: the returned c's corrected prediction is
-    <= aim <= target, never above the band (when even c_lo is predicted above the target,
-    c_lo is returned with ``trusted`` False: the target looks unreachable by weighting, and
-    the caller's real fit and refusal rules decide). ``trusted`` is False as soon as k-hat
-    exceeds ``k_max`` at the returned c or at a check, in which case the caller uses today's
-    path. Pure: no fit, no randomness.
-    """
+
+def local_correction(at: Sequence[float], ratios: Sequence[float], c: float,
+                     prior: float = 1.0, h: float = CORRECTION_BANDWIDTH) -> float:
+    """The correction of the prediction at c: the geometric mean of the real / predicted
+    ``ratios`` of the checks at ``at``, weighted by exp(-((log c - log c_j) / h)^2 / 2);
+    ``prior`` without checks. Why local: where the reweighted draws degenerate (small files,
+    extreme weights) real / predicted drifts with c (measured on a stand-in whose prediction
+    is too sharp: 0.12 at the first c, 0.2 near the answer), and a plain mean over every
+    check then drags the correction towards the first, distant check and the search creeps
+    (ten fits instead of four); checks at nearby c (within a factor of ~2) are still averaged,
+    which damps the bound's own fit-to-fit noise. Far from every check the nearest one
+    dominates (the weights are normalised in logs, no underflow); c = 0 counts as the
+    smallest c checked."""
+    if len(ratios) == 0:
+        return float(prior)
+    lc = np.log(np.asarray(at, dtype=float))
+    lr = np.log(np.asarray(ratios, dtype=float))
+    x = float(np.log(c)) if c > 0 else float(lc.min())
+    z = -0.5 * ((x - lc) / h) ** 2
+    w = np.exp(z - z.max())
+    return float(np.exp(np.dot(w, lr) / w.sum()))
+
+
+def _goal(target: float, tol: float, c_lo: float, c_hi: float, aim: float | None) -> float:
+    """:func:`propose_c`'s arguments checked; its aim (default the band's middle)."""
     if not (np.isfinite(target) and target > 0):
         raise ValueError(f"target must be a positive number, got {target!r}.")
     if not 0 < tol < 1:
@@ -414,6 +426,31 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
     goal = (1.0 - tol / 2.0) * target if aim is None else float(aim)
     if not 0 < goal <= target:
         raise ValueError(f"aim must lie in (0, target], got {aim!r}.")
+    return goal
+
+
+def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: float,
+              tol: float = 0.10, *, c_lo: float = 0.0, c_hi: float = 1.0,
+              aim: float | None = None, inv: Any = None, n_final: int | None = None,
+              info_weight: Any = None, design: Any = None, reff: float = 1.0, k_max: float = K_HAT_MAX,
+              checks: Sequence[tuple[float, float]] = (), iters: int = 40,
+              prior_correction: float = 1.0) -> Proposal:
+    """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
+    band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
+
+    ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction at c is
+    multiplied by the geometric mean of real / predicted over them weighted by their nearness
+    to c (:func:`local_correction`; ``prior_correction`` without checks), which carries what
+    the reweighted draws miss (mostly the wider tails of the weighted posterior) from the
+    checked c to nearby c. The search is a bisection on log c that keeps the lower end's corrected
+    prediction below the aim, and returns that end: the returned c's corrected prediction is
+    <= aim <= target, never above the band (when even c_lo is predicted above the target,
+    c_lo is returned with ``trusted`` False: the target looks unreachable by weighting, and
+    the caller's real fit and refusal rules decide). ``trusted`` is False as soon as k-hat
+    exceeds ``k_max`` at the returned c or at a check, in which case the caller uses today's
+    path. Pure: no fit, no randomness.
+    """
+    goal = _goal(target, tol, c_lo, c_hi, aim)
     L = prepare(contrib, inv)       # the c-invariant part, once for the whole search
 
     def pred(c: float) -> Prediction:
@@ -422,18 +459,21 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
                                    k_max=k_max, c=c)
 
     trusted, reason = True, ""
-    ratios = []
+    at, ratios = [], []
     for c_chk, f_chk in checks:
         p = pred(float(c_chk))
         if not p.trusted:
             trusted, reason = False, f"k-hat {p.k_hat:.2f} > {k_max} at checked c = {c_chk:.4g}"
         if p.median > 0 and f_chk > 0:
-            ratios.append(np.log(float(f_chk) / p.median))
-    corr = float(np.exp(np.mean(ratios))) if ratios else float(prior_correction)
+            at.append(float(c_chk))
+            ratios.append(float(f_chk) / p.median)
+
+    def corr(c: float) -> float:
+        return local_correction(at, ratios, c, prior_correction)
 
     def value(c: float) -> tuple[float, Prediction]:
         p = pred(c)
-        return corr * p.median, p
+        return corr(c) * p.median, p
 
     v_hi, p_hi = value(c_hi)
     if v_hi <= goal:
@@ -441,7 +481,7 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
     else:
         v_lo, p_lo = value(c_lo)
         if v_lo > goal:
-            return Proposal(c=float(c_lo), prediction=p_lo, correction=corr, trusted=False,
+            return Proposal(c=float(c_lo), prediction=p_lo, correction=corr(c_lo), trusted=False,
                             reason=(f"predicted {v_lo:.4g} > aim {goal:.4g} already at c_lo = "
                                     f"{c_lo:.4g}"))
         lo, hi = c_lo, c_hi
@@ -456,18 +496,30 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
         c = lo
     if not p.trusted and trusted:
         trusted, reason = False, f"k-hat {p.k_hat:.2f} > {k_max} at proposed c = {c:.4g}"
-    return Proposal(c=float(c), prediction=p, correction=corr, trusted=trusted, reason=reason)
+    return Proposal(c=float(c), prediction=p, correction=corr(c), trusted=trusted, reason=reason)
 
 
 # --------------------------------------------------------------------------------------------
 # the tuner's predict step (tuning="shortcut" on FBS, FBP, PBP and Sequential)
 
-#: The trust rule of :func:`shortcut_predict`: the shortcut's proposal is used while every real
-#: fit so far has real / predicted Delta_alpha within [1 / RATIO_MAX, RATIO_MAX]. Measured on
-#: the study (docs/benchmarks.md, "Tuning shortcut"; 29 real fits): geometric mean 1.066, SD of
-#: the log 0.094, so 1.5 is more than four SDs out; k-hat exceeded 0.7 at every one of those
-#: fits while the prediction was the best available, so k-hat is recorded, not keyed on.
+#: The trust rule of :func:`shortcut_predict` (:func:`ratio_check`): the shortcut's proposal is
+#: used while each real fit's real / predicted Delta_alpha lies within [1 / RATIO_MAX,
+#: RATIO_MAX] x the correction in force when that fit was proposed (:func:`local_correction`
+#: of the ratios before it). Measured on the study (docs/benchmarks.md, "Tuning shortcut"; 29
+#: real fits): geometric mean 1.066, SD of the log 0.094, so 1.5 is more than four SDs out; k-hat
+#: exceeded 0.7 at every one of those fits while the prediction was the best available, so
+#: k-hat is recorded, not keyed on.
 RATIO_MAX = 1.5
+#: The first real fit of a model recalibrates the prediction instead of testing it when its
+#: ratio lies within [1 / RATIO_FIRST_MAX, RATIO_FIRST_MAX]: on small files the reweighted
+#: draws degenerate (k-hat 1.3-1.9) and the prediction is biased by a factor that is stable
+#: along the path (apistrat, 200 records: real / predicted 1.5-2.1 in the binary steps, 1.8-2.8
+#: for meals, 3.3-5.6 for ell, over every fit of each step; docs/benchmarks.md "Small files"),
+#: so the corrected prediction still places c where the refit rule needs 4-7 fits. A first
+#: ratio beyond 10 says the prediction carries no usable shape: the refit rule decides.
+RATIO_FIRST_MAX = 10.0
+#: after a real fit at c, the shortcut's next c lies in [c / STEP_MAX, STEP_MAX c]
+STEP_MAX = 8.0
 #: the correction the first proposal uses, before any real fit of this model is known: the
 #: geometric mean of real / predicted Delta_alpha over the 29 real fits of the study
 #: (docs/benchmarks.md, "Tuning shortcut"). Later proposals use their own checks instead.
@@ -489,6 +541,36 @@ def thinned_loglik(loglik: Callable[[slice], np.ndarray], draws: int, step: int,
         j = min(idx.size, i + rows)
         out[i:j] = loglik(slice(int(idx[i]), int(idx[j - 1]) + 1, step))
     return out
+
+
+def ratio_check(ratios: Sequence[float], at: Sequence[float] | None = None) -> str:
+    """The trust rule of :func:`shortcut_predict` on the real / predicted ratios of the real fits
+    so far, in path order: "" while trusted, else the reason.
+
+    A predictive check: each ratio after the first must lie within [1 / RATIO_MAX, RATIO_MAX]
+    x the correction the shortcut applied when it proposed that fit (:func:`local_correction`
+    of the ratios before it, at that fit's c in ``at``; their plain geometric mean without
+    ``at``), i.e. the corrected prediction must have predicted that fit to within RATIO_MAX. The first ratio (its proposal used the study's PRIOR_CORRECTION, not this
+    model's) recalibrates the prediction when it lies within [1 / RATIO_FIRST_MAX,
+    RATIO_FIRST_MAX]. A non-finite or non-positive ratio fails. Once a ratio fails the rule
+    stays failed (the ratios are re-checked in full at every proposal)."""
+    logs: list[float] = []
+    for j, r in enumerate(ratios):
+        r = float(r)
+        if not (np.isfinite(r) and r > 0):
+            return f"real / predicted {r:.3g} at fit {j + 1} is not a positive number"
+        if not logs:
+            if not 1.0 / RATIO_FIRST_MAX <= r <= RATIO_FIRST_MAX:
+                return (f"real / predicted {r:.3g} at the first fit is outside "
+                        f"[1/{RATIO_FIRST_MAX:g}, {RATIO_FIRST_MAX:g}]")
+        else:
+            ref = float(np.exp(np.mean(logs))) if at is None else \
+                local_correction(at[:j], np.exp(logs), at[j])
+            if not ref / RATIO_MAX <= r <= ref * RATIO_MAX:
+                return (f"real / predicted {r:.3g} at fit {j + 1} is outside [1/{RATIO_MAX:g}, "
+                        f"{RATIO_MAX:g}] x {ref:.3g}, the correction it was proposed with")
+        logs.append(float(np.log(r)))
+    return ""
 
 
 def _shortcut_state(p: Any) -> dict:
@@ -524,9 +606,10 @@ def shortcut_predict(p: Any) -> float:
     :func:`propose_c`'s: the c whose prediction (corrected by real / predicted over every real
     fit so far, ``checks``) is at ``p.goal`` (the band's middle for tuning fits, the tuner's
     own margin below the target for final fits), searched on [the cell-weight floor, c_max].
-    Trust rule: every real fit's real / predicted ratio within [1 / RATIO_MAX, RATIO_MAX]
-    (none yet: the first proposal is trusted) and the target reachable by the prediction at
-    the floor; otherwise :func:`surveysynth.synth.tuning.default_predict` (today's path). Each
+    Trust rule (:func:`ratio_check`): each real fit's real / predicted ratio within
+    [1 / RATIO_MAX, RATIO_MAX] x the correction it was proposed with (the first fit
+    recalibrates; none yet: the first proposal is trusted) and the target reachable by the
+    prediction at the floor; otherwise :func:`surveysynth.synth.tuning.default_predict` (today's path). Each
     proposal writes ``proposed_by`` ("shortcut" / "default"), ``k_hat``, ``ratio`` (the last
     check fit's real / predicted), ``correction``, ``predicted`` and ``reason`` into
     ``p.note``, which the tuner copies into the tuning path's row of the fit at that c.
@@ -557,19 +640,23 @@ def shortcut_predict(p: Any) -> float:
     prop = propose_c(st["L"], st["alpha_of"], float(path.target), aim=float(p.goal),
                      c_lo=c_lo, c_hi=c_hi, n_final=int(p.draws), checks=checks, iters=30,
                      prior_correction=PRIOR_CORRECTION)
-    bad = [r for r in ratios if not 1.0 / RATIO_MAX <= r <= RATIO_MAX]
+    bad = ratio_check(ratios, [c_chk for c_chk, _ in checks])
     note = {"k_hat": prop.prediction.k_hat, "ratio": ratios[-1] if ratios else np.nan,
             "correction": prop.correction, "predicted": prop.correction * prop.prediction.median,
             "shortcut_c": prop.c}
     if bad:
-        reason = f"real / predicted {bad[-1]:.3g} outside [1/{RATIO_MAX:g}, {RATIO_MAX:g}]"
+        reason = bad
     elif not prop.trusted and not prop.reason.startswith("k-hat"):
         reason = prop.reason        # the target looks unreachable: today's path and refusals
     else:
+        c = float(prop.c)
+        if p.c is not None and p.c > 0 and ratios:
+            # one step moves c at most STEP_MAX-fold from the fit just run
+            c = float(np.clip(c, p.c / STEP_MAX, p.c * STEP_MAX))
         p.note.update(proposed_by="shortcut", reason=prop.reason, **note)
         # stage "direct": the tuner may run this c as a final fit with no tuning fit before it
         # (its fresh draws report, and it is released only within the band)
         p.direct = p.stage == "direct"
-        return float(prop.c)
+        return c
     p.note.update(proposed_by="default", reason=reason, **note)
     return default_predict(p)
