@@ -377,11 +377,14 @@ def run_one(spec: dict) -> dict:
 def start_cluster(memory_limit: str, n_workers: int = 2) -> tuple[Any, Any, list[int]]:
     """A LocalCluster of ``n_workers`` worker processes (one thread each) held to
     ``memory_limit`` each, its client, and the workers' pids (whose RSS :class:`PeakRSS`
-    keeps apart: each worker's own peak)."""
+    keeps apart: each worker's own peak). The workers are not daemonic (pystan starts a
+    process per chain; Sequential refuses daemonic workers)."""
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           memory_limit=memory_limit, dashboard_address=None)
+    with dask.config.set({"distributed.worker.daemon": False}):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               memory_limit=memory_limit, dashboard_address=None)
     client = Client(cluster)
     return cluster, client, sorted(client.run(os.getpid).values())
 
