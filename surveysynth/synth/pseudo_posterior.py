@@ -449,8 +449,9 @@ class _PseudoPosterior(_FittedMethods, Synthesizer):
       "refits"): today's rule (plug-in, then log-linear refits); "shortcut": the tuning shortcut
       (:func:`~surveysynth.synth.tuning_shortcut.shortcut_predict`: c predicted from the
       unweighted fit's draws by importance sampling and recalibrated by the real fits,
-      today's rule when the corrected prediction misses a real fit by more than 1.5x; with it the final fit is run at the predicted c with no
-      tuning fit before it, docs/pseudo_posterior.md "Direct final fits"). It stays opt-in
+      today's rule when the corrected prediction misses a real fit by more than 1.5x; with
+      it the final fit is run at the predicted c with no tuning fit before it,
+      docs/pseudo_posterior.md "Direct final fits"). It stays opt-in
       here (Sequential's default since 2026-11-27): the evidence for the default is at
       Sequential's agency-scale sizes, and FBS/FBP/PBP's seeded releases and reproduced
       tables would all change. Either way the released bound is the final fit's fresh

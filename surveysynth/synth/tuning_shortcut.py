@@ -438,16 +438,16 @@ def propose_c(contrib: Any, alpha_of: Callable[[float], np.ndarray], target: flo
     """The c whose (corrected) predicted Delta_alpha is at ``aim`` (default the middle of the
     band, (1 - tol/2) target), searched on [c_lo, c_hi] (the cell-weight floor and c_max).
 
-    ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction at c is
-    multiplied by the geometric mean of real / predicted over them weighted by their nearness
-    to c (:func:`local_correction`; ``prior_correction`` without checks), which carries what
-    the reweighted draws miss (mostly the wider tails of the weighted posterior) from the
-    checked c to nearby c. The search is a bisection on log c that keeps the lower end's corrected
-    prediction below the aim, and returns that end: the returned c's corrected prediction is
-    <= aim <= target, never above the band (when even c_lo is predicted above the target,
-    c_lo is returned with ``trusted`` False: the target looks unreachable by weighting, and
-    the caller's real fit and refusal rules decide). ``trusted`` is False as soon as k-hat
-    exceeds ``k_max`` at the returned c or at a check, in which case the caller uses today's
+    ``checks``: real fits so far, (c, Delta_alpha of that fit); the prediction at c is multiplied by
+    the geometric mean of real / predicted over them weighted by their nearness to c
+    (:func:`local_correction`; ``prior_correction`` without checks), which carries what the
+    reweighted draws miss (mostly the wider tails of the weighted posterior) from the checked c
+    to nearby c. The search is a bisection on log c that keeps the lower end's corrected
+    prediction below the aim, and returns that end: the returned c's corrected prediction is <=
+    aim <= target, never above the band (when even c_lo is predicted above the target, c_lo is
+    returned with ``trusted`` False: the target looks unreachable by weighting, and the caller's
+    real fit and refusal rules decide). ``trusted`` is False as soon as k-hat exceeds ``k_max``
+    at the returned c or at a check, in which case the caller uses today's
     path. Pure: no fit, no randomness.
     """
     goal = _goal(target, tol, c_lo, c_hi, aim)
@@ -547,12 +547,13 @@ def ratio_check(ratios: Sequence[float], at: Sequence[float] | None = None) -> s
     """The trust rule of :func:`shortcut_predict` on the real / predicted ratios of the real fits
     so far, in path order: "" while trusted, else the reason.
 
-    A predictive check: each ratio after the first must lie within [1 / RATIO_MAX, RATIO_MAX]
-    x the correction the shortcut applied when it proposed that fit (:func:`local_correction`
-    of the ratios before it, at that fit's c in ``at``; their plain geometric mean without
-    ``at``), i.e. the corrected prediction must have predicted that fit to within RATIO_MAX. The first ratio (its proposal used the study's PRIOR_CORRECTION, not this
-    model's) recalibrates the prediction when it lies within [1 / RATIO_FIRST_MAX,
-    RATIO_FIRST_MAX]. A non-finite or non-positive ratio fails. Once a ratio fails the rule
+    A predictive check: each ratio after the first must lie within [1 / RATIO_MAX, RATIO_MAX] x the
+    correction the shortcut applied when it proposed that fit (:func:`local_correction` of the
+    ratios before it, at that fit's c in ``at``; their plain geometric mean without ``at``),
+    i.e. the corrected prediction must have predicted that fit to within RATIO_MAX. The first
+    ratio (its proposal used the study's PRIOR_CORRECTION, not this model's) recalibrates the
+    prediction when it lies within [1 / RATIO_FIRST_MAX, RATIO_FIRST_MAX]. A non-finite or
+    non-positive ratio fails. Once a ratio fails the rule
     stays failed (the ratios are re-checked in full at every proposal)."""
     logs: list[float] = []
     for j, r in enumerate(ratios):
@@ -606,13 +607,13 @@ def shortcut_predict(p: Any) -> float:
     :func:`propose_c`'s: the c whose prediction (corrected by real / predicted over every real
     fit so far, ``checks``) is at ``p.goal`` (the band's middle for tuning fits, the tuner's
     own margin below the target for final fits), searched on [the cell-weight floor, c_max].
-    Trust rule (:func:`ratio_check`): each real fit's real / predicted ratio within
-    [1 / RATIO_MAX, RATIO_MAX] x the correction it was proposed with (the first fit
-    recalibrates; none yet: the first proposal is trusted) and the target reachable by the
-    prediction at the floor; otherwise :func:`surveysynth.synth.tuning.default_predict` (today's path). Each
-    proposal writes ``proposed_by`` ("shortcut" / "default"), ``k_hat``, ``ratio`` (the last
-    check fit's real / predicted), ``correction``, ``predicted`` and ``reason`` into
-    ``p.note``, which the tuner copies into the tuning path's row of the fit at that c.
+    Trust rule (:func:`ratio_check`): each real fit's real / predicted ratio within [1 / RATIO_MAX,
+    RATIO_MAX] x the correction it was proposed with (the first fit recalibrates; none yet: the
+    first proposal is trusted) and the target reachable by the prediction at the floor;
+    otherwise :func:`surveysynth.synth.tuning.default_predict` (today's path). Each proposal
+    writes ``proposed_by`` ("shortcut" / "default"), ``k_hat``, ``ratio`` (the last check fit's
+    real / predicted), ``correction``, ``predicted`` and ``reason`` into ``p.note``, which the
+    tuner copies into the tuning path's row of the fit at that c.
 
     Only c is chosen here: the reported bound is the final fit's fresh draws and the tuner
     refuses to release any fit above the target, whatever this returns.
