@@ -749,7 +749,8 @@ class Sequential(Synthesizer):
                 "gates": self._cfg_["gates"],
                 "predict": (shortcut_predict if getattr(self, "tuning", "default") == "shortcut"
                             else type(self).tuning_predict),
-                "direct_final": getattr(self, "tuning", "default") == "shortcut"}
+                "direct_final": getattr(self, "tuning", "default") == "shortcut",
+                "noise_band": getattr(self, "tuning", "default") == "shortcut"}
 
     #: the tuner's ``predict`` step for every step (surveysynth.synth.tuning.Proposal)
     tuning_predict = staticmethod(default_predict)
@@ -1113,7 +1114,8 @@ class _StepFit:
             settings = TunerSettings(name=name, tol=cfg["tol"], g=0.0,
                                      max_refits=cfg["max_refits"],
                                      direct_final=bool(cfg.get("direct_final", False))
-                                     and direct_final_pays(by_chain, cfg["tol"]))
+                                     and direct_final_pays(by_chain, cfg["tol"]),
+                                     noise_band=bool(cfg.get("noise_band", False)))
             S_unw = unw.chains * unw.draws_per_chain
             try:
                 c, (da, alpha, _, res, R) = fit_to_target(
