@@ -192,7 +192,9 @@ class Sequential(Synthesizer):
         band [(1 - tol) target, target]; outside it that fit is not released and the
         prediction, corrected by it, proposes again; the refit rule takes over when the
         corrected prediction misses a real fit by more than 1.5x (the first fit recalibrates
-        it; docs/pseudo_posterior.md, "Direct final fits", "Recalibration"; at
+        it), and tuning also ends on a fit within the bound's own noise of the aim
+        (docs/pseudo_posterior.md, "Direct final fits", "Recalibration", "Noise-aware tuning
+        band"; at
         10,000 x 10: 27 fits instead of 44). "refits" (the rule before; "default" is its old
         name): plug-in, then log-linear tuning refits, then a final fit. The released bound is
         the final fit's fresh draws either way, never above the target.
