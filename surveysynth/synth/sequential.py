@@ -1313,14 +1313,13 @@ def _flag_near_prior(step: _Step, res: dict[str, Any], X: np.ndarray) -> None:
     less than one record per coefficient and the posterior is close to its prior in some
     direction, so the synthetic values follow the prior within the public bounds rather than
     the data (apistrat at target epsilon 40 over 8 variables: ell's model keeps 0.25-0.34
-    records' worth for 6 coefficients; docs/sequential.md "Steps close to their prior").
-    ``res["records_worth"]`` keeps the sum (confidential: it derives from the data; the
-    summary shows it). Not repeated where the log-scale flag already fired for the step."""
+    records' worth for 6 coefficients; docs/sequential.md "Steps close to their prior"). The
+    sum is in :meth:`Sequential.summary` (``records_worth``; confidential: it derives from the
+    data). Not repeated where the log-scale flag already fired for the step."""
     alpha = np.asarray(res.get("alpha", ()), dtype=float)
     if alpha.size == 0:
         return
     worth = float(alpha.sum())
-    res["records_worth"] = worth
     k = model_coefficients(step, X)
     if res.get("target") is None or res.get("c") is None or worth >= k:
         return
