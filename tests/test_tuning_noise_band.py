@@ -9,21 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from surveysynth.privacy.lipschitz import record_bounds
 from surveysynth.synth import Sequential
 from surveysynth.synth.tuning import TunerSettings, fit_to_target, in_tuning_band
 from surveysynth.synth.tuning_shortcut import shortcut_predict
 from tests.test_tuner_reach import FakeFits
+from tests.test_tuning_wire import stand_in_draws
 
 TARGET = 3.0
 
 
 @pytest.fixture(scope="module")
 def draws():
-    rng = np.random.default_rng(3)
-    S, n = 400, 300
-    L = -rng.uniform(0.5, 6.0, n)[None, :] * rng.uniform(0.3, 1.0, (S, n))
-    return L, record_bounds(L)
+    return stand_in_draws()
 
 
 def _runs(delta, L, noise, noise_band, seeds):

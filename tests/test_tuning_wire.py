@@ -47,13 +47,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::surveysynth.synth._stan.Converg
 TARGET = 3.0
 
 
-@pytest.fixture(scope="module")
-def draws():
-    """(S, n) unweighted per-record log-likelihood draws and their bounds."""
+def stand_in_draws() -> tuple[np.ndarray, np.ndarray]:
+    """(S, n) unweighted per-record log-likelihood draws and their bounds (the stand-in's
+    predictor input; also tests/test_tuning_noise_band.py's)."""
     rng = np.random.default_rng(3)
     S, n = 400, 300
     L = -rng.uniform(0.5, 6.0, n)[None, :] * rng.uniform(0.3, 1.0, (S, n))
     return L, record_bounds(L)
+
+
+@pytest.fixture(scope="module")
+def draws():
+    return stand_in_draws()
 
 
 def _run(delta, loglik, predict=shortcut_predict, seed=4, settings=None):
