@@ -221,7 +221,9 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     first, inv = sm.patterns(X, y)
     assert len(first) < n / 2                      # the patterns compress this data
     np.testing.assert_array_equal(np.c_[X, y][first][inv], np.c_[X, y])
-    pre = sm.whitening(X)      # a non-trivial sampling parametrization, the same for both
+    # a non-trivial sampling parametrization, the same for both (categorical: with the logit
+    # coordinates Q of sampler_pre)
+    pre = model.sampler_pre(sm.whitening(X), y, spec)
     full = model.stan_data(y, X, alpha, spec, save_log_lik=True, pre=pre)
     comp = model.stan_data(y[first], X[first], np.bincount(inv, weights=alpha), spec,
                            save_log_lik=False, pre=pre)
@@ -261,6 +263,40 @@ def test_pattern_and_sufficient_statistic_programs_have_the_per_record_log_densi
     assert abs(pw.log_prob(theta_c) - lf) > 1.0
 
 
+def test_categorical_log_sum_exp_both_branches_are_the_numpy_density():
+    """seq_categorical.stan's log-sum-exp takes log1p(rowsum(exp(eta))) while every eta < 300
+    and the stable running log1p_exp otherwise: at points on both sides (eta up to ~1e3,
+    where exp overflows) the weighted likelihood is the numpy density's. Kills an overflowing
+    fast branch without the fallback (-inf or nan there) and a fallback that drops a column."""
+    import stan
+
+    model, spec = sm.MODELS["categorical"], {"K": 4}
+    rng = np.random.default_rng(21)
+    n = 150
+    X = rng.normal(size=(n, 2))
+    y = rng.integers(0, 4, n)
+    alpha = rng.uniform(0.05, 1.0, n)
+    pre = model.sampler_pre(sm.whitening(X), y, spec)
+    data = model.stan_data(y, X, alpha, spec, save_log_lik=False, pre=pre)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pf = stan.build(load_program(model.program), data=data, random_seed=1)
+        p0 = stan.build(load_program(model.program), data=dict(data, alpha=np.zeros(n)),
+                        random_seed=1)
+    k = _n_unconstrained("categorical", 2, 4)
+    top = []
+    for scale in (0.5, 0.5, 60.0, 60.0):
+        theta = rng.normal(0, scale, k).tolist()
+        draws = _unflatten(pf, pf.constrain_pars(theta), model.params)
+        eta = model._eta(draws, slice(None), X)                   # noqa: SLF001
+        top.append(float(eta.max()))
+        ll = model.loglik(draws, slice(None), y, X, spec)[0]
+        got = pf.log_prob(theta) - p0.log_prob(theta)
+        assert np.isfinite(got)
+        assert got == pytest.approx(float(alpha @ ll), rel=1e-9, abs=1e-9)
+    assert max(top[:2]) < 300 < min(top[2:]), top                # both branches were taken
+
+
 @pytest.mark.parametrize("family", sorted(STAN_CASES))
 def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family):
     """The per-record programs sample (at, bt) with b = L bt, a = at - xbar' b (ordinal:
@@ -279,7 +315,9 @@ def test_sampler_inits_are_the_natural_inits_in_the_whitened_coordinates(family)
     w = sm.whitening(X)
     Z = (X - w["xbar"]) @ w["L"]
     np.testing.assert_allclose(Z.T @ Z / N, np.eye(2), atol=1e-10)
-    pre = w
+    pre = model.sampler_pre(w, y, case["spec"])         # categorical: adds Q
+    if family == "categorical":                         # not the identity: the test bites
+        assert np.abs(pre["Q"] - np.eye(len(pre["Q"]))).max() > 0.5
     # (2) inits round trip through the Stan program
     nat = model.inits(y, X, case["spec"], 2, rng)
     for d0 in nat:                                      # inits far from zero in every slot

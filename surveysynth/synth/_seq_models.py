@@ -176,6 +176,13 @@ class _Model:
     def inits(self, y, X, spec, chains, rng) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
 
+    def sampler_pre(self, pre: dict[str, np.ndarray], y: np.ndarray,
+                    spec: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The whitened sampling coordinates ``pre`` (``whitening``) completed with what this
+        model adds from the records' ``y`` (the categorical model's logit coordinates Q);
+        computed once per step, exact like the whitening. Default: ``pre`` unchanged."""
+        return pre
+
     def sampler_inits(self, inits: list[dict[str, Any]], spec: dict[str, Any],
                       pre: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         """Initial values of the natural parameters (``inits``) as the sampled ones of the
@@ -442,10 +449,6 @@ class CategoricalModel(_Model):
     program = "seq_categorical"
     params = ("a", "B")
 
-    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
-        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
-                    y=y.astype(np.int64) + 1)
-
     def inits(self, y, X, spec, chains, rng):
         K = spec["K"]
         p = (np.bincount(y, minlength=K) + 0.5) / (len(y) + 0.5 * K)
@@ -454,15 +457,43 @@ class CategoricalModel(_Model):
                      B=(0.05 * rng.standard_normal((X.shape[1], K - 1))).tolist())
                 for _ in range(chains)]
 
-    def sampler_inits(self, inits, spec, pre):
-        """B = L Bt, a = at - B' xbar (seq_categorical.stan)."""
+    def sampler_pre(self, pre, y, spec):
+        """Adds Q, the logits' sampling coordinates (seq_categorical.stan: [at'; Bt] = Ct Q):
+        the inverse square root of M = diag(p) - p p', p the records' shares of categories
+        2..K (each count + 0.5, as ``inits``: M is positive definite even when a category is
+        empty). The logits' Fisher information is about n M per whitened predictor, so the
+        coordinates Ct are nearly uncorrelated across logits; a linear, invertible map with
+        the priors on (a, B): the posterior is the same."""
+        K = int(spec["K"])
+        p = (np.bincount(np.asarray(y, np.int64), minlength=K) + 0.5) / (len(y) + 0.5 * K)
+        M = np.diag(p[1:]) - np.outer(p[1:], p[1:])
+        return dict(pre, Q=_sym_sqrt(M, -0.5))
+
+    @staticmethod
+    def _logit_coords(pre, K):
+        return np.asarray(pre.get("Q", np.eye(K - 1)), float)
+
+    def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
+        pre = identity_pre(X.shape[1]) if pre is None else pre
+        return dict(_base(y, X, alpha, save_log_lik, pre), K=spec["K"],
+                    y=y.astype(np.int64) + 1, Q=self._logit_coords(pre, spec["K"]))
+
+    @staticmethod
+    def _at_bt(inits, pre):
+        """B = L Bt, a = at - B' xbar: (at, Bt) of each natural init."""
         out = []
         for d in inits:
             a = np.asarray(d["a"], float)
             B = np.asarray(d["B"], float).reshape(len(pre["xbar"]), len(a))  # P may be 0
-            out.append(dict(Bt=np.linalg.solve(pre["L"], B).tolist() if B.size else B.tolist(),
-                            at=(a + B.T @ pre["xbar"]).tolist()))
+            out.append((a + B.T @ pre["xbar"],
+                        np.linalg.solve(pre["L"], B) if B.size else B))
         return out
+
+    def sampler_inits(self, inits, spec, pre):
+        """[at'; Bt] = Ct Q, B = L Bt, a = at - B' xbar (seq_categorical.stan)."""
+        Q = self._logit_coords(pre, int(spec["K"]))
+        return [dict(Ct=np.linalg.solve(Q.T, np.vstack([at[None, :], Bt]).T).T.tolist())
+                for at, Bt in self._at_bt(inits, pre)]
 
     def _eta(self, draws, s, X):
         a, B = draws["a"][s], draws["B"][s]          # (S, K-1), (S, P, K-1)
@@ -679,10 +710,14 @@ class CategoricalREModel(_RandomIntercept, CategoricalModel):
         us = self._init_u(spec, chains, rng, shape=(spec["K"] - 1,))
         return [{**b, **u} for b, u in zip(base, us, strict=True)]
 
+    def sampler_pre(self, pre, y, spec):
+        """seq_categorical_re.stan samples (at, Bt) (no logit coordinates)."""
+        return pre
+
     def sampler_inits(self, inits, spec, pre):
-        out = CategoricalModel.sampler_inits(self, inits, spec, pre)
-        return [{**o, **{k: d[k] for k in self.re_params if k in d}}
-                for o, d in zip(out, inits, strict=True)]
+        return [{"at": at.tolist(), "Bt": Bt.tolist(),
+                 **{k: d[k] for k in self.re_params if k in d}}
+                for (at, Bt), d in zip(self._at_bt(inits, pre), inits, strict=True)]
 
     def _eta(self, draws, s, X, u=None):
         Xp, g = split_groups(X)

@@ -1055,8 +1055,8 @@ class _StepFit:
         # whitened predictors (exact reparametrization; records' X, so the same for every fit of
         # the step) when Stan gets many rows; the programs' own coordinates otherwise
         Xp = split_groups(X)[0] if "J" in step.spec else X   # predictors without the PSU
-        self.pre = (whitening(Xp) if len(self.yu) >= WHITEN_MIN_ROWS
-                    else identity_pre(Xp.shape[1]))
+        self.pre = (self.model.sampler_pre(whitening(Xp), y, step.spec)
+                    if len(self.yu) >= WHITEN_MIN_ROWS else identity_pre(Xp.shape[1]))
 
     def run(self, alpha: np.ndarray, draws: int, warmup: int, init: Any, label: str,
             seed: int) -> StanDraws:
