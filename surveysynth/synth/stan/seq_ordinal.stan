@@ -6,7 +6,17 @@
 // log p_i vectorized over records (the same values as Stan's ordered_logistic_lpmf):
 //   y = 1: log(1 - inv_logit(eta - c_1)) = -log1p_exp(eta - c_1)
 //   y = K: log inv_logit(eta - c_{K-1}) = -log1p_exp(c_{K-1} - eta)
-//   else:  log(inv_logit(eta - c_{y-1}) - inv_logit(eta - c_y)), by log_diff_exp.
+//   else:  log(inv_logit(eta - c_{y-1}) - inv_logit(eta - c_y)), by log_diff_exp
+// (seq_ord_ll: the per-record log_lik). The model block sums the same density factorised
+// (issue 39 item 2; ~20% less time per gradient at 10,000 rows): with u = eta - c_{y-1} and
+// v = eta - c_y, inv_logit(u) - inv_logit(v) = inv_logit(u) (1 - inv_logit(v)) (1 - exp(v - u))
+// and v - u = c_{y-1} - c_y, so
+//   sum_i alpha_i log p_i = sum_{y_i > 1} alpha_i log_inv_logit(u_i)
+//                           - sum_{y_i < K} alpha_i log1p_exp(v_i)
+//                           + sum_{k = 2..K-1} A_k log1m_exp(c_{k-1} - c_k),
+// A_k the summed alphas of category k (the y = 1 and y = K cases are the first two sums'
+// missing terms). u and v are each one product of data rows [XL_i, -e_{y-1}] (resp. e_y) with
+// (bt, ct): c_k - c_{k-1} = ct_k - ct_{k-1} (the centring shifts every cutpoint alike).
 functions {
   vector seq_ord_ll(vector eta, vector c, array[] int i1, array[] int iK, array[] int im,
                     array[] int km, array[] int kl) {
@@ -63,6 +73,37 @@ transformed data {
       }
     }
   }
+  // the factorised sums (header): rows of the u (y > 1) and v (y < K) products
+  int nu = n - n1;
+  int nv = n - nK;
+  matrix[nu, P + K - 1] Zu = rep_matrix(0, nu, P + K - 1);
+  matrix[nv, P + K - 1] Zv = rep_matrix(0, nv, P + K - 1);
+  vector[nu] alpha_u;
+  vector[nv] alpha_v;
+  vector[K] A = rep_vector(0, K);
+  {
+    int ju = 0;
+    int jv = 0;
+    for (i in 1:n) {
+      A[y[i]] += alpha[i];
+      if (y[i] > 1) {
+        ju += 1;
+        if (P > 0) {
+          Zu[ju, 1:P] = XL[i];
+        }
+        Zu[ju, P + y[i] - 1] = -1;
+        alpha_u[ju] = alpha[i];
+      }
+      if (y[i] < K) {
+        jv += 1;
+        if (P > 0) {
+          Zv[jv, 1:P] = XL[i];
+        }
+        Zv[jv, P + y[i]] = -1;
+        alpha_v[jv] = alpha[i];
+      }
+    }
+  }
 }
 parameters {
   vector[P] bt;
@@ -73,7 +114,14 @@ transformed parameters {
   vector[K - 1] c = ct + dot_product(xbar, b);
 }
 model {
-  target += dot_product(alpha, seq_ord_ll(XL * bt, ct, i1, iK, im, km, kl));
+  {
+    vector[P + K - 1] bc = append_row(bt, ct);
+    target += dot_product(alpha_u, log_inv_logit(Zu * bc))
+              - dot_product(alpha_v, log1p_exp(Zv * bc));
+    if (K > 2) {
+      target += dot_product(A[2:(K - 1)], log1m_exp(ct[1:(K - 2)] - ct[2:(K - 1)]));
+    }
+  }
   b ~ normal(0, 2.5);   // priors on the natural parameters (constant Jacobian)
   c ~ normal(0, 5);
 }
