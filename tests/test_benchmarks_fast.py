@@ -44,3 +44,22 @@ def test_taylor_benchmark_without_svy_gives_the_reason():
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("True svy not installed") and "pip install svy" in out.stdout
+
+
+def test_seq_programs_benchmark_fast_mode_runs_side_by_side():
+    """benchmarks/seq_programs.py (issue 39 item 2): the baseline commit's programs against the
+    checkout's on the same step data; both fits run and agree (same posterior)."""
+    base = subprocess.run(["git", "-C", str(ROOT), "rev-list", "-n", "1", "HEAD"],
+                          capture_output=True, text=True)
+    if base.returncode != 0:
+        raise AssertionError(f"git is needed for the baseline's programs: {base.stderr}")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "seq_programs.py"), "--fast",
+                          "--baseline", base.stdout.strip()],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [r.split("|")[1:-1] for r in out.stdout.splitlines()
+            if r.startswith("| occupation") or r.startswith("| educ")]
+    assert [r[1].strip() for r in rows] == ["categorical", "ordinal"], out.stdout
+    # against HEAD the two programs are the same text: the same posterior, to Monte Carlo
+    # error (both seeded alike; a gap of whole posterior SDs would mean a broken harness)
+    assert all(float(r[-1]) < 0.5 for r in rows), out.stdout
