@@ -719,7 +719,16 @@ def main(argv: list[str] | None = None) -> None:
         configs = {}
         for item in a.config:
             name, _, js = item.partition("=")
-            configs[name.strip()] = json.loads(js) if js.strip() else {}
+            try:
+                kw = json.loads(js) if js.strip() else {}
+            except json.JSONDecodeError as exc:
+                ap.error(f"--config {item!r}: {js!r} after the first '=' is not a JSON object "
+                         f"({exc.msg}); the name may not contain '='. Example: "
+                         "--config 'two jobs={\"n_jobs\": 2}'.")
+            if not isinstance(kw, dict):
+                ap.error(f"--config {item!r}: the keywords must be a JSON object, e.g. "
+                         "'two jobs={\"n_jobs\": 2}'.")
+            configs[name.strip()] = kw
     if a.only:
         configs = {k: v for k, v in configs.items() if k in a.only.split(",")}
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]

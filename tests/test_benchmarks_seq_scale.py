@@ -177,6 +177,21 @@ def test_unknown_option_end_to_end_is_a_row_not_a_crash():
         assert "| 1m (1,000 x 10) | all | | not supported by this Sequential" in proc.stdout
 
 
+@pytest.mark.parametrize("item, says", [
+    ('a=b={"n_jobs": 2}', "the name may not contain '='"),
+    ("a=[1]", "must be a JSON object"),
+])
+def test_config_that_is_not_a_json_object_is_a_clear_error(item, says):
+    """--config NAME=JSON splits at the first '=': a name with '=' or keywords that are not an
+    object get a message naming the option and an example, not a bare traceback."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "seq_scale.py"), "--fast",
+                           "--cases", "10k", "--config", item],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"--config {item!r}" in proc.stderr and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_step_rows_count_fits_and_tuning_path():
     """fits = the unweighted fit + every weighted fit; tuning path = weighted fits before the
     final one(s); a predicted bound is shown when the tuning rows carry one."""
