@@ -75,7 +75,7 @@ data {
 }
 transformed data {
   matrix[n, P] XL = (X - rep_matrix(xbar', n)) * L;
-  matrix[nd, P] XdL = (Xd - rep_matrix(xbar', nd)) * L;
+  matrix[nd, P + 1] XdL1 = append_col(rep_vector(1, nd), (Xd - rep_matrix(xbar', nd)) * L);
   vector[n] yv = to_vector(y);
   vector[n] lgy1 = lgamma(yv + 1);
   int ymax = max(y);
@@ -117,16 +117,19 @@ model {
   // p^phi cancels against its normaliser's: log p_i = lg[y_i] - lgy1_i + y_i (eta_i - log phi)
   // - y_i l1 - lse. eta_i enters linearly through data sums (say, XLay); l1 and lse are
   // per distinct row, weighted by alpha_d and ay_d (summed alpha, alpha y of the rows sharing it).
+  // eta_d - log phi as ONE product of [1, XdL_d] with (eta0 + at - log phi, bt) (issue 39
+  // item 2: the intercept and log phi folded in; phi multiplies a dot product, not a vector)
   {
-    vector[nd] etad = eta0 + at + XdL * bt;
-    vector[nd] l1 = log1p_exp(etad - log(phi));
+    real a0 = eta0 + at - log(phi);
+    vector[nd] el = XdL1 * append_row(a0, bt);
+    vector[nd] l1 = log1p_exp(el);
     target += dot_product(A, seq_nb_lpoch(phi, ymax)) - alpha_lgy1
-              + (eta0 + at - log(phi)) * say + dot_product(XLay, bt);
+              + a0 * say + dot_product(XLay, bt);
     if (has_hi) {
       target += -dot_product(ay_d, l1)
-                - dot_product(alpha_d, seq_nb_lse(-log1p_exp(log(phi) - etad), phi, hi));
+                - dot_product(alpha_d, seq_nb_lse(-log1p_exp(-el), phi, hi));
     } else {
-      target += -dot_product(phi * alpha_d + ay_d, l1);
+      target += -phi * dot_product(alpha_d, l1) - dot_product(ay_d, l1);
     }
   }
   a ~ normal(0, 5);   // priors on the natural parameters (linear in at, bt: constant Jacobian)
