@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--steps: {item!r} must be variable:family, e.g. educ:ordinal.")
         r = compare(a.n, var, family, a.baseline, a.draws, a.seed)
         rows.append(r)
-        print(json.dumps({k: v for k, v in r.items()}), flush=True)
+        print(json.dumps(r), flush=True)
     meta["load_end"] = round(os.getloadavg()[0], 2)
     for r in rows:
         r["max_gap"] = max_gap(r)
