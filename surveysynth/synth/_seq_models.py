@@ -702,22 +702,18 @@ class CategoricalREModel(_RandomIntercept, CategoricalModel):
 
     def stan_data(self, y, X, alpha, spec, save_log_lik, pre=None):
         Xp, re = _re_data(X, spec, False)
-        return dict(_base(y, Xp, alpha, save_log_lik, pre), K=spec["K"],
-                    y=y.astype(np.int64) + 1, **re)
+        return dict(CategoricalModel.stan_data(self, y, Xp, alpha, spec, save_log_lik, pre),
+                    **re)
 
     def inits(self, y, X, spec, chains, rng):
         base = CategoricalModel.inits(self, y, split_groups(X)[0], spec, chains, rng)
         us = self._init_u(spec, chains, rng, shape=(spec["K"] - 1,))
         return [{**b, **u} for b, u in zip(base, us, strict=True)]
 
-    def sampler_pre(self, pre, y, spec):
-        """seq_categorical_re.stan samples (at, Bt) (no logit coordinates)."""
-        return pre
-
     def sampler_inits(self, inits, spec, pre):
-        return [{"at": at.tolist(), "Bt": Bt.tolist(),
-                 **{k: d[k] for k in self.re_params if k in d}}
-                for (at, Bt), d in zip(self._at_bt(inits, pre), inits, strict=True)]
+        out = CategoricalModel.sampler_inits(self, inits, spec, pre)
+        return [{**o, **{k: d[k] for k in self.re_params if k in d}}
+                for o, d in zip(out, inits, strict=True)]
 
     def _eta(self, draws, s, X, u=None):
         Xp, g = split_groups(X)

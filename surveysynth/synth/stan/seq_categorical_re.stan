@@ -5,19 +5,35 @@
 // z ~ N(0, 1) (non-centred), sigma_u[k] ~ half-t(3, 0, 1). (A single intercept shared by the
 // non-reference logits would only move "reference vs the rest" together: the clustering it
 // carries would depend on which level happens to be first.) g(i) the record's PSU (1..J);
-// a ~ N(0, 5), B ~ N(0, 2.5), centred, whitened as seq_categorical.stan. log p_i given u (D4);
+// a ~ N(0, 5), B ~ N(0, 2.5), centred, whitened, and in the logit coordinates Q, as
+// seq_categorical.stan ([at'; Bt] = Ct Q; its linear part from data sums, the random
+// intercepts' by the summed alphas per (logit, PSU); its log-sum-exp). log p_i given u (D4);
 // rows are the distinct (x, y, PSU) patterns with summed alphas (exact).
 functions {
-  // log softmax(eta_i)[y_i] of every record, vectorized over records: the row-wise
-  // log-sum-exp is accumulated over the K columns (K is small) as lse + log1p_exp(e_k - lse),
-  // stable for any eta; the selected entry is a row-wise dot product with the one-hot codes.
-  vector seq_cat_ll(matrix Y1, matrix eta) {
-    int K = cols(eta);
-    vector[rows(eta)] lse = col(eta, 1);
-    for (k in 2:K) {
-      lse += log1p_exp(col(eta, k) - lse);
+  // log sum_k exp(eta_ik) with eta_i1 = 0, from E = the non-reference columns (as
+  // seq_categorical.stan: one matrix exp while every eta < 300, the stable running
+  // log1p_exp otherwise)
+  vector seq_cat_lse(matrix E) {
+    int Km1 = cols(E);
+    if (max(E) < 300) {
+      return log1p(exp(E) * rep_vector(1, Km1));
     }
-    return rows_dot_product(Y1, eta) - lse;
+    vector[rows(E)] lse = log1p_exp(col(E, 1));
+    for (k in 2:Km1) {
+      lse += log1p_exp(col(E, k) - lse);
+    }
+    return lse;
+  }
+  // log softmax(eta_i)[y_i] of every record (generated quantities: per-record log_lik)
+  vector seq_cat_ll(array[] int y, matrix E) {
+    int n = rows(E);
+    vector[n] ll = -seq_cat_lse(E);
+    for (i in 1:n) {
+      if (y[i] > 1) {
+        ll[i] += E[i, y[i] - 1];
+      }
+    }
+    return ll;
   }
 }
 data {
@@ -27,6 +43,7 @@ data {
   matrix[n, P] X;
   vector[P] xbar;                          // predictor centring (sequential: the records' means)
   matrix[P, P] L;                          // whitening: B = L Bt (invertible)
+  matrix[K - 1, K - 1] Q;                  // logit coordinates: [at'; Bt] = Ct Q (invertible)
   array[n] int<lower=1, upper=K> y;
   vector<lower=0>[n] alpha;  // alpha_i summed over identical (x, y, PSU) records
   int<lower=1> J;
@@ -34,26 +51,33 @@ data {
   int<lower=0, upper=1> save_log_lik;
 }
 transformed data {
-  matrix[n, P] XL = (X - rep_matrix(xbar', n)) * L;
-  matrix[n, K] Y1 = rep_matrix(0, n, K);   // one-hot codes
+  matrix[n, P + 1] XL1 = append_col(rep_vector(1, n), (X - rep_matrix(xbar', n)) * L);
+  matrix[P + 1, K - 1] S = rep_matrix(0, P + 1, K - 1);   // XL1' (alpha .* [y = k]), k >= 2
+  matrix[K - 1, J] Su = rep_matrix(0, K - 1, J);          // summed alpha per (y = k, PSU)
   for (i in 1:n) {
-    Y1[i, y[i]] = 1;
+    if (y[i] > 1) {
+      S[:, y[i] - 1] += alpha[i] * XL1[i]';
+      Su[y[i] - 1, g[i]] += alpha[i];
+    }
   }
 }
 parameters {
-  vector[K - 1] at;
-  matrix[P, K - 1] Bt;
+  matrix[P + 1, K - 1] Ct;
   vector<lower=0>[K - 1] sigma_u;
   matrix[K - 1, J] z_u;
 }
 transformed parameters {
-  matrix[P, K - 1] B = L * Bt;
-  vector[K - 1] a = at - B' * xbar;
+  matrix[P + 1, K - 1] ABt = Ct * Q;       // [at'; Bt]
+  matrix[P, K - 1] B = rep_matrix(0, P, K - 1);
+  if (P > 0) {                             // (a range 2:1 is not empty in Stan)
+    B = L * ABt[2:(P + 1)];
+  }
+  vector[K - 1] a = ABt[1]' - B' * xbar;
   matrix[K - 1, J] u = diag_pre_multiply(sigma_u, z_u);
 }
 model {
-  matrix[n, K] eta = append_col(rep_vector(0, n), rep_matrix(at', n) + XL * Bt + u[:, g]');
-  target += dot_product(alpha, seq_cat_ll(Y1, eta));
+  target += sum(S .* ABt) + sum(Su .* u)
+            - dot_product(alpha, seq_cat_lse(XL1 * ABt + u[:, g]'));
   a ~ normal(0, 5);   // priors on the natural parameters (constant Jacobian)
   to_vector(B) ~ normal(0, 2.5);
   sigma_u ~ student_t(3, 0, 1);
@@ -62,6 +86,6 @@ model {
 generated quantities {
   vector[save_log_lik ? n : 0] log_lik;
   if (save_log_lik) {
-    log_lik = seq_cat_ll(Y1, append_col(rep_vector(0, n), rep_matrix(a', n) + X * B + u[:, g]'));
+    log_lik = seq_cat_ll(y, rep_matrix(a', n) + X * B + u[:, g]');
   }
 }
