@@ -449,9 +449,14 @@ class CategoricalModel(_Model):
     program = "seq_categorical"
     params = ("a", "B")
 
+    @staticmethod
+    def _shares(y, K: int) -> np.ndarray:
+        """The records' category shares, each count + 0.5 (none is 0)."""
+        return (np.bincount(np.asarray(y, np.int64), minlength=K) + 0.5) / (len(y) + 0.5 * K)
+
     def inits(self, y, X, spec, chains, rng):
         K = spec["K"]
-        p = (np.bincount(y, minlength=K) + 0.5) / (len(y) + 0.5 * K)
+        p = self._shares(y, K)
         a = np.log(p[1:]) - np.log(p[0])
         return [dict(a=(a + 0.05 * rng.standard_normal(K - 1)).tolist(),
                      B=(0.05 * rng.standard_normal((X.shape[1], K - 1))).tolist())
@@ -460,12 +465,11 @@ class CategoricalModel(_Model):
     def sampler_pre(self, pre, y, spec):
         """Adds Q, the logits' sampling coordinates (seq_categorical.stan: [at'; Bt] = Ct Q):
         the inverse square root of M = diag(p) - p p', p the records' shares of categories
-        2..K (each count + 0.5, as ``inits``: M is positive definite even when a category is
-        empty). The logits' Fisher information is about n M per whitened predictor, so the
-        coordinates Ct are nearly uncorrelated across logits; a linear, invertible map with
-        the priors on (a, B): the posterior is the same."""
-        K = int(spec["K"])
-        p = (np.bincount(np.asarray(y, np.int64), minlength=K) + 0.5) / (len(y) + 0.5 * K)
+        2..K (``_shares``: M is positive definite even when a category is empty). The logits'
+        Fisher information is about n M per whitened predictor, so the coordinates Ct are
+        nearly uncorrelated across logits; a linear, invertible map with the priors on (a, B):
+        the posterior is the same."""
+        p = self._shares(y, int(spec["K"]))
         M = np.diag(p[1:]) - np.outer(p[1:], p[1:])
         return dict(pre, Q=_sym_sqrt(M, -0.5))
 
